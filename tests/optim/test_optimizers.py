@@ -1,0 +1,218 @@
+"""SGD, Adam and AdamW against torch.optim, step by step on the same parameters and gradients."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tinyflow as tf
+import tinyflow.nn as nn
+from tinyflow.optim import SGD, Adam, AdamW
+
+torch = pytest.importorskip("torch")
+
+# The last shape has more elements than one cache block of the CPU kernels, so the blocked
+# path is checked too; the others take the whole-array path.
+SHAPES = [(3, 4), (5,), (1,), (200, 201)]
+STEPS = 5
+
+
+class Pair:
+    """The same parameters in tinyflow and torch, fed the same gradients each step."""
+
+    def __init__(self, shapes: list[tuple[int, ...]], seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        inits = [self.rng.standard_normal(s).astype(np.float32) for s in shapes]
+        self.ours = [nn.Parameter(tf.tensor(a.copy())) for a in inits]
+        self.theirs = [torch.nn.Parameter(torch.tensor(a.copy())) for a in inits]
+
+    def set_grads(self, skip: int | None = None) -> None:
+        for i, (p, q) in enumerate(zip(self.ours, self.theirs)):
+            if i == skip:
+                p.grad, q.grad = None, None
+                continue
+            g = self.rng.standard_normal(p.shape).astype(np.float32)
+            p.grad = tf.tensor(g.copy())
+            q.grad = torch.tensor(g.copy())
+
+    def assert_close(self, rtol: float = 2e-5, atol: float = 1e-6) -> None:
+        for i, (p, q) in enumerate(zip(self.ours, self.theirs)):
+            np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=rtol, atol=atol, err_msg=f"param {i}")
+
+
+def run_against_torch(ours_cls, theirs_cls, kwargs: dict, seed: int = 0, steps: int = STEPS, state_keys=()) -> None:
+    pair = Pair(SHAPES, seed)
+    ours = ours_cls(pair.ours, **kwargs)
+    theirs = theirs_cls(pair.theirs, **kwargs)
+    for step in range(steps):
+        # parameter 1 has no gradient on step 2: it must be left alone, as torch does
+        pair.set_grads(skip=1 if step == 2 else None)
+        ours.step()
+        theirs.step()
+        pair.assert_close()
+    for key in state_keys:
+        for i, (p, q) in enumerate(zip(pair.ours, pair.theirs)):
+            np.testing.assert_allclose(
+                ours.state[p][key], theirs.state[q][key].numpy(), rtol=2e-5, atol=1e-6, err_msg=f"{key} of param {i}"
+            )
+
+
+SGD_CONFIGS = [
+    dict(lr=0.1),
+    dict(lr=0.1, weight_decay=0.01),
+    dict(lr=0.05, momentum=0.9),
+    dict(lr=0.05, momentum=0.9, dampening=0.3),
+    dict(lr=0.05, momentum=0.9, nesterov=True),
+    dict(lr=0.05, momentum=0.5, weight_decay=0.1, nesterov=True),
+    dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.05, maximize=True),
+]
+
+
+@pytest.mark.parametrize("kwargs", SGD_CONFIGS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
+def test_sgd_matches_torch(kwargs: dict) -> None:
+    keys = ("momentum_buffer",) if kwargs.get("momentum", 0) else ()
+    run_against_torch(SGD, torch.optim.SGD, kwargs, state_keys=keys)
+
+
+ADAM_CONFIGS = [
+    dict(lr=1e-2),
+    dict(lr=1e-2, betas=(0.8, 0.99), eps=1e-6),
+    dict(lr=1e-2, weight_decay=0.1),
+    dict(lr=1e-2, amsgrad=True),
+    dict(lr=1e-2, weight_decay=0.1, amsgrad=True, maximize=True),
+    dict(lr=1e-2, betas=(0.3, 0.9)),  # beta1 < 0.5: the other branch of torch's lerp
+]
+
+
+@pytest.mark.parametrize("kwargs", ADAM_CONFIGS, ids=lambda k: ",".join(f"{a}={b}" for a, b in k.items()))
+def test_adam_matches_torch(kwargs: dict) -> None:
+    keys = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if kwargs.get("amsgrad") else ())
+    run_against_torch(Adam, torch.optim.Adam, kwargs, state_keys=keys)
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(lr=1e-2, weight_decay=0.3), dict(lr=1e-2, amsgrad=True)])
+def test_adamw_matches_torch(kwargs: dict) -> None:
+    run_against_torch(AdamW, torch.optim.AdamW, kwargs, state_keys=("exp_avg", "exp_avg_sq"))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lr=st.floats(1e-3, 1.0),
+    momentum=st.sampled_from([0.0, 0.5, 0.9, 0.99]),
+    dampening=st.sampled_from([0.0, 0.2]),
+    weight_decay=st.sampled_from([0.0, 1e-3, 0.1]),
+    nesterov=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_sgd_random_hyperparameters(lr, momentum, dampening, weight_decay, nesterov, seed) -> None:
+    if nesterov and (momentum == 0 or dampening != 0):
+        nesterov = False
+    kwargs = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+    run_against_torch(SGD, torch.optim.SGD, kwargs, seed=seed, steps=3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lr=st.floats(1e-4, 0.1),
+    beta1=st.floats(0.0, 0.99),
+    beta2=st.floats(0.5, 0.9999),
+    weight_decay=st.sampled_from([0.0, 0.01]),
+    amsgrad=st.booleans(),
+    decoupled=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_adam_random_hyperparameters(lr, beta1, beta2, weight_decay, amsgrad, decoupled, seed) -> None:
+    kwargs = dict(lr=lr, betas=(beta1, beta2), weight_decay=weight_decay, amsgrad=amsgrad)
+    if decoupled:
+        run_against_torch(AdamW, torch.optim.AdamW, kwargs, seed=seed, steps=3)
+    else:
+        run_against_torch(Adam, torch.optim.Adam, kwargs, seed=seed, steps=3)
+
+
+def test_param_groups_with_own_hyperparameters_match_torch() -> None:
+    pair = Pair([(4, 3), (3,), (2, 2)], seed=1)
+    ours = SGD([{"params": pair.ours[:2]}, {"params": pair.ours[2:], "lr": 0.5, "momentum": 0.0}], lr=0.1, momentum=0.9)
+    theirs = torch.optim.SGD(
+        [{"params": pair.theirs[:2]}, {"params": pair.theirs[2:], "lr": 0.5, "momentum": 0.0}], lr=0.1, momentum=0.9
+    )
+    assert [g["lr"] for g in ours.param_groups] == [0.1, 0.5]
+    assert ours.param_groups[1]["momentum"] == 0.0 and ours.param_groups[0]["momentum"] == 0.9
+    for _ in range(4):
+        pair.set_grads()
+        ours.step()
+        theirs.step()
+        pair.assert_close()
+    assert pair.ours[2] not in ours.state  # no momentum in group 1: no buffer, like torch
+
+
+def test_zero_grad_to_none_and_to_zeros() -> None:
+    p = nn.Parameter(tf.tensor(np.ones((2, 3), np.float32)))
+    opt = SGD([p], lr=0.1)
+    p.grad = tf.tensor(np.full((2, 3), 5.0, np.float32))
+    opt.zero_grad(set_to_none=False)
+    assert p.grad is not None and np.array_equal(p.grad.numpy(), np.zeros((2, 3), np.float32))
+    opt.zero_grad()
+    assert p.grad is None
+
+
+def test_step_with_closure_returns_loss_and_records_graph() -> None:
+    w = nn.Parameter(tf.tensor(np.array([1.0, -2.0], np.float32)))
+    opt = SGD([w], lr=0.25)
+
+    def closure():
+        opt.zero_grad()
+        loss = (w * w).sum()
+        loss.backward()
+        return loss
+
+    with tf.no_grad():
+        loss = opt.step(closure)  # the closure must still be able to build a graph
+    assert loss.item() == pytest.approx(5.0)
+    np.testing.assert_allclose(w.numpy(), [0.5, -1.0])  # w - 0.25 * 2w
+
+
+def test_training_a_real_model_decreases_loss() -> None:
+    """SGD-momentum through the real autograd path fits a small least-squares problem."""
+    rng = np.random.default_rng(0)
+    x = tf.tensor(rng.standard_normal((64, 5)).astype(np.float32))
+    true_w = rng.standard_normal((5, 1)).astype(np.float32)
+    y = tf.tensor(x.numpy() @ true_w)
+    model = nn.Linear(5, 1)
+    opt = SGD(model.parameters(), lr=0.05, momentum=0.9)
+    first = None
+    for _ in range(100):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        first = loss.item() if first is None else first
+    assert loss.item() < 1e-3 * first
+    np.testing.assert_allclose(model.weight.numpy().reshape(-1), true_w.reshape(-1), atol=1e-2)
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_hyperparameters_raise_clear_errors() -> None:
+    p = nn.Parameter(tf.tensor(np.ones(2, np.float32)))
+    with pytest.raises(ValueError, match="lr"):
+        SGD([p], lr=-1.0)
+    with pytest.raises(ValueError, match="nesterov"):
+        SGD([p], lr=0.1, nesterov=True)
+    with pytest.raises(ValueError, match="betas"):
+        Adam([p], betas=(0.9, 1.5))
+    with pytest.raises(ValueError, match="empty parameter list"):
+        SGD([], lr=0.1)
+    with pytest.raises(ValueError, match="required"):
+        SGD([p])
+    with pytest.raises(TypeError, match="only optimize Tensors"):
+        SGD([np.ones(2)], lr=0.1)
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        SGD([{"params": [p]}, {"params": [p]}], lr=0.1)
+
+
+def test_grad_of_wrong_shape_names_parameter_and_shapes() -> None:
+    p = nn.Parameter(tf.tensor(np.ones((2, 3), np.float32)))
+    opt = SGD([p], lr=0.1)
+    p.grad = tf.tensor(np.ones((3, 2), np.float32))
+    with pytest.raises(ValueError, match=r"parameter 0 has shape \(2, 3\).*\(3, 2\)"):
+        opt.step()

@@ -1,0 +1,92 @@
+"""Run under mpirun by test_mpi.py: checks collectives over the real MPI transport.
+
+Usage: mpi_worker.py algorithms | silent RANK TIMEOUT | killed RANK TIMEOUT | dataparallel
+Prints one "OK <rank> ..." line per rank on success; on failure prints "ERROR <rank> ..." and
+aborts the MPI job.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from tinyflow.parallel import ALGORITHMS, CommError, all_gather_object, allreduce, broadcast, mpi_comm
+from tinyflow.parallel.ring import ring_bytes_sent
+
+
+def check_algorithms(comm) -> str:
+    n, rank = comm.size, comm.rank
+    checked = 0
+    for length in (0, 1, n - 1, n + 1, 3 * n + 2, 1000, 100_003):
+        rng = np.random.default_rng(length)
+        all_inputs = rng.integers(-1000, 1000, size=(n, length)).astype(np.float32)
+        expected = all_inputs.sum(axis=0, dtype=np.float32)
+        for algorithm in ALGORITHMS:
+            buf = all_inputs[rank].copy()
+            comm.reset_counters()
+            allreduce(buf, comm, algorithm=algorithm, segment_bytes=4096)
+            if not np.array_equal(buf, expected):
+                raise AssertionError(f"{algorithm} L={length}: wrong sum on rank {rank}")
+            if algorithm == "ring" and comm.bytes_sent != ring_bytes_sent(length, 4, rank, n):
+                raise AssertionError(f"ring L={length}: sent {comm.bytes_sent} bytes")
+            checked += 1
+    mean = np.full(5, float(rank), np.float64)
+    allreduce(mean, comm, op="mean")
+    assert np.allclose(mean, (n - 1) / 2), mean
+    b = np.full(7, rank, np.int64)
+    broadcast(b, comm, root=n - 1)
+    assert (b == n - 1).all()
+    objs = all_gather_object(("rank", rank), comm)
+    assert objs == [("rank", r) for r in range(n)], objs
+    comm.barrier()
+    return f"checked {checked}"
+
+
+def silent(comm, silent_rank: int) -> str:
+    if comm.rank == silent_rank:
+        time.sleep(60)  # never joins; the others must time out and name this rank
+        return "woke"
+    buf = np.ones(1000, np.float32)
+    allreduce(buf, comm, algorithm="ring")
+    return "finished?!"
+
+
+def killed(comm, victim: int) -> str:
+    if comm.rank == victim:
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)  # dies without a word, mid-job
+    buf = np.ones(1000, np.float32)
+    allreduce(buf, comm, algorithm="ring")
+    return "finished?!"
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
+    comm = mpi_comm(timeout=timeout)
+    try:
+        if mode == "algorithms":
+            msg = check_algorithms(comm)
+        elif mode == "silent":
+            msg = silent(comm, int(sys.argv[2]))
+        elif mode == "killed":
+            msg = killed(comm, int(sys.argv[2]))
+        elif mode == "dataparallel":
+            from dp_worker import run_dataparallel  # noqa: PLC0415
+
+            msg = run_dataparallel(comm)
+        else:
+            raise SystemExit(f"unknown mode {mode}")
+    except (CommError, AssertionError) as exc:
+        print(f"ERROR {comm.rank} {type(exc).__name__}: {exc}", flush=True)
+        time.sleep(0.5)  # let the other ranks print their diagnosis too
+        comm.abort(3)
+        return
+    print(f"OK {comm.rank} {msg}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""tf.save / tf.load: round trips, the .npz format, atomic writes and clear errors."""
+from __future__ import annotations
+
+import io
+import math
+import os
+import zipfile
+
+import numpy as np
+import pytest
+
+import tinyflow as tf
+import tinyflow.nn as nn
+import tinyflow.serialization as serialization
+from tinyflow.optim import SGD
+
+
+def assert_same(a, b) -> None:
+    """Deep equality that also checks types, dtypes and Tensor flags."""
+    assert type(a) is type(b), (type(a), type(b))
+    if isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            assert_same(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    elif isinstance(a, tf.Tensor):
+        assert a.dtype == b.dtype and a.requires_grad == b.requires_grad and str(a.device) == str(b.device)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    elif isinstance(a, (np.ndarray, np.generic)):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+    elif isinstance(a, float) and math.isnan(a):
+        assert math.isnan(b)
+    else:
+        assert a == b
+
+
+def sample_object():
+    rng = np.random.default_rng(0)
+    return {
+        "model": {
+            "fc1.weight": tf.tensor(rng.standard_normal((3, 4)).astype(np.float32)),
+            "fc1.bias": tf.tensor(np.zeros(3, np.float32), requires_grad=True),
+            "bn.num_batches_tracked": tf.tensor(np.array(7, np.int64)),
+        },
+        "optim": {
+            "state": {0: {"step": 3, "exp_avg": rng.standard_normal(5).astype(np.float64)}},
+            "param_groups": [{"lr": 0.1, "betas": (0.9, 0.999), "nesterov": False, "params": [0]}],
+        },
+        "arrays": [np.arange(6, dtype=np.int64).reshape(2, 3), np.array([True, False]),
+                   np.ones((0, 4), np.float16), np.float32(2.5)],
+        "numbers": [1, -2.5, float("inf"), float("-inf"), float("nan"), True, None, 10**15],
+        "text": "héllo / wörld",
+        "empty": {},
+    }
+
+
+def test_round_trip_preserves_structure_types_and_values(tmp_path) -> None:
+    obj = sample_object()
+    tf.save(obj, tmp_path / "ckpt.npz")
+    back = tf.load(tmp_path / "ckpt.npz")
+    assert_same(obj, back)
+
+
+def test_round_trip_of_a_model_and_optimizer(tmp_path) -> None:
+    model = nn.Sequential(nn.Linear(4, 8), nn.Sigmoid(), nn.Linear(8, 2))
+    opt = SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = tf.tensor(np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32))
+    model(x).sum().backward()
+    opt.step()
+    tf.save({"model": model.state_dict(), "optim": opt.state_dict()}, tmp_path / "m.ckpt")
+
+    model2 = nn.Sequential(nn.Linear(4, 8), nn.Sigmoid(), nn.Linear(8, 2))
+    opt2 = SGD(model2.parameters(), lr=0.5)
+    ckpt = tf.load(tmp_path / "m.ckpt")
+    model2.load_state_dict(ckpt["model"])
+    opt2.load_state_dict(ckpt["optim"])
+    np.testing.assert_array_equal(model2(x).numpy(), model(x).numpy())
+    assert opt2.param_groups[0]["momentum"] == 0.9
+
+
+def test_file_opens_with_plain_numpy(tmp_path) -> None:
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    tf.save({"model": {"fc1.weight": tf.tensor(w)}, "step": 5}, tmp_path / "ckpt.npz")
+    with np.load(tmp_path / "ckpt.npz") as npz:
+        np.testing.assert_array_equal(npz["model/fc1.weight"], w)
+    with zipfile.ZipFile(tmp_path / "ckpt.npz") as zf:
+        assert serialization.MANIFEST_NAME in zf.namelist()
+
+
+def test_save_and_load_through_a_file_object() -> None:
+    buf = io.BytesIO()
+    obj = {"w": tf.tensor(np.ones(3, np.float32)), "lr": 0.1}
+    tf.save(obj, buf)
+    buf.seek(0)
+    assert_same(tf.load(buf), obj)
+
+
+def test_map_location_cpu(tmp_path) -> None:
+    tf.save({"w": tf.tensor(np.ones(2, np.float32))}, tmp_path / "c")
+    w = tf.load(tmp_path / "c", map_location="cpu")["w"]
+    assert str(w.device) == "cpu"
+
+
+def test_crash_mid_write_leaves_old_file_intact(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "ckpt.npz"
+    old = {"w": tf.tensor(np.ones(4, np.float32)), "step": 1}
+    tf.save(old, path)
+
+    real_write_array = np.lib.format.write_array
+    calls = {"n": 0}
+
+    def crash_on_second_array(fp, array, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            fp.write(b"partial garbage")
+            raise OSError("disk died mid-write")
+        return real_write_array(fp, array, *args, **kwargs)
+
+    monkeypatch.setattr(np.lib.format, "write_array", crash_on_second_array)
+    new = {"a": tf.tensor(np.zeros(4, np.float32)), "b": tf.tensor(np.zeros(4, np.float32)), "step": 2}
+    with pytest.raises(OSError, match="disk died"):
+        tf.save(new, path)
+    monkeypatch.undo()
+
+    assert calls["n"] == 2  # it really failed in the middle
+    assert_same(tf.load(path), old)
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.npz"]  # no temporary file left behind
+
+
+def test_crash_before_rename_keeps_old_file(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "ckpt"
+    tf.save({"v": 1}, path)
+
+    def failing_replace(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(KeyboardInterrupt):
+        tf.save({"v": 2}, path)
+    monkeypatch.undo()
+    assert tf.load(path) == {"v": 1}
+    assert os.listdir(tmp_path) == ["ckpt"]
+
+
+def test_loading_a_file_that_is_not_a_checkpoint(tmp_path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    with pytest.raises(serialization.CheckpointError, match="not a tinyflow checkpoint"):
+        tf.load(text)
+    plain = tmp_path / "plain.npz"
+    np.savez(plain, w=np.ones(3))
+    with pytest.raises(serialization.CheckpointError, match="no __tinyflow__.json.*numpy.load"):
+        tf.load(plain)
+    truncated = tmp_path / "trunc.ckpt"
+    tf.save({"w": np.ones(1000)}, tmp_path / "full.ckpt")
+    truncated.write_bytes((tmp_path / "full.ckpt").read_bytes()[:500])
+    with pytest.raises(serialization.CheckpointError):
+        tf.load(truncated)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        tf.load(tmp_path / "missing.ckpt")
+
+
+def test_checkpoint_from_another_model_lists_the_differences(tmp_path) -> None:
+    tf.save(nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2)).state_dict(), tmp_path / "a")
+    other = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2), nn.Linear(2, 2))
+    with pytest.raises(Exception) as info:
+        other.load_state_dict(tf.load(tmp_path / "a"))
+    message = str(info.value)
+    assert "3.weight" in message  # missing in the checkpoint
+    assert "1.weight" in message  # unexpected in the checkpoint (other has a ReLU at index 1)
+    assert "0.weight" in message  # shape mismatch: (8, 4) saved, (6, 4) expected
+
+
+def test_unsupported_objects_are_clear_errors(tmp_path) -> None:
+    with pytest.raises(TypeError, match=r"state_dict\(\)"):
+        tf.save(nn.Linear(2, 2), tmp_path / "x")
+    with pytest.raises(TypeError, match="set.*'a'"):
+        tf.save({"a": {1, 2}}, tmp_path / "x")
+    with pytest.raises(TypeError, match="key"):
+        tf.save({(1, 2): 3}, tmp_path / "x")
+    with pytest.raises(TypeError, match="dtype object"):
+        tf.save({"a": np.array([object()])}, tmp_path / "x")
+    assert not os.path.exists(tmp_path / "x")

@@ -1,0 +1,371 @@
+"""Reverse-mode automatic differentiation.
+
+Every differentiable op is a ``Function`` subclass with a ``forward`` and a ``backward`` over raw
+arrays. ``Function.apply`` runs ``forward`` on the inputs' arrays and, when any input needs a
+gradient, records a ``Context`` node that links the outputs to their inputs. ``backward`` (the
+engine, ``run_backward``) orders those nodes topologically with an explicit stack — no recursion,
+so an unrolled LSTM of tens of thousands of nodes is fine — and walks them once in reverse,
+summing the gradients that reach each node before calling its ``backward``.
+
+See docs/autograd.md for a walk through this file.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from tinyflow.device import array_module
+
+if TYPE_CHECKING:
+    from tinyflow.tensor import Tensor
+
+__all__ = [
+    "Context",
+    "Function",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "detect_anomaly",
+    "run_backward",
+    "sum_to_shape",
+]
+
+# --------------------------------------------------------------------------------------------
+# Global switches (per thread, like PyTorch: data-parallel ranks run as threads in tests)
+# --------------------------------------------------------------------------------------------
+
+
+class _State(threading.local):
+    def __init__(self) -> None:
+        self.grad_enabled = True
+        self.anomaly = False
+
+
+_state = _State()
+
+
+def is_grad_enabled() -> bool:
+    return _state.grad_enabled
+
+
+class set_grad_enabled(contextlib.ContextDecorator):
+    """Context manager (and decorator) that turns graph recording on or off."""
+
+    def __init__(self, mode: bool) -> None:
+        self.mode = bool(mode)
+
+    def __enter__(self) -> None:
+        self.prev = _state.grad_enabled
+        _state.grad_enabled = self.mode
+
+    def __exit__(self, *exc: Any) -> None:
+        _state.grad_enabled = self.prev
+
+
+class no_grad(set_grad_enabled):
+    """Run without recording a graph: results need no gradient, nothing is saved."""
+
+    def __init__(self) -> None:
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    """Re-enable graph recording inside a ``no_grad`` block."""
+
+    def __init__(self) -> None:
+        super().__init__(True)
+
+
+class detect_anomaly(contextlib.ContextDecorator):
+    """Check every op's outputs (forward) and input gradients (backward) for NaN/Inf.
+
+    The first op that produces one raises a RuntimeError naming it. Slow: for debugging only.
+    """
+
+    def __enter__(self) -> None:
+        self.prev = _state.anomaly
+        _state.anomaly = True
+
+    def __exit__(self, *exc: Any) -> None:
+        _state.anomaly = self.prev
+
+
+def _check_finite(op: str, phase: str, arrays: Sequence[Any]) -> None:
+    for i, a in enumerate(arrays):
+        if a is None or not hasattr(a, "dtype") or a.dtype.kind not in "fc":
+            continue
+        xp = array_module(a)
+        if not bool(xp.isfinite(a).all()):
+            what = "output" if phase == "forward" else "gradient of input"
+            raise RuntimeError(
+                f"detect_anomaly: {op}.{phase} produced NaN or Inf in its {what} {i} "
+                f"(shape {tuple(a.shape)})"
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Function and its Context
+# --------------------------------------------------------------------------------------------
+
+
+class Context:
+    """What one op application remembers for its backward: a node of the graph.
+
+    ``inputs`` are the input Tensors (None for non-tensor arguments), ``saved_tensors`` the arrays
+    the op asked to keep, ``needs_input_grad`` a bool per positional input.
+    """
+
+    def __init__(self, fn: type[Function], inputs: tuple, xp: Any) -> None:
+        self.fn = fn
+        self.inputs = inputs
+        self.xp = xp
+        self.needs_input_grad = tuple(
+            t is not None and t.requires_grad for t in inputs
+        )
+        self.num_outputs = 1
+        self.output_meta: list[tuple[tuple[int, ...], Any]] = []  # (shape, dtype) per output
+        self._saved: tuple = ()
+        self.freed = False
+        self.watched: dict[int, Any] = {}  # output index -> weakref of a tensor with hooks
+
+    def save_for_backward(self, *arrays: Any) -> None:
+        self._saved = arrays
+
+    @property
+    def saved_tensors(self) -> tuple:
+        if self.freed:
+            raise RuntimeError(
+                f"{self.fn.__name__}.backward: the graph was already freed by an earlier backward. "
+                "Call backward(retain_graph=True) the first time if you need to backward twice."
+            )
+        return self._saved
+
+    def free(self) -> None:
+        """Drop what backward needed, so the memory goes as soon as the graph is used."""
+        self._saved = ()
+        self.inputs = tuple(None if t is None else _Freed for t in self.inputs)
+        self.freed = True
+
+    def __repr__(self) -> str:
+        return f"<{self.fn.__name__} node>"
+
+
+class _FreedMarker:
+    requires_grad = False
+
+
+_Freed = _FreedMarker()
+
+
+class Function:
+    """Base class of every differentiable op. Subclasses define static forward/backward."""
+
+    moves_device = False  # True for ops whose outputs live on another device than their inputs
+
+    @staticmethod
+    def forward(ctx: Context, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: Context, *grads: Any) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        from tinyflow.tensor import Tensor
+
+        tensors = tuple(a if isinstance(a, Tensor) else None for a in args)
+        raw = tuple(a.data if isinstance(a, Tensor) else a for a in args)
+        first = next((t for t in tensors if t is not None), None)
+        xp = array_module(first.data) if first is not None else np
+        record = _state.grad_enabled and any(t is not None and t.requires_grad for t in tensors)
+        ctx = Context(cls, tensors if record else (), xp)
+        if not record:
+            ctx.needs_input_grad = tuple(False for _ in args)
+        out = cls.forward(ctx, *raw, **kwargs)
+        multi = isinstance(out, tuple)
+        outs = out if multi else (out,)
+        if _state.anomaly:
+            _check_finite(cls.__name__, "forward", outs)
+        device = first.device if first is not None and not cls.moves_device else None
+        results = []
+        for i, o in enumerate(outs):
+            o = xp.asarray(o)
+            t = Tensor._from_array(o, device=device)
+            if record and o.dtype.kind in "fc":
+                t.requires_grad = True
+                t._ctx = ctx
+                t._out_index = i
+            results.append(t)
+        if record:
+            ctx.num_outputs = len(outs)
+            ctx.output_meta = [(r.data.shape, r.data.dtype) for r in results]
+        return tuple(results) if multi else results[0]
+
+
+# --------------------------------------------------------------------------------------------
+# The backward engine
+# --------------------------------------------------------------------------------------------
+
+
+def sum_to_shape(grad: Any, shape: tuple[int, ...]) -> Any:
+    """Sum a broadcast gradient back down to ``shape`` (the inverse of broadcasting)."""
+    if grad.shape == tuple(shape):
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra < 0:
+        raise RuntimeError(f"gradient of shape {grad.shape} cannot be summed to shape {shape}")
+    axes = tuple(range(extra)) + tuple(
+        extra + i for i, n in enumerate(shape) if n == 1 and grad.shape[extra + i] != 1
+    )
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    return grad.reshape(shape)
+
+
+def _topological_order(roots: Sequence[Context]) -> list[Context]:
+    """Nodes reachable from ``roots``, each after every node that consumes its outputs."""
+    order: list[Context] = []
+    seen: set[int] = set()
+    stack: list[tuple[Context, bool]] = [(r, False) for r in roots]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for t in node.inputs:
+            if t is not None and t is not _Freed and t._ctx is not None and id(t._ctx) not in seen:
+                stack.append((t._ctx, False))
+    order.reverse()  # consumers first
+    return order
+
+
+def _accumulate(slot: Any, grad: Any) -> Any:
+    return grad if slot is None else slot + grad
+
+
+def run_backward(
+    roots: Sequence[Tensor], grads: Sequence[Any], retain_graph: bool = False
+) -> None:
+    """Backpropagate ``grads`` (raw arrays) from ``roots`` into the leaves' ``.grad``.
+
+    Gradients reaching a node are summed in ``pending`` until every consumer has run (the
+    topological order guarantees that), then handed to its ``backward`` in one call. A leaf's
+    gradient is added to ``.grad`` once all its uses have delivered, and only then do its
+    post-accumulate hooks run (DataParallel starts a bucket's all-reduce from there).
+    """
+    pending: dict[int, list[Any]] = {}  # id(ctx) -> summed gradient per output
+    leaf_grads: dict[int, Any] = {}  # id(leaf) -> summed gradient in this backward
+    leaf_uses: dict[int, int] = {}  # how many edges still have to deliver to each leaf
+    handed_out: set[int] = set()  # arrays already stored as some leaf's .grad
+
+    def deliver(t: Tensor, g: Any) -> None:
+        if t._ctx is None:
+            leaf_grads[id(t)] = _accumulate(leaf_grads.get(id(t)), g)
+            edge_done(t)
+        else:
+            slots = pending.setdefault(id(t._ctx), [None] * t._ctx.num_outputs)
+            slots[t._out_index] = _accumulate(slots[t._out_index], g)
+
+    def edge_done(t: Tensor) -> None:
+        leaf_uses[id(t)] -= 1
+        if leaf_uses[id(t)] == 0 and id(t) in leaf_grads:
+            _finish_leaf(t, leaf_grads.pop(id(t)), handed_out)
+
+    order = _topological_order([r._ctx for r in roots if r._ctx is not None])
+
+    # Count the edges that reach each leaf, so its hooks run once its gradient is complete.
+    for r in roots:
+        if r._ctx is None and r.requires_grad:
+            leaf_uses[id(r)] = leaf_uses.get(id(r), 0) + 1
+    for node in order:
+        if node.freed:
+            raise RuntimeError(
+                f"Trying to backward through the graph a second time ({node.fn.__name__} was "
+                "already freed). Specify retain_graph=True on the first backward call if you "
+                "need to backward twice."
+            )
+        for t, need in zip(node.inputs, node.needs_input_grad):
+            if need and t._ctx is None:
+                leaf_uses[id(t)] = leaf_uses.get(id(t), 0) + 1
+
+    for r, g in zip(roots, grads):
+        deliver(r, g)
+
+    for node in order:
+        slots = pending.pop(id(node), None) or [None] * node.num_outputs
+        # Outputs nobody used get a zero gradient (ops may assume an array for each output).
+        if any(s is None for s in slots):
+            slots = [
+                node.xp.zeros(shape, dtype=dtype) if s is None else s
+                for s, (shape, dtype) in zip(slots, node.output_meta)
+            ]
+        if node.watched:
+            slots = _run_watchers(node, slots)
+        in_grads = node.fn.backward(node, *slots)
+        if not isinstance(in_grads, tuple):
+            in_grads = (in_grads,)
+        if _state.anomaly:
+            _check_finite(node.fn.__name__, "backward", in_grads)
+        for i, (t, need) in enumerate(zip(node.inputs, node.needs_input_grad)):
+            if not need:
+                continue
+            g = in_grads[i] if i < len(in_grads) else None
+            if g is None:
+                if t._ctx is None:
+                    edge_done(t)
+                continue
+            g = node.xp.asarray(g)
+            if g.shape != t.shape:
+                g = sum_to_shape(g, t.shape)
+            if g.dtype != t.dtype:
+                g = g.astype(t.dtype)
+            deliver(t, g)
+        if not retain_graph:
+            node.free()
+
+
+def _run_watchers(node: Context, slots: list[Any]) -> list[Any]:
+    """Run hooks and retain_grad of the node's output tensors on their complete gradients."""
+    from tinyflow.tensor import Tensor
+
+    slots = list(slots)
+    for index, ref in node.watched.items():
+        t = ref()
+        if t is None:
+            continue
+        for hook in t._grad_hooks:
+            new = hook(Tensor._from_array(slots[index], device=t.device))
+            if new is not None:
+                slots[index] = new.data
+        if t._retains_grad:
+            t.grad = Tensor._from_array(slots[index], device=t.device)
+    return slots
+
+
+def _finish_leaf(t: Tensor, g: Any, handed_out: set[int]) -> None:
+    """Add a leaf's complete gradient to ``.grad`` and run its hooks."""
+    from tinyflow.tensor import Tensor
+
+    for hook in t._grad_hooks:
+        new = hook(Tensor._from_array(g, device=t.device))
+        if new is not None:
+            g = new.data
+    if t.grad is None:
+        # .grad must own its array: optimizers and clipping update it in place.
+        if g.base is not None or id(g) in handed_out:
+            g = g.copy()
+        handed_out.add(id(g))
+        t.grad = Tensor._from_array(g, device=t.device)
+    else:
+        t.grad.data = t.grad.data + g
+    for hook in t._post_accumulate_hooks:
+        hook(t)

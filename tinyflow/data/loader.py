@@ -1,0 +1,260 @@
+"""DataLoader: batches of a map-style dataset, shuffled from a seed, prefetched by worker processes.
+
+Determinism. The order of epoch ``e`` is a permutation drawn from ``(seed, e)``, and random
+transforms of sample ``i`` in epoch ``e`` draw from a generator seeded with ``(seed, e, i)``
+(see transforms.sample_rng). So batches depend on nothing else: not on the number of
+workers, not on which worker loaded a sample, and not on whether the run was interrupted and
+resumed at batch ``k`` (``set_epoch(e, start_batch=k)``).
+
+Workers. With ``num_workers > 0`` a pool of processes decodes and collates whole batches
+(so JPEG decoding overlaps the training step in the main process); at most
+``num_workers * prefetch_factor`` batches are in flight and they are handed out in order.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import multiprocessing
+import numbers
+import signal
+import traceback
+import warnings
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from tinyflow.data.dataset import Dataset, SkippedSample
+from tinyflow.data.sampler import RandomSampler, Sampler, SequentialSampler
+from tinyflow.data.transforms import sample_rng
+
+log = logging.getLogger("tinyflow.data")
+
+__all__ = ["DataLoader", "default_collate", "SkippedSampleWarning", "DataLoaderWorkerError"]
+
+
+class SkippedSampleWarning(UserWarning):
+    """A sample that could not be read was skipped (the path and reason are in the message)."""
+
+
+class DataLoaderWorkerError(RuntimeError):
+    """A worker process failed; the message carries the worker's traceback."""
+
+
+def default_collate(samples: Sequence[Any]) -> Any:
+    """Stack a list of samples field by field into NumPy arrays (numbers -> int64/float32)."""
+    first = samples[0]
+    if isinstance(first, tuple) or isinstance(first, list):
+        if any(len(s) != len(first) for s in samples):
+            raise ValueError(f"collate: samples have different numbers of fields: {[len(s) for s in samples][:8]}")
+        return tuple(default_collate([s[k] for s in samples]) for k in range(len(first)))
+    if isinstance(first, dict):
+        return {key: default_collate([s[key] for s in samples]) for key in first}
+    if isinstance(first, (bool, np.bool_)):
+        return np.asarray(samples, dtype=np.bool_)
+    if isinstance(first, numbers.Integral):
+        return np.asarray(samples, dtype=np.int64)
+    if isinstance(first, numbers.Real):
+        return np.asarray(samples, dtype=np.float32)
+    if isinstance(first, str):
+        return list(samples)
+    arrays = [s.numpy() if hasattr(s, "numpy") and not isinstance(s, np.ndarray) else np.asarray(s) for s in samples]
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise ValueError(
+            f"collate: cannot stack samples of different shapes {sorted(shapes)[:4]} into one batch; "
+            "give the dataset a transform that makes every sample the same size "
+            "(e.g. transforms.Resize(S) then transforms.CenterCrop(S))"
+        )
+    return np.stack(arrays)
+
+
+def _load_batch(
+    dataset: Dataset, collate_fn: Callable, indices: Sequence[int], seed: int, epoch: int
+) -> tuple[Any, list[tuple[str, str]]]:
+    """Load and collate one batch; corrupt samples are left out and returned as (path, reason)."""
+    samples, skipped = [], []
+    for i in indices:
+        with sample_rng(np.random.default_rng([seed, epoch, int(i)])):
+            try:
+                samples.append(dataset[i])
+            except SkippedSample as exc:
+                skipped.append((exc.path, exc.reason))
+    return (collate_fn(samples) if samples else None), skipped
+
+
+# Per-worker state, set once by the pool initializer (inherited through fork, no pickling).
+_worker_state: tuple[Dataset, Callable] | None = None
+
+
+def _worker_init(dataset: Dataset, collate_fn: Callable) -> None:
+    global _worker_state
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's business
+    _worker_state = (dataset, collate_fn)
+
+
+def _worker_load(indices: Sequence[int], seed: int, epoch: int) -> tuple[Any, list[tuple[str, str]]]:
+    assert _worker_state is not None
+    dataset, collate_fn = _worker_state
+    try:
+        return _load_batch(dataset, collate_fn, indices, seed, epoch)
+    except Exception as exc:  # re-raised in the main process with the worker's traceback
+        raise DataLoaderWorkerError(
+            f"DataLoader worker failed on a batch with indices {list(indices)[:8]}...: "
+            f"{type(exc).__name__}: {exc}\n--- worker traceback ---\n{traceback.format_exc()}"
+        ) from None
+
+
+def _default_seed() -> int:
+    """A base seed drawn from tinyflow's default generator, so that tf.manual_seed fixes it."""
+    from tinyflow import random as tf_random
+
+    return int(tf_random.rng().integers(0, 2**31 - 1))
+
+
+class DataLoader:
+    """Iterate over ``dataset`` in batches of tinyflow tensors.
+
+    Args: batch_size; shuffle (a seeded permutation per epoch) or an explicit ``sampler``
+    (e.g. DistributedSampler); drop_last; num_workers (0 = load in this process);
+    prefetch_factor (batches in flight per worker); collate_fn (samples -> arrays);
+    seed (None draws one from tinyflow's global generator); device (where batches go);
+    as_tensors (False yields the NumPy arrays); skip_log (a file that lists skipped samples).
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        sampler: Sampler | None = None,
+        drop_last: bool = False,
+        num_workers: int = 0,
+        prefetch_factor: int = 2,
+        collate_fn: Callable[[list], Any] | None = None,
+        seed: int | None = None,
+        device: Any = None,
+        as_tensors: bool = True,
+        skip_log: str | None = None,
+        multiprocessing_context: str | None = None,
+    ):
+        if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+            raise ValueError(f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
+        if num_workers < 0:
+            raise ValueError(f"DataLoader: num_workers must be >= 0, got {num_workers}")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: give either shuffle=True or a sampler, not both")
+        self.dataset = dataset
+        self.batch_size = int(batch_size)
+        self.drop_last = drop_last
+        self.num_workers = int(num_workers)
+        self.prefetch_factor = max(1, int(prefetch_factor))
+        self.collate_fn = collate_fn or default_collate
+        self.seed = _default_seed() if seed is None else int(seed)
+        if sampler is None:
+            sampler = RandomSampler(dataset, seed=self.seed) if shuffle else SequentialSampler(dataset)
+        self.sampler = sampler
+        self.device = device
+        self.as_tensors = as_tensors
+        self.skip_log = skip_log
+        if multiprocessing_context is None:
+            methods = multiprocessing.get_all_start_methods()
+            multiprocessing_context = "fork" if "fork" in methods else "spawn"
+        self.multiprocessing_context = multiprocessing_context
+        self.skipped: list[tuple[str, str]] = []  # (path, reason) of every sample skipped so far
+        self._reported: set[str] = set()
+        self._epoch = 0
+        self._start_batch = 0
+
+    # ------------------------------------------------------------------ epochs
+
+    @property
+    def epoch(self) -> int:
+        """The epoch that the next iteration will run."""
+        return self._epoch
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        """Make the next iteration epoch ``epoch``, beginning at batch ``start_batch`` (for resume)."""
+        self._epoch = int(epoch)
+        self._start_batch = int(start_batch)
+
+    def _batches(self, epoch: int) -> list[list[int]]:
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+        batches, current = [], []
+        for i in self.sampler:
+            current.append(int(i))
+            if len(current) == self.batch_size:
+                batches.append(current)
+                current = []
+        if current and not self.drop_last:
+            batches.append(current)
+        return batches
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    # ------------------------------------------------------------------ iteration
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch, start = self._epoch, self._start_batch
+        self._epoch, self._start_batch = epoch + 1, 0
+        batches = self._batches(epoch)[start:]
+        if self.num_workers == 0:
+            for indices in batches:
+                batch, skipped = _load_batch(self.dataset, self.collate_fn, indices, self.seed, epoch)
+                yield from self._deliver(batch, skipped)
+            return
+        yield from self._iter_workers(batches, epoch)
+
+    def _iter_workers(self, batches: list[list[int]], epoch: int) -> Iterator[Any]:
+        ctx = multiprocessing.get_context(self.multiprocessing_context)
+        pool = ctx.Pool(self.num_workers, initializer=_worker_init, initargs=(self.dataset, self.collate_fn))
+        try:
+            pending: collections.deque = collections.deque()
+            todo = iter(batches)
+            limit = self.num_workers * self.prefetch_factor
+
+            def submit() -> None:
+                indices = next(todo, None)
+                if indices is not None:
+                    pending.append(pool.apply_async(_worker_load, (indices, self.seed, epoch)))
+
+            for _ in range(limit):
+                submit()
+            while pending:
+                batch, skipped = pending.popleft().get()
+                submit()
+                yield from self._deliver(batch, skipped)
+        finally:
+            pool.terminate()
+            pool.join()
+
+    def _deliver(self, batch: Any, skipped: list[tuple[str, str]]) -> Iterator[Any]:
+        for path, reason in skipped:
+            self._report(path, reason)
+        if batch is not None:
+            yield self._to_tensors(batch) if self.as_tensors else batch
+
+    def _report(self, path: str, reason: str) -> None:
+        if path in self._reported:
+            return
+        self._reported.add(path)
+        self.skipped.append((path, reason))
+        msg = f"skipped unreadable sample {path}: {reason}"
+        warnings.warn(msg, SkippedSampleWarning, stacklevel=3)
+        log.warning(msg)
+        if self.skip_log:
+            with open(self.skip_log, "a", encoding="utf-8") as f:
+                f.write(f"{path}\t{reason}\n")
+
+    def _to_tensors(self, batch: Any) -> Any:
+        import tinyflow
+
+        if isinstance(batch, tuple):
+            return tuple(self._to_tensors(b) for b in batch)
+        if isinstance(batch, dict):
+            return {k: self._to_tensors(v) for k, v in batch.items()}
+        if isinstance(batch, np.ndarray):
+            return tinyflow.as_tensor(batch, dtype=batch.dtype, device=self.device)  # no copy on the CPU
+        return batch

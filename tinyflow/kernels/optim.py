@@ -1,0 +1,196 @@
+"""Optimizer update kernels: in-place parameter updates over raw arrays.
+
+Both kernels update their array arguments in place and return None. The arrays may be one
+parameter's arrays (any shape) or flat fp32 buffers that pack many parameters; every array of
+one call has the same shape and dtype. Scalars are Python floats/ints/bools.
+
+The optimizers in ``tinyflow.optim`` call these, so ``tinyflow_cuda.kernels`` can provide fused
+twins with the same names and signatures (one kernel launch per update instead of ~6).
+
+On NumPy the reference bodies walk large contiguous arrays in cache-sized blocks, so that the
+several element-wise passes of an update read each element from DRAM once instead of once per
+pass, and no parameter-sized temporary is allocated.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from tinyflow.device import array_module
+from tinyflow.kernels._dispatch import kernel
+
+__all__ = ["sgd_momentum_update", "adam_update"]
+
+# 32K elements = 128 KiB of fp32 per array: the 4-6 arrays of one block stay in L2 cache.
+_BLOCK = 1 << 15
+
+
+def _blocked(arrays: list[Any], body: Callable[..., None]) -> None:
+    """Run ``body(*blocks, scratch, scratch2)`` over matching blocks of ``arrays`` (None allowed).
+
+    Large contiguous NumPy arrays are walked block by block through flat views (updates land in
+    the original arrays); anything else (small, strided, CuPy) runs as one whole-array call.
+    """
+    first = arrays[0]
+    present = [a for a in arrays if a is not None]
+    contiguous = all(a.flags.c_contiguous for a in present)
+    if array_module(first) is not np or first.size <= _BLOCK or not contiguous:
+        xp = array_module(first)
+        scratch = xp.empty_like(first)
+        scratch2 = xp.empty_like(first)
+        body(*arrays, scratch, scratch2)
+        return
+    flats = [None if a is None else a.reshape(-1) for a in arrays]
+    scratch_full = np.empty(_BLOCK, dtype=first.dtype)
+    scratch2_full = np.empty(_BLOCK, dtype=first.dtype)
+    n = first.size
+    for start in range(0, n, _BLOCK):
+        stop = min(start + _BLOCK, n)
+        m = stop - start
+        blocks = [None if f is None else f[start:stop] for f in flats]
+        body(*blocks, scratch_full[:m], scratch2_full[:m])
+
+
+@kernel
+def sgd_momentum_update(
+    param: Any,
+    grad: Any,
+    momentum_buffer: Any,
+    lr: float,
+    momentum: float = 0.0,
+    dampening: float = 0.0,
+    weight_decay: float = 0.0,
+    nesterov: bool = False,
+    first_step: bool = False,
+) -> None:
+    """One SGD step in place, PyTorch's exact rule (``torch.optim.SGD``, single-tensor path).
+
+    Signature (the CUDA twin mirrors it)::
+
+        sgd_momentum_update(param, grad, momentum_buffer, lr, momentum=0.0, dampening=0.0,
+                            weight_decay=0.0, nesterov=False, first_step=False) -> None
+
+    - ``param`` (updated in place), ``grad`` (read only), ``momentum_buffer`` (updated in place;
+      may be None when ``momentum == 0``): arrays of one shape and dtype.
+    - ``first_step=True`` means the buffer holds no history yet: it is set to the (decayed)
+      gradient itself, with no dampening, as PyTorch does on its first step.
+
+    Rule: ``d = grad + weight_decay * param``; if momentum: ``buf = d`` on the first step else
+    ``buf = momentum * buf + (1 - dampening) * d``, then ``d = d + momentum * buf`` (nesterov)
+    or ``d = buf``; finally ``param -= lr * d``.
+    """
+    if momentum != 0 and momentum_buffer is None:
+        raise ValueError("sgd_momentum_update: momentum != 0 needs a momentum_buffer array")
+    if grad.shape != param.shape or (momentum_buffer is not None and momentum_buffer.shape != param.shape):
+        raise ValueError(
+            f"sgd_momentum_update: param {param.shape}, grad {grad.shape} and momentum_buffer "
+            f"{None if momentum_buffer is None else momentum_buffer.shape} must have one shape"
+        )
+    xp = array_module(param)
+
+    def body(p: Any, g: Any, buf: Any, tmp: Any, tmp2: Any) -> None:
+        d = g
+        if weight_decay != 0:
+            xp.multiply(p, weight_decay, out=tmp)  # grad.add(param, alpha=weight_decay)
+            xp.add(g, tmp, out=tmp)
+            d = tmp
+        if momentum != 0:
+            if first_step:
+                buf[...] = d
+            else:
+                buf *= momentum
+                if dampening == 0:
+                    buf += d
+                else:
+                    xp.multiply(d, 1 - dampening, out=tmp2)
+                    buf += tmp2
+            if nesterov:
+                xp.multiply(buf, momentum, out=tmp2)  # d = d + momentum * buf
+                xp.add(d, tmp2, out=tmp2)
+                d = tmp2
+            else:
+                d = buf
+        xp.multiply(d, -lr, out=tmp2)  # param.add_(d, alpha=-lr)
+        p += tmp2
+
+    _blocked([param, grad, momentum_buffer], body)
+
+
+@kernel
+def adam_update(
+    param: Any,
+    grad: Any,
+    exp_avg: Any,
+    exp_avg_sq: Any,
+    max_exp_avg_sq: Any,
+    step: int,
+    lr: float,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    amsgrad: bool = False,
+    decoupled_weight_decay: bool = False,
+) -> None:
+    """One Adam / AdamW step in place, PyTorch's exact rule (``torch.optim.Adam``, single tensor).
+
+    Signature (the CUDA twin mirrors it)::
+
+        adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1=0.9,
+                    beta2=0.999, eps=1e-8, weight_decay=0.0, amsgrad=False,
+                    decoupled_weight_decay=False) -> None
+
+    - ``param``, ``exp_avg``, ``exp_avg_sq``, ``max_exp_avg_sq`` are updated in place; ``grad``
+      is read only; ``max_exp_avg_sq`` may be None unless ``amsgrad``.
+    - ``step`` is the 1-based count of this step (already incremented), for bias correction.
+    - ``decoupled_weight_decay=True`` is AdamW (``param *= 1 - lr * weight_decay``); otherwise
+      weight decay is L2 added to the gradient (Adam).
+
+    Rule: ``m = lerp(m, g, 1 - beta1)``; ``v = beta2 * v + (1 - beta2) * g * g``;
+    ``vmax = max(vmax, v)`` (amsgrad); ``denom = sqrt(v or vmax) / sqrt(1 - beta2**step) + eps``;
+    ``param -= lr / (1 - beta1**step) * m / denom``.
+    """
+    if amsgrad and max_exp_avg_sq is None:
+        raise ValueError("adam_update: amsgrad=True needs a max_exp_avg_sq array")
+    for name, arr in (("grad", grad), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)):
+        if arr.shape != param.shape:
+            raise ValueError(f"adam_update: {name} {arr.shape} must have param's shape {param.shape}")
+    xp = array_module(param)
+    bias_correction1 = 1 - beta1**step
+    bias_correction2 = 1 - beta2**step
+    step_size = lr / bias_correction1
+    bias_correction2_sqrt = math.sqrt(bias_correction2)
+    weight = 1 - beta1  # exp_avg.lerp_(grad, weight), with torch's two-sided lerp formula
+
+    def body(p: Any, g: Any, m: Any, v: Any, vmax: Any, tmp: Any, tmp2: Any) -> None:
+        if weight_decay != 0:
+            if decoupled_weight_decay:
+                p *= 1 - lr * weight_decay
+            else:
+                xp.multiply(p, weight_decay, out=tmp)  # grad.add(param, alpha=weight_decay)
+                xp.add(g, tmp, out=tmp)
+                g = tmp
+        xp.subtract(g, m, out=tmp2)  # end - self
+        if weight < 0.5:
+            tmp2 *= weight
+            m += tmp2  # self + weight * (end - self)
+        else:
+            tmp2 *= 1 - weight
+            xp.subtract(g, tmp2, out=m)  # end - (end - self) * (1 - weight)
+        v *= beta2
+        xp.multiply(g, g, out=tmp2)
+        tmp2 *= 1 - beta2
+        v += tmp2  # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        if amsgrad:
+            xp.maximum(vmax, v, out=vmax)
+            v = vmax
+        xp.sqrt(v, out=tmp2)
+        tmp2 /= bias_correction2_sqrt
+        tmp2 += eps  # denom
+        xp.divide(m, tmp2, out=tmp2)
+        tmp2 *= -step_size
+        p += tmp2  # param.addcdiv_(exp_avg, denom, value=-step_size)
+
+    _blocked([param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq], body)

@@ -1,0 +1,159 @@
+"""2-D max and average pooling, forward and backward (NCHW), with PyTorch's semantics.
+
+Every kernel loops only over the kh*kw window offsets and moves a whole (N, C, OH, OW) strided
+slab per offset, so there is no Python loop over pixels and no scatter-add: overlapping windows
+(AlexNet's 3x3 stride 2) accumulate their gradients with one add per offset.
+
+``maxpool2d_forward`` returns the argmax as the *window offset* ``i*kw + j`` (int32) of the
+winner in each window; ties go to the first offset in row-major order, as in PyTorch. The
+CUDA twins in ``tinyflow_cuda.kernels`` follow the same names, signatures and index meaning.
+"""
+from __future__ import annotations
+
+from tinyflow.device import array_module
+from tinyflow.kernels._dispatch import kernel
+from tinyflow.kernels.conv import _window_slice, conv_output_size
+
+__all__ = [
+    "pool_output_shape",
+    "maxpool2d_forward",
+    "maxpool2d_backward",
+    "avgpool2d_forward",
+    "avgpool2d_backward",
+]
+
+Pair = tuple[int, int]
+
+
+def pool_output_shape(h: int, w: int, kernel_size: Pair, stride: Pair, padding: Pair,
+                      dilation: Pair = (1, 1), ceil_mode: bool = False) -> tuple[int, int]:
+    """(OH, OW) of a pooling window sweep, PyTorch's rule including ceil_mode."""
+    return (conv_output_size(h, kernel_size[0], stride[0], padding[0], dilation[0], ceil_mode),
+            conv_output_size(w, kernel_size[1], stride[1], padding[1], dilation[1], ceil_mode))
+
+
+def _padded_extent(size: int, out: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    """Length of the padded axis that every window fits in (ceil_mode windows may overhang)."""
+    return max(size + 2 * padding, (out - 1) * stride + dilation * (kernel - 1) + 1)
+
+
+def _pad(x, ph: int, pw: int, hp: int, wp: int, fill: float):
+    """``x`` (N, C, H, W) placed at (ph, pw) inside an (N, C, hp, wp) array filled with ``fill``."""
+    n, c, h, w = x.shape
+    if (ph, pw, hp, wp) == (0, 0, h, w):
+        return x
+    xp = array_module(x)
+    out = xp.full((n, c, hp, wp), fill, dtype=x.dtype)
+    out[:, :, ph:ph + h, pw:pw + w] = x
+    return out
+
+
+@kernel
+def maxpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0),
+                      dilation: Pair = (1, 1), ceil_mode: bool = False):
+    """Max over each window of ``x`` (N, C, H, W): returns (out, argmax), both (N, C, OH, OW)."""
+    xp = array_module(x)
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
+    oh, ow = pool_output_shape(h, w, kernel_size, stride, padding, dilation, ceil_mode)
+    hp = _padded_extent(h, oh, kh, sh, ph, dh)
+    wp = _padded_extent(w, ow, kw, sw, pw, dw)
+    xpad = _pad(x, ph, pw, hp, wp, -xp.inf)  # (N, C, Hp, Wp), padding never wins
+    out = None
+    argmax = xp.zeros((n, c, oh, ow), dtype=xp.int32)
+    for i in range(kh):
+        rows = _window_slice(i * dh, oh, sh)
+        for j in range(kw):
+            v = xpad[:, :, rows, _window_slice(j * dw, ow, sw)]  # (N, C, OH, OW)
+            if out is None:
+                out = v.copy()
+                continue
+            better = v > out  # strict: the first maximum in row-major order wins
+            xp.copyto(out, v, where=better)
+            xp.copyto(argmax, i * kw + j, where=better)
+    return out, argmax
+
+
+@kernel
+def maxpool2d_backward(gout, argmax, x_shape: tuple[int, int, int, int], kernel_size: Pair,
+                       stride: Pair, padding: Pair = (0, 0), dilation: Pair = (1, 1)):
+    """Route each output gradient to the input pixel that won its window; (N, C, H, W)."""
+    xp = array_module(gout)
+    n, c, h, w = x_shape
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
+    oh, ow = gout.shape[2:]
+    hp = _padded_extent(h, oh, kh, sh, ph, dh)
+    wp = _padded_extent(w, ow, kw, sw, pw, dw)
+    gpad = xp.zeros((n, c, hp, wp), dtype=gout.dtype)
+    zero = gout.dtype.type(0)
+    for i in range(kh):
+        rows = _window_slice(i * dh, oh, sh)
+        for j in range(kw):
+            gpad[:, :, rows, _window_slice(j * dw, ow, sw)] += xp.where(argmax == i * kw + j, gout, zero)
+    if (hp, wp) != (h, w):
+        return xp.ascontiguousarray(gpad[:, :, ph:ph + h, pw:pw + w])  # (N, C, H, W)
+    return gpad
+
+
+def _avg_divisor(xp, size: int, out: int, kernel: int, stride: int, padding: int,
+                 count_include_pad: bool, dtype):
+    """Per-output-position element count along one axis, as PyTorch's avg_pool2d divides.
+
+    With count_include_pad the padding counts but the ceil_mode overhang beyond it does not.
+    """
+    start = xp.arange(out) * stride - padding
+    if count_include_pad:
+        count = xp.minimum(start + kernel, size + padding) - start
+    else:
+        count = xp.minimum(start + kernel, size) - xp.maximum(start, 0)
+    return count.astype(dtype)
+
+
+def _avg_scale(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad, dtype):
+    """1 / window count, broadcastable to (N, C, OH, OW)."""
+    ch = _avg_divisor(xp, h, oh, kernel_size[0], stride[0], padding[0], count_include_pad, dtype)
+    cw = _avg_divisor(xp, w, ow, kernel_size[1], stride[1], padding[1], count_include_pad, dtype)
+    return 1 / (ch[:, None] * cw[None, :])  # (OH, OW)
+
+
+@kernel
+def avgpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0),
+                      ceil_mode: bool = False, count_include_pad: bool = True):
+    """Mean over each window of ``x`` (N, C, H, W) -> (N, C, OH, OW)."""
+    xp = array_module(x)
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
+    oh, ow = pool_output_shape(h, w, kernel_size, stride, padding, (1, 1), ceil_mode)
+    hp = _padded_extent(h, oh, kh, sh, ph, 1)
+    wp = _padded_extent(w, ow, kw, sw, pw, 1)
+    xpad = _pad(x, ph, pw, hp, wp, 0)
+    out = xp.zeros((n, c, oh, ow), dtype=x.dtype)
+    for i in range(kh):
+        rows = _window_slice(i, oh, sh)
+        for j in range(kw):
+            out += xpad[:, :, rows, _window_slice(j, ow, sw)]
+    out *= _avg_scale(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad, x.dtype)
+    return out
+
+
+@kernel
+def avgpool2d_backward(gout, x_shape: tuple[int, int, int, int], kernel_size: Pair, stride: Pair,
+                       padding: Pair = (0, 0), ceil_mode: bool = False,
+                       count_include_pad: bool = True):
+    """Spread each output gradient evenly over its window; returns (N, C, H, W)."""
+    xp = array_module(gout)
+    n, c, h, w = x_shape
+    (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
+    oh, ow = gout.shape[2:]
+    hp = _padded_extent(h, oh, kh, sh, ph, 1)
+    wp = _padded_extent(w, ow, kw, sw, pw, 1)
+    g = gout * _avg_scale(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad,
+                          gout.dtype)
+    gpad = xp.zeros((n, c, hp, wp), dtype=gout.dtype)
+    for i in range(kh):
+        rows = _window_slice(i, oh, sh)
+        for j in range(kw):
+            gpad[:, :, rows, _window_slice(j, ow, sw)] += g
+    if (hp, wp) != (h, w):
+        return xp.ascontiguousarray(gpad[:, :, ph:ph + h, pw:pw + w])  # (N, C, H, W)
+    return gpad

@@ -1,0 +1,232 @@
+"""Fused LSTM and GRU cell kernels: one call for all gate non-linearities of one time step.
+
+The recurrent ops (``tinyflow/ops/rnn.py``) do the GEMMs themselves (one big GEMM for the input
+projection of every time step, one small GEMM per step for the recurrence) and hand the gate
+pre-activations to these kernels. Gate order follows PyTorch: LSTM (i, f, g, o), GRU (r, z, n).
+
+Each kernel writes its large results in place where the caller owns the buffer (the gate
+pre-activations become the activated gates, which is exactly what backward needs), so the
+sequence op can preallocate one buffer for all time steps, as cuDNN's "reserve space" does.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tinyflow.device import array_module
+from tinyflow.kernels._dispatch import kernel
+
+__all__ = [
+    "lstm_cell_forward",
+    "lstm_cell_backward",
+    "gru_cell_forward",
+    "gru_cell_backward",
+    "embedding_backward",
+]
+
+Array = Any
+
+
+def _sigmoid_(x: Array, xp: Any) -> Array:
+    """In place: sigmoid(x) = 0.5 * tanh(x / 2) + 0.5, stable for any x (no exp overflow)."""
+    x *= 0.5
+    xp.tanh(x, out=x)
+    x *= 0.5
+    x += 0.5
+    return x
+
+
+def _sigmoid_grad(y: Array, out: Array, xp: Any) -> Array:
+    """out = y * (1 - y): the derivative of the sigmoid at output y, written into out."""
+    xp.subtract(1.0, y, out=out)
+    out *= y
+    return out
+
+
+def _tanh_grad(y: Array, out: Array, xp: Any) -> Array:
+    """out = 1 - y**2: the derivative of tanh at output y, written into out (may be y itself)."""
+    xp.multiply(y, y, out=out)
+    xp.subtract(1.0, out, out=out)
+    return out
+
+
+@kernel
+def lstm_cell_forward(
+    gates: Array, c_prev: Array, h_out: Array | None = None, c_out: Array | None = None
+) -> tuple[Array, Array, Array]:
+    """One LSTM step from the gate pre-activations ``gates`` (B, 4H) = x W_ih^T + b_ih + h W_hh^T + b_hh.
+
+    ``gates`` is overwritten with the activated gates (i, f, g, o), which backward needs; the new
+    cell and hidden state go into ``c_out`` / ``h_out`` when given. Returns (h, c, gates).
+    c = f * c_prev + i * g;  h = o * tanh(c).
+    """
+    xp = array_module(gates)
+    hidden = gates.shape[-1] // 4
+    if gates.shape[-1] != 4 * hidden or c_prev.shape[-1] != hidden:
+        raise ValueError(
+            f"lstm_cell_forward: gates {tuple(gates.shape)} must be (B, 4H) with c_prev {tuple(c_prev.shape)} = (B, H)"
+        )
+    if h_out is None:
+        h_out = xp.empty_like(c_prev)
+    if c_out is None:
+        c_out = xp.empty_like(c_prev)
+    i_f = gates[:, : 2 * hidden]  # input and forget gates: contiguous, one sigmoid call
+    g = gates[:, 2 * hidden : 3 * hidden]
+    o = gates[:, 3 * hidden :]
+    _sigmoid_(i_f, xp)
+    _sigmoid_(o, xp)
+    xp.tanh(g, out=g)
+    i, f = i_f[:, :hidden], i_f[:, hidden:]
+    xp.multiply(f, c_prev, out=c_out)
+    xp.multiply(i, g, out=h_out)  # h_out as scratch for i * g
+    c_out += h_out
+    xp.tanh(c_out, out=h_out)
+    h_out *= o
+    return h_out, c_out, gates
+
+
+@kernel
+def lstm_cell_backward(
+    dh: Array,
+    dc: Array | None,
+    acts: Array,
+    c_prev: Array,
+    c: Array,
+    dgates_out: Array | None = None,
+) -> tuple[Array, Array]:
+    """Gradients of one LSTM step: (dgates (B, 4H) w.r.t. the pre-activations, dc_prev (B, H)).
+
+    ``dh`` and ``dc`` are the gradients arriving at h and c (``dc`` None means zero); ``acts`` are
+    the activated gates saved by the forward, ``c`` the cell state it produced. ``dh`` is not
+    modified. The caller forms dh_prev = dgates @ W_hh (a GEMM, not part of the cell).
+    """
+    xp = array_module(acts)
+    hidden = c.shape[-1]
+    if dgates_out is None:
+        dgates_out = xp.empty_like(acts)
+    i, f = acts[:, :hidden], acts[:, hidden : 2 * hidden]
+    g, o = acts[:, 2 * hidden : 3 * hidden], acts[:, 3 * hidden :]
+    di, df = dgates_out[:, :hidden], dgates_out[:, hidden : 2 * hidden]
+    dg, do = dgates_out[:, 2 * hidden : 3 * hidden], dgates_out[:, 3 * hidden :]
+
+    tanh_c = xp.tanh(c)
+    xp.multiply(dh, tanh_c, out=do)  # d o (post-activation)
+    # dc_total = dc + dh * o * (1 - tanh(c)^2)
+    _tanh_grad(tanh_c, tanh_c, xp)
+    tanh_c *= o
+    tanh_c *= dh
+    if dc is not None:
+        tanh_c += dc
+    dc_total = tanh_c
+    xp.multiply(dc_total, g, out=di)
+    xp.multiply(dc_total, c_prev, out=df)
+    xp.multiply(dc_total, i, out=dg)
+    dc_prev = dc_total * f
+
+    # Chain through the activations: sigmoid for i, f, o and tanh for g.
+    scratch = xp.empty_like(acts[:, : 2 * hidden])
+    dgates_out[:, : 2 * hidden] *= _sigmoid_grad(acts[:, : 2 * hidden], scratch, xp)
+    do *= _sigmoid_grad(o, scratch[:, :hidden], xp)
+    dg *= _tanh_grad(g, scratch[:, :hidden], xp)
+    return dgates_out, dc_prev
+
+
+@kernel
+def gru_cell_forward(
+    gi: Array, gh: Array, h_prev: Array, h_out: Array | None = None
+) -> tuple[Array, Array]:
+    """One GRU step from gi = x W_ih^T + b_ih and gh = h W_hh^T + b_hh, both (B, 3H), gates (r, z, n).
+
+    r = sigmoid(gi_r + gh_r); z = sigmoid(gi_z + gh_z); n = tanh(gi_n + r * gh_n);
+    h = (1 - z) * n + z * h_prev. ``gi`` is overwritten with the activated gates (r, z, n); ``gh``
+    is left intact (backward needs gh_n). Returns (h, gi).
+    """
+    xp = array_module(gi)
+    hidden = gi.shape[-1] // 3
+    if gi.shape != gh.shape or gi.shape[-1] != 3 * hidden or h_prev.shape[-1] != hidden:
+        raise ValueError(
+            f"gru_cell_forward: gi {tuple(gi.shape)} and gh {tuple(gh.shape)} must both be (B, 3H) "
+            f"with h_prev {tuple(h_prev.shape)} = (B, H)"
+        )
+    if h_out is None:
+        h_out = xp.empty_like(h_prev)
+    rz = gi[:, : 2 * hidden]
+    rz += gh[:, : 2 * hidden]
+    _sigmoid_(rz, xp)
+    r, z = rz[:, :hidden], rz[:, hidden:]
+    n = gi[:, 2 * hidden :]
+    xp.multiply(r, gh[:, 2 * hidden :], out=h_out)  # scratch: r * gh_n
+    n += h_out
+    xp.tanh(n, out=n)
+    # h = n + z * (h_prev - n)
+    xp.subtract(h_prev, n, out=h_out)
+    h_out *= z
+    h_out += n
+    return h_out, gi
+
+
+@kernel
+def gru_cell_backward(
+    dh: Array,
+    acts: Array,
+    gh: Array,
+    h_prev: Array,
+    dgi_out: Array | None = None,
+    dgh_out: Array | None = None,
+) -> tuple[Array, Array, Array]:
+    """Gradients of one GRU step: (dgi (B, 3H), dgh (B, 3H), the direct part of dh_prev (B, H)).
+
+    ``acts`` are the activated gates (r, z, n) saved by the forward and ``gh`` the recurrent
+    pre-activations. The caller adds dgh @ W_hh to the returned dh_prev (= dh * z).
+    """
+    xp = array_module(acts)
+    hidden = h_prev.shape[-1]
+    if dgi_out is None:
+        dgi_out = xp.empty_like(acts)
+    if dgh_out is None:
+        dgh_out = xp.empty_like(acts)
+    r, z, n = acts[:, :hidden], acts[:, hidden : 2 * hidden], acts[:, 2 * hidden :]
+    gh_n = gh[:, 2 * hidden :]
+    dr, dz, dn = dgi_out[:, :hidden], dgi_out[:, hidden : 2 * hidden], dgi_out[:, 2 * hidden :]
+
+    # dn_pre = dh * (1 - z) * (1 - n^2)
+    xp.multiply(dh, z, out=dn)
+    xp.subtract(dh, dn, out=dn)
+    dn *= _tanh_grad(n, dgh_out[:, 2 * hidden :], xp)
+    # dz_pre = dh * (h_prev - n) * z (1 - z)
+    xp.subtract(h_prev, n, out=dz)
+    dz *= dh
+    dz *= _sigmoid_grad(z, dgh_out[:, hidden : 2 * hidden], xp)
+    # dr_pre = dn_pre * gh_n * r (1 - r)
+    xp.multiply(dn, gh_n, out=dr)
+    dr *= _sigmoid_grad(r, dgh_out[:, :hidden], xp)
+    dgh_out[:, : 2 * hidden] = dgi_out[:, : 2 * hidden]
+    xp.multiply(dn, r, out=dgh_out[:, 2 * hidden :])
+    dh_prev = dh * z
+    return dgi_out, dgh_out, dh_prev
+
+
+@kernel
+def embedding_backward(
+    grad: Array, indices: Array, num_embeddings: int, padding_idx: int | None = None
+) -> Array:
+    """Scatter-add rows of ``grad`` (N, D) into a (num_embeddings, D) weight gradient at ``indices`` (N,).
+
+    Repeated indices add up; the row of ``padding_idx`` stays zero. On NumPy the rows are sorted
+    by index and summed per run with one ``add.reduceat`` (several times faster than ``add.at``).
+    """
+    xp = array_module(grad)
+    out = xp.zeros((num_embeddings, grad.shape[-1]), dtype=grad.dtype)  # (V, D)
+    if indices.size == 0:
+        return out
+    if xp is np:
+        order = np.argsort(indices, kind="stable")
+        ids = indices[order]
+        starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+        out[ids[starts]] = np.add.reduceat(grad[order], starts, axis=0)
+    else:
+        xp.add.at(out, indices, grad)
+    if padding_idx is not None:
+        out[padding_idx] = 0
+    return out

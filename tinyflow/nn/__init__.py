@@ -1,0 +1,9 @@
+"""Layers and models: Module, Parameter and the PyTorch-named layers."""
+from tinyflow.nn import functional, init  # noqa: F401
+from tinyflow.nn.activation import GELU, Dropout, LeakyReLU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh  # noqa: F401
+from tinyflow.nn.container import ModuleDict, ModuleList, Sequential  # noqa: F401
+from tinyflow.nn.linear import Flatten, Identity, Linear  # noqa: F401
+from tinyflow.nn.loss import CrossEntropyLoss, MSELoss, NLLLoss  # noqa: F401
+from tinyflow.nn.module import Module  # noqa: F401
+from tinyflow.nn.parameter import Parameter  # noqa: F401
+# Families written elsewhere add their import line below.

@@ -1,0 +1,55 @@
+"""Linear, Identity and Flatten layers."""
+from __future__ import annotations
+
+from typing import Any
+
+from tinyflow.nn import init
+from tinyflow.nn.module import Module
+from tinyflow.nn.parameter import Parameter
+from tinyflow.ops.linalg import Linear as LinearOp
+from tinyflow.tensor import Tensor, empty
+
+
+class Linear(Module):
+    """y = x @ weight.T + bias, weight (out_features, in_features), PyTorch's initialisation."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = Parameter(empty(out_features, in_features, device=device, dtype=dtype))
+        self.bias = Parameter(empty(out_features, device=device, dtype=dtype)) if bias else None
+        if not bias:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.default_linear_init_(self.weight, self.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return LinearOp.apply(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Identity(Module):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def forward(self, x: Any) -> Any:
+        return x
+
+
+class Flatten(Module):
+    """Flatten dims start_dim..end_dim (default: all but the batch dim)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

@@ -1,0 +1,8 @@
+"""Differentiable ops: one Function subclass per op, one file per family."""
+from tinyflow.ops.elementwise import *  # noqa: F401,F403
+from tinyflow.ops.linalg import Linear, MatMul  # noqa: F401
+from tinyflow.ops.loss import CrossEntropy, LogSoftmax, LogSumExp, MSELoss, NLLLoss, Softmax  # noqa: F401
+from tinyflow.ops.memory import Cast, Clone, ToDevice  # noqa: F401
+from tinyflow.ops.reduce import Max, MaxDim, Mean, Min, Sum, Var  # noqa: F401
+from tinyflow.ops.shape import Cat, Expand, GetItem, Pad, Permute, Reshape, Split, Stack  # noqa: F401
+# Each family adds its line below.

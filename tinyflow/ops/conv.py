@@ -1,0 +1,150 @@
+"""2-D convolution as im2col + one GEMM per group (col2im in backward).
+
+The layout (see docs/convolution.md): ``col = im2col(x)`` is (C*kh*kw, N*OH*OW), the weight is
+viewed as (O, C*kh*kw) with no copy, and the whole batch is one GEMM per group::
+
+    forward   out (O, N*OH*OW) = W (O, CKK)       @ col (CKK, N*OH*OW)
+    weight    gW  (O, CKK)     = gout (O, N*OH*OW) @ col.T                  (BLAS transposes)
+    input     gcol(CKK, N*OH*OW) = W.T            @ gout (O, N*OH*OW)      -> col2im
+
+The only copies besides im2col itself are the (O, N, OH, OW) <-> (N, O, OH, OW) transposes of
+the output and its gradient, which are ``kh*kw*C/O`` times smaller than ``col``; the bias add is
+fused into the first of them.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Union
+
+from tinyflow.autograd import Function
+from tinyflow.kernels.conv import col2im, conv_output_size, im2col
+
+if TYPE_CHECKING:
+    from tinyflow.tensor import Tensor
+
+__all__ = ["Conv2d", "conv2d"]
+
+IntPair = Union[int, tuple[int, int]]
+
+
+def _pair(v: IntPair, name: str, op: str = "conv2d") -> tuple[int, int]:
+    """An int or a 2-sequence of ints as a (height, width) pair."""
+    if isinstance(v, int):
+        return (v, v)
+    try:
+        a, b = v
+        return (int(a), int(b))
+    except (TypeError, ValueError):
+        raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {v!r}") from None
+
+
+class Conv2d(Function):
+    """y = conv(x, w) + b for x (N, C, H, W), w (O, C/groups, kh, kw), b (O,) or None."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+        xp = ctx.xp
+        n, c, h, wd = x.shape
+        o, _, kh, kw = w.shape
+        oh = conv_output_size(h, kh, stride[0], padding[0], dilation[0])
+        ow = conv_output_size(wd, kw, stride[1], padding[1], dilation[1])
+        geom = ((kh, kw), stride, padding, dilation)
+        col = im2col(x, *geom)  # (C*kh*kw, N*OH*OW)
+        w2 = w.reshape(groups, o // groups, -1)  # (G, O/G, C/G*kh*kw), a view
+        col3 = col.reshape(groups, -1, col.shape[1])  # (G, C/G*kh*kw, N*OH*OW), a view
+        out = xp.empty((groups, o // groups, col.shape[1]), dtype=x.dtype)
+        for g in range(groups):
+            xp.matmul(w2[g], col3[g], out=out[g])
+        out = out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)  # (N, O, OH, OW) strided view
+        y = xp.empty((n, o, oh, ow), dtype=x.dtype)
+        if b is None:
+            y[...] = out
+        else:
+            xp.add(out, b.reshape(1, o, 1, 1), out=y)  # bias fused into the transpose copy
+        # col is only needed for the weight gradient; w only for the input gradient.
+        ctx.save_for_backward(col if ctx.needs_input_grad[1] else None,
+                              w if ctx.needs_input_grad[0] else None)
+        ctx.x_shape, ctx.geom, ctx.groups = x.shape, geom, groups
+        return y
+
+    @staticmethod
+    def backward(ctx, gout):
+        xp = ctx.xp
+        col, w = ctx.saved_tensors
+        groups = ctx.groups
+        n, o, oh, ow = gout.shape
+        # (N, O, OH, OW) -> (G, O/G, N*OH*OW): the one copy on the way back
+        gy = xp.ascontiguousarray(gout.transpose(1, 0, 2, 3)).reshape(groups, o // groups, -1)
+        gx = gw = gb = None
+        if ctx.needs_input_grad[2]:
+            gb = gy.reshape(o, -1).sum(axis=1)
+        if ctx.needs_input_grad[1]:
+            col3 = col.reshape(groups, -1, col.shape[1])
+            gw = xp.empty((groups, o // groups, col3.shape[1]), dtype=gout.dtype)
+            for g in range(groups):
+                xp.matmul(gy[g], col3[g].T, out=gw[g])
+            gw = gw.reshape(o, -1, *ctx.geom[0])  # (O, C/G, kh, kw)
+        if ctx.needs_input_grad[0]:
+            w2 = w.reshape(groups, o // groups, -1)
+            gcol = xp.empty((groups, w2.shape[2], gy.shape[2]), dtype=gout.dtype)
+            for g in range(groups):
+                xp.matmul(w2[g].T, gy[g], out=gcol[g])
+            gx = col2im(gcol.reshape(-1, gy.shape[2]), ctx.x_shape, *ctx.geom)  # (N, C, H, W)
+        return gx, gw, gb
+
+
+def _same_padding(kernel: tuple[int, int], dilation: tuple[int, int],
+                  stride: tuple[int, int]) -> tuple[int, int]:
+    if stride != (1, 1):
+        raise ValueError("conv2d: padding='same' is only supported with stride 1 (as in PyTorch)")
+    total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    if any(t % 2 for t in total):
+        raise ValueError(
+            f"conv2d: padding='same' with kernel {kernel} and dilation {dilation} needs uneven "
+            "padding; pad the input explicitly (F.pad) and use padding=0"
+        )
+    return (total[0] // 2, total[1] // 2)
+
+
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
+           padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1) -> Tensor:
+    """2-D cross-correlation over x (N, C, H, W) or (C, H, W), as ``torch.nn.functional.conv2d``."""
+    if weight.ndim != 4:
+        raise ValueError(f"conv2d: weight must be 4-D (O, C/groups, kh, kw), got shape {tuple(weight.shape)}")
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = x.reshape(1, *x.shape)
+    if x.ndim != 4:
+        raise ValueError(f"conv2d: input must be (N, C, H, W) or (C, H, W), got shape {tuple(x.shape)}")
+    stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+    o, cg, kh, kw = weight.shape
+    if isinstance(padding, str):
+        if padding not in ("valid", "same"):
+            raise ValueError(f"conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+        padding = (0, 0) if padding == "valid" else _same_padding((kh, kw), dilation, stride)
+    padding = _pair(padding, "padding")
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise ValueError(f"conv2d: need stride >= 1, dilation >= 1, padding >= 0; got stride={stride}, "
+                         f"padding={padding}, dilation={dilation}")
+    if not isinstance(groups, int) or groups < 1 or o % groups:
+        raise ValueError(f"conv2d: groups={groups} must be a positive int dividing the {o} output "
+                         f"channels of weight {tuple(weight.shape)}")
+    n, c, h, w = x.shape
+    if c != cg * groups:
+        raise ValueError(
+            f"conv2d: input {tuple(x.shape)} has {c} channels but weight {tuple(weight.shape)} with "
+            f"groups={groups} expects {cg * groups}; check in_channels of the layer"
+        )
+    if bias is not None and tuple(bias.shape) != (o,):
+        raise ValueError(f"conv2d: bias shape {tuple(bias.shape)} must be ({o},) for weight {tuple(weight.shape)}")
+    oh = conv_output_size(h, kh, stride[0], padding[0], dilation[0])
+    ow = conv_output_size(w, kw, stride[1], padding[1], dilation[1])
+    if oh < 1 or ow < 1:
+        raise ValueError(
+            f"conv2d: input {tuple(x.shape)} is too small for kernel {(kh, kw)} with padding "
+            f"{padding} and dilation {dilation} (output would be {oh}x{ow}); use a larger input"
+        )
+    if x.dtype != weight.dtype:
+        raise ValueError(f"conv2d: input dtype {x.dtype} and weight dtype {weight.dtype} differ; "
+                         "convert one with .to(dtype)")
+    y = Conv2d.apply(x, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return y.reshape(*y.shape[1:]) if unbatched else y

@@ -1,0 +1,57 @@
+"""Embedding lookup: rows of a weight matrix gathered by integer ids, scatter-added back in backward."""
+from __future__ import annotations
+
+from typing import Any
+
+from tinyflow.autograd import Context, Function
+from tinyflow.kernels.rnn import embedding_backward
+
+__all__ = ["Embedding", "embedding"]
+
+
+class Embedding(Function):
+    """out[...] = weight[indices[...]]: (*, ) int ids and (V, D) weight -> (*, D).
+
+    The weight gradient adds up the gradient rows of repeated ids (a scatter-add); the row of
+    ``padding_idx`` gets no gradient, as in PyTorch.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, indices: Any, weight: Any, padding_idx: int | None = None) -> Any:
+        xp = ctx.xp
+        if weight.ndim != 2:
+            raise ValueError(f"embedding: weight must be (num_embeddings, embedding_dim), got {tuple(weight.shape)}")
+        if indices.dtype.kind not in "iu":
+            raise TypeError(
+                f"embedding: indices must be an integer tensor (int64), got dtype {indices.dtype} with shape "
+                f"{tuple(indices.shape)}; convert with .to(tf.int64)"
+            )
+        num = weight.shape[0]
+        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= num):
+            bad = int(indices.min()) if int(indices.min()) < 0 else int(indices.max())
+            raise IndexError(
+                f"embedding: index {bad} is out of range for a weight of {num} rows (shape {tuple(weight.shape)}); "
+                "ids must lie in [0, num_embeddings)"
+            )
+        ctx.save_for_backward(indices)
+        ctx.num = num
+        ctx.padding_idx = padding_idx
+        return xp.take(weight, indices, axis=0)  # (*, D)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> tuple:
+        (indices,) = ctx.saved_tensors
+        if not ctx.needs_input_grad[1]:
+            return None, None
+        flat = grad.reshape(-1, grad.shape[-1])  # (N, D)
+        return None, embedding_backward(flat, indices.reshape(-1), ctx.num, ctx.padding_idx)
+
+
+def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Any:
+    """F.embedding(input, weight, padding_idx=None): the rows of ``weight`` at the ids in ``input``.
+
+    A negative ``padding_idx`` counts from the end, as in PyTorch.
+    """
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += weight.shape[0]
+    return Embedding.apply(input, weight, padding_idx=padding_idx)

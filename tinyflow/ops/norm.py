@@ -1,0 +1,128 @@
+"""Normalisation ops: local_response_norm (AlexNet 2012) and batch_norm, PyTorch semantics."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+from tinyflow.autograd import Function
+from tinyflow.kernels.lrn import lrn_backward, lrn_forward
+
+if TYPE_CHECKING:
+    from tinyflow.tensor import Tensor
+
+__all__ = ["LocalResponseNorm", "BatchNorm", "local_response_norm", "batch_norm"]
+
+
+class LocalResponseNorm(Function):
+    """Cross-channel LRN through the named ``lrn_forward`` / ``lrn_backward`` kernels."""
+
+    @staticmethod
+    def forward(ctx, x, size, alpha, beta, k):
+        out, scale = lrn_forward(x, size, alpha, beta, k)
+        if ctx.needs_input_grad[0]:
+            ctx.save_for_backward(x, out, scale)
+        ctx.params = (size, alpha, beta, k)
+        return out
+
+    @staticmethod
+    def backward(ctx, gout):
+        x, out, scale = ctx.saved_tensors
+        return lrn_backward(gout, x, out, scale, *ctx.params)
+
+
+def local_response_norm(x: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> Tensor:
+    """Normalise each activation by the energy of its ``size`` neighbouring channels (N, C, *)."""
+    if x.ndim < 3:
+        raise ValueError(f"local_response_norm: input must be at least 3-D (N, C, *), got shape "
+                         f"{tuple(x.shape)}")
+    if not isinstance(size, int) or size < 1:
+        raise ValueError(f"local_response_norm: size must be a positive int, got {size!r}")
+    return LocalResponseNorm.apply(x, size, float(alpha), float(beta), float(k))
+
+
+def _stat_axes(ndim: int) -> tuple[int, ...]:
+    """Axes that batch statistics reduce over: all but the channel axis 1."""
+    return (0, *range(2, ndim))
+
+
+def _per_channel(a: Any, ndim: int) -> Any:
+    """A (C,) array shaped to broadcast against (N, C, *)."""
+    return a.reshape(1, -1, *([1] * (ndim - 2)))
+
+
+class BatchNorm(Function):
+    """y = (x - mean) / sqrt(var + eps) * weight + bias over the channel axis of (N, C, *).
+
+    In training the batch statistics are used (biased variance, as PyTorch) and the running
+    statistics are updated in place, the running variance with the unbiased estimate.
+    """
+
+    @staticmethod
+    def forward(ctx, x, running_mean, running_var, weight, bias, training, momentum, eps):
+        xp = ctx.xp
+        axes = _stat_axes(x.ndim)
+        if training:
+            count = x.size // x.shape[1]
+            mean = x.mean(axis=axes)
+            centered = x - _per_channel(mean, x.ndim)
+            var = xp.mean(centered * centered, axis=axes)  # biased, for normalising
+            if running_mean is not None:
+                running_mean *= 1 - momentum
+                running_mean += momentum * mean.astype(running_mean.dtype)
+            if running_var is not None:
+                unbiased = var * (count / max(count - 1, 1))
+                running_var *= 1 - momentum
+                running_var += momentum * unbiased.astype(running_var.dtype)
+        else:
+            mean, var = running_mean.astype(x.dtype), running_var.astype(x.dtype)
+            centered = x - _per_channel(mean, x.ndim)
+        invstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype)  # (C,)
+        xhat = centered
+        xhat *= _per_channel(invstd, x.ndim)
+        y = xhat * _per_channel(weight, x.ndim) if weight is not None else xhat.copy()
+        if bias is not None:
+            y += _per_channel(bias, x.ndim)
+        ctx.save_for_backward(xhat, invstd, weight)
+        ctx.training = training
+        return y
+
+    @staticmethod
+    def backward(ctx, gout):
+        xhat, invstd, weight = ctx.saved_tensors
+        nd = gout.ndim
+        axes = _stat_axes(nd)
+        gweight = (gout * xhat).sum(axis=axes) if ctx.needs_input_grad[3] else None
+        gbias = gout.sum(axis=axes) if ctx.needs_input_grad[4] else None
+        gx = None
+        if ctx.needs_input_grad[0]:
+            gxhat = gout * _per_channel(weight, nd) if weight is not None else gout
+            scale = _per_channel(invstd, nd)
+            if ctx.training:
+                # d/dx of normalising by the batch's own mean and variance
+                mean_g = _per_channel(gxhat.mean(axis=axes), nd)
+                mean_gx = _per_channel((gxhat * xhat).mean(axis=axes), nd)
+                gx = (gxhat - mean_g - xhat * mean_gx) * scale
+            else:
+                gx = gxhat * scale
+        return gx, None, None, gweight, gbias
+
+
+def batch_norm(x: Tensor, running_mean: Optional[Tensor], running_var: Optional[Tensor],
+               weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
+               training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Batch normalisation over the channel axis of (N, C, *), as ``torch.nn.functional.batch_norm``."""
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: input must be (N, C, *), got shape {tuple(x.shape)}")
+    c = x.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ValueError(f"batch_norm: {name} has shape {tuple(t.shape)} but input "
+                             f"{tuple(x.shape)} has {c} channels")
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError("batch_norm: evaluation mode needs running_mean and running_var")
+    if training and x.size // max(c, 1) <= 1:
+        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got "
+                         f"input shape {tuple(x.shape)}")
+    return BatchNorm.apply(x, running_mean, running_var, weight, bias, bool(training),
+                           float(momentum), float(eps))

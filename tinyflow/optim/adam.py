@@ -1,0 +1,116 @@
+"""Adam and AdamW, with optional AMSGrad and PyTorch's exact bias correction."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from tinyflow.device import array_module
+from tinyflow.kernels.optim import adam_update
+from tinyflow.optim.optimizer import Optimizer, ParamsT
+
+
+class Adam(Optimizer):
+    """``torch.optim.Adam``: L2 weight decay added to the gradient (decoupled for AdamW).
+
+    State per parameter: ``step`` (int), ``exp_avg``, ``exp_avg_sq`` and, with amsgrad,
+    ``max_exp_avg_sq``, as in PyTorch's state_dict.
+    """
+
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        decoupled_weight_decay: bool = False,
+    ) -> None:
+        name = type(self).__name__
+        if lr < 0.0:
+            raise ValueError(f"{name}: invalid learning rate lr={lr}; it must be >= 0")
+        if eps < 0.0:
+            raise ValueError(f"{name}: invalid eps={eps}; it must be >= 0")
+        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"{name}: invalid betas={betas}; both must be in [0, 1)")
+        if weight_decay < 0.0:
+            raise ValueError(f"{name}: invalid weight_decay={weight_decay}; it must be >= 0")
+        defaults = dict(
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            maximize=maximize,
+            decoupled_weight_decay=decoupled_weight_decay,
+        )
+        super().__init__(params, defaults)
+
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        """One update of every parameter that has a gradient."""
+        loss = self._run_closure(closure)
+        index = 0
+        name = type(self).__name__
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                index += 1
+                if p.grad is None:
+                    continue
+                grad = self._check_grad(p, index - 1, name)
+                if group["maximize"]:
+                    grad = -grad
+                state = self.state[p]
+                if len(state) == 0:
+                    xp = array_module(p.data)
+                    state["step"] = 0
+                    state["exp_avg"] = xp.zeros_like(p.data)
+                    state["exp_avg_sq"] = xp.zeros_like(p.data)
+                    if group["amsgrad"]:
+                        state["max_exp_avg_sq"] = xp.zeros_like(p.data)
+                elif group["amsgrad"] and "max_exp_avg_sq" not in state:
+                    state["max_exp_avg_sq"] = array_module(p.data).zeros_like(p.data)
+                state["step"] += 1
+                adam_update(
+                    p.data,
+                    grad,
+                    state["exp_avg"],
+                    state["exp_avg_sq"],
+                    state.get("max_exp_avg_sq") if group["amsgrad"] else None,
+                    step=state["step"],
+                    lr=group["lr"],
+                    beta1=beta1,
+                    beta2=beta2,
+                    eps=group["eps"],
+                    weight_decay=group["weight_decay"],
+                    amsgrad=group["amsgrad"],
+                    decoupled_weight_decay=group["decoupled_weight_decay"],
+                )
+        return loss
+
+
+class AdamW(Adam):
+    """``torch.optim.AdamW``: Adam with decoupled weight decay (``p *= 1 - lr * weight_decay``)."""
+
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+    ) -> None:
+        super().__init__(
+            params,
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            maximize=maximize,
+            decoupled_weight_decay=True,
+        )

@@ -1,0 +1,255 @@
+"""The Optimizer base class: parameter groups, per-parameter state, zero_grad and state dicts.
+
+Follows ``torch.optim.Optimizer``: ``param_groups`` is a list of dicts (``"params"`` plus the
+hyper-parameters), ``state`` maps each parameter to a dict of its buffers, and ``state_dict()``
+uses PyTorch's layout ``{"state": {index: {...}}, "param_groups": [{..., "params": [index]}]}``
+so that checkpoints move between the two.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, MutableMapping
+from typing import Any, Callable, Optional, Union
+
+import numpy as np
+
+from tinyflow.device import device_of, move
+from tinyflow.tensor import Tensor
+
+ParamsT = Union[Iterable[Tensor], Iterable[dict[str, Any]]]
+
+
+class _Required:
+    """Marks a hyper-parameter that has no default (``lr`` of SGD)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _Required()
+
+
+class ParamState(MutableMapping):
+    """``state[param] -> dict``, keyed by parameter identity; a missing entry is created empty.
+
+    Tensors compare element-wise, so they cannot be ordinary dict keys; this mapping uses
+    ``id(param)`` and keeps the parameter alive next to its state.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[Tensor, dict[str, Any]]] = {}
+
+    def __getitem__(self, param: Tensor) -> dict[str, Any]:
+        entry = self._items.get(id(param))
+        if entry is None:
+            entry = (param, {})
+            self._items[id(param)] = entry
+        return entry[1]
+
+    def __setitem__(self, param: Tensor, value: dict[str, Any]) -> None:
+        self._items[id(param)] = (param, value)
+
+    def __delitem__(self, param: Tensor) -> None:
+        del self._items[id(param)]
+
+    def __contains__(self, param: object) -> bool:
+        return id(param) in self._items
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return (p for p, _ in self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def items(self):  # type: ignore[override]
+        return [(p, s) for p, s in self._items.values()]
+
+    def __repr__(self) -> str:
+        return f"ParamState({len(self)} parameters)"
+
+
+class Optimizer:
+    """Base class: holds ``param_groups`` and ``state``; subclasses implement ``step``."""
+
+    def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
+        self.state = ParamState()
+        self.param_groups: list[dict[str, Any]] = []
+        if isinstance(params, Tensor):
+            raise TypeError(
+                f"{type(self).__name__}: params must be an iterable of Tensors or of dicts, got a "
+                "single Tensor; pass [tensor] or model.parameters()"
+            )
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError(f"{type(self).__name__} got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own hyper-parameters (missing ones take defaults)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            param_group["params"] = [params]
+        elif isinstance(params, set):
+            raise TypeError(
+                "optimizer parameters must be an ordered collection (list); sets change order "
+                "between runs, so state_dict indices would not match"
+            )
+        else:
+            param_group["params"] = list(params)
+        for i, p in enumerate(param_group["params"]):
+            if not isinstance(p, Tensor):
+                raise TypeError(
+                    f"{type(self).__name__} can only optimize Tensors, but parameter {i} of the "
+                    f"group is a {type(p).__name__}"
+                )
+            if getattr(p, "grad_fn", None) is not None:
+                raise ValueError(
+                    f"{type(self).__name__} can't optimize a non-leaf Tensor (parameter {i} of "
+                    f"the group, shape {tuple(p.shape)}); use a Parameter or x.detach()"
+                )
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(
+                    f"parameter group didn't specify a value of required optimization "
+                    f"parameter {name!r}"
+                )
+            param_group.setdefault(name, default)
+        seen = {id(p) for group in self.param_groups for p in group["params"]}
+        if len({id(p) for p in param_group["params"]}) != len(param_group["params"]):
+            raise ValueError("a parameter appears more than once in one parameter group")
+        if any(id(p) in seen for p in param_group["params"]):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset every parameter's gradient: to None (default, frees memory) or to zeros."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.data.fill(0)
+
+    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+        """Update the parameters from their ``.grad``; returns the closure's loss if given."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _run_closure(closure: Optional[Callable[[], Any]]) -> Any:
+        if closure is None:
+            return None
+        from tinyflow.autograd import enable_grad
+
+        with enable_grad():
+            return closure()
+
+    # ------------------------------------------------------------------ state dicts
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer state in PyTorch's layout; parameters become running indices.
+
+        Like PyTorch, the buffers are returned by reference (not copied); ``tf.save`` writes
+        them out, ``load_state_dict`` copies them in.
+        """
+        index_of: dict[int, int] = {}
+        packed_groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                index_of.setdefault(id(p), len(index_of))
+            packed["params"] = [index_of[id(p)] for p in group["params"]]
+            packed_groups.append(packed)
+        packed_state = {index_of[id(p)]: s for p, s in self.state.items() if id(p) in index_of}
+        return {"state": packed_state, "param_groups": packed_groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a ``state_dict()`` (ours or PyTorch's): hyper-parameters and copied buffers."""
+        if not isinstance(state_dict, dict) or set(state_dict) < {"state", "param_groups"}:
+            raise ValueError(
+                "optimizer state_dict must be a dict with 'state' and 'param_groups' keys, got "
+                f"{type(state_dict).__name__} with keys "
+                f"{sorted(map(str, state_dict)) if isinstance(state_dict, dict) else '-'}"
+            )
+        groups = self.param_groups
+        saved_groups = state_dict["param_groups"]
+        if len(groups) != len(saved_groups):
+            raise ValueError(
+                f"loaded state dict has {len(saved_groups)} parameter groups, this "
+                f"{type(self).__name__} has {len(groups)}"
+            )
+        for i, (g, s) in enumerate(zip(groups, saved_groups)):
+            if len(g["params"]) != len(s["params"]):
+                raise ValueError(
+                    f"loaded state dict's parameter group {i} has {len(s['params'])} parameters, "
+                    f"this {type(self).__name__}'s group {i} has {len(g['params'])}: the "
+                    "checkpoint is from another model or another optimizer setup"
+                )
+        id_map: dict[Any, Tensor] = {}
+        for g, s in zip(groups, saved_groups):
+            for p, key in zip(g["params"], s["params"]):
+                id_map[key] = p
+
+        new_state = ParamState()
+        for key, value in state_dict["state"].items():
+            if key not in id_map:
+                # a JSON round trip elsewhere may have turned int indices into strings
+                key = int(key) if isinstance(key, str) and key.isdigit() else key
+            if key not in id_map:
+                continue
+            param = id_map[key]
+            new_state[param] = {k: self._cast_state_value(param, k, v) for k, v in value.items()}
+        self.state = new_state
+
+        new_groups = []
+        for g, s in zip(groups, saved_groups):
+            new_group = {k: v for k, v in s.items() if k != "params"}
+            if "betas" in new_group and isinstance(new_group["betas"], list):
+                new_group["betas"] = tuple(new_group["betas"])
+            new_group["params"] = g["params"]
+            new_groups.append(new_group)
+        self.param_groups = new_groups
+
+    @staticmethod
+    def _cast_state_value(param: Tensor, key: str, value: Any) -> Any:
+        """Copy one saved state value onto ``param``'s device (and float dtype for buffers)."""
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if key == "step":
+            return int(float(np.asarray(value.data if isinstance(value, Tensor) else value)))
+        if isinstance(value, (int, float)):
+            return value
+        arr = value.data if isinstance(value, Tensor) else value
+        if not (isinstance(arr, np.ndarray) or hasattr(arr, "__cuda_array_interface__")):
+            arr = np.asarray(arr)  # e.g. a torch CPU tensor or nested lists
+        target = param.data
+        if arr.dtype.kind == "f" and arr.dtype != target.dtype:
+            arr = arr.astype(target.dtype)
+        arr = move(arr, device_of(target))
+        return arr.copy()
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(group):
+                if k != "params":
+                    lines.append(f"    {k}: {group[k]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+    @staticmethod
+    def _check_grad(param: Tensor, index: int, name: str) -> Any:
+        """The raw grad array of ``param``, checked to match its shape."""
+        grad = param.grad.data
+        if grad.shape != param.data.shape:
+            raise ValueError(
+                f"{name}: parameter {index} has shape {tuple(param.data.shape)} but its .grad has "
+                f"shape {tuple(grad.shape)}; gradients must match their parameter"
+            )
+        return grad

@@ -1,0 +1,36 @@
+"""Data-parallel training: communicators, all-reduce algorithms, DataParallel, launcher helpers.
+
+Algorithms (ring, tree, naive, native) are written once over the ``Communicator`` protocol;
+transports are an in-process thread group (``run_local``) and MPI (``mpi_comm``). See
+docs/allreduce.md for how the algorithms work and what they cost.
+"""
+from tinyflow.parallel.allreduce import ALGORITHMS, all_gather, all_gather_object, allreduce, broadcast
+from tinyflow.parallel.communicator import (
+    CommAbortedError,
+    CommError,
+    CommTimeoutError,
+    Communicator,
+)
+from tinyflow.parallel.local import LocalComm, run_local
+from tinyflow.parallel.mpi import mpi_available, mpi_comm
+from tinyflow.parallel.world import World, is_main_process, set_world, world
+
+__all__ = [
+    "ALGORITHMS",
+    "CommAbortedError",
+    "CommError",
+    "CommTimeoutError",
+    "Communicator",
+    "LocalComm",
+    "World",
+    "all_gather",
+    "all_gather_object",
+    "allreduce",
+    "broadcast",
+    "is_main_process",
+    "mpi_available",
+    "mpi_comm",
+    "run_local",
+    "set_world",
+    "world",
+]

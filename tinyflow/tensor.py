@@ -1,0 +1,936 @@
+"""Tensor: an n-dimensional array (NumPy or CuPy) that remembers how it was computed.
+
+A Tensor holds its raw array in ``.data`` and, when it was produced by an op that needs a
+gradient, the graph node (``_ctx``, a ``tinyflow.autograd.Context``) that produced it. Every
+method here is a thin call into an op in ``tinyflow.ops``; the maths lives there.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from tinyflow import autograd
+from tinyflow.device import CPU, Device, array_module, device_of, move
+
+__all__ = [
+    "Tensor",
+    "tensor",
+    "as_tensor",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "randn",
+    "rand",
+    "randint",
+    "arange",
+    "linspace",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "empty_like",
+    "randn_like",
+    "rand_like",
+    "float16",
+    "float32",
+    "float64",
+    "int32",
+    "int64",
+    "bool_",
+    "get_default_dtype",
+    "set_default_dtype",
+]
+
+float16 = np.dtype("float16")
+float32 = np.dtype("float32")
+float64 = np.dtype("float64")
+int32 = np.dtype("int32")
+int64 = np.dtype("int64")
+bool_ = np.dtype("bool")
+_default_dtype = float32
+
+
+def get_default_dtype() -> np.dtype:
+    return _default_dtype
+
+
+def set_default_dtype(dtype: Any) -> None:
+    global _default_dtype
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"set_default_dtype: only floating dtypes can be the default, got {dtype}")
+    _default_dtype = dtype
+
+
+def _resolve_dtype(dtype: Any) -> np.dtype | None:
+    if dtype is None:
+        return None
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        from tinyflow.amp import bfloat16  # only the CUDA backend stores bf16
+
+        return bfloat16()
+    return np.dtype(dtype)
+
+
+class Tensor:
+    """An array plus its autograd history. Create one with ``tinyflow.tensor(...)``."""
+
+    __array_priority__ = 1000  # numpy_array + tensor -> Tensor.__radd__
+
+    def __init__(self, data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False):
+        t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+        self.__dict__.update(t.__dict__)
+
+    @classmethod
+    def _from_array(cls, arr: Any, device: Device | None = None, requires_grad: bool = False) -> Tensor:
+        """Wrap a raw array without copying or checking (the fast path used by ops)."""
+        t = object.__new__(cls)
+        t.data = arr
+        t._device = device if device is not None else device_of(arr)
+        t._requires_grad = requires_grad
+        t.grad = None
+        t._ctx = None
+        t._out_index = 0
+        t._version = 0
+        t._grad_hooks = []
+        t._post_accumulate_hooks = []
+        t._retains_grad = False
+        return t
+
+    # ---------------------------------------------------------------- basic attributes
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.shape if dim is None else self.shape[dim]
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    def dim(self) -> int:
+        return self.data.ndim
+
+    def numel(self) -> int:
+        return int(self.data.size)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device.type == "cuda"
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if value and self.data.dtype.kind not in "fc":
+            raise RuntimeError(
+                f"only floating point tensors can require gradients, got dtype {self.data.dtype}; "
+                "convert first, e.g. x.float()"
+            )
+        if not value and self._ctx is not None:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf tensors; use .detach() to get a "
+                "tensor that is cut from the graph"
+            )
+        self._requires_grad = bool(value)
+
+    def requires_grad_(self, value: bool = True) -> Tensor:
+        self.requires_grad = value
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._ctx is None
+
+    @property
+    def grad_fn(self) -> autograd.Context | None:
+        return self._ctx
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> Tensor:
+        return self.transpose(-2, -1)
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Any:
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", precision=4, prefix="tensor(")
+        extra = []
+        if self.dtype != _default_dtype and self.dtype.kind == "f" or self.dtype.kind not in "fib":
+            extra.append(f"dtype={self.dtype}")
+        if self._device.type != "cpu":
+            extra.append(f"device='{self._device}'")
+        if self._ctx is not None:
+            extra.append(f"grad_fn=<{self._ctx.fn.__name__}Backward>")
+        elif self._requires_grad:
+            extra.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self.data.size} elements is ambiguous")
+        return bool(self.data)
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu" or self.data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    # ---------------------------------------------------------------- conversion
+    def numpy(self) -> np.ndarray:
+        """The data as a NumPy array (copied to the host for CUDA tensors)."""
+        return self.data if self._device.type == "cpu" else move(self.data, CPU)
+
+    def item(self) -> Any:
+        if self.data.size != 1:
+            raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def detach(self) -> Tensor:
+        """The same data, cut from the graph (shares memory, as PyTorch)."""
+        return Tensor._from_array(self.data, device=self._device)
+
+    def clone(self) -> Tensor:
+        return _ops().Clone.apply(self)
+
+    def contiguous(self) -> Tensor:
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """Move and/or cast: ``to("cuda:0")``, ``to(tf.float64)``, ``to(device, dtype)``."""
+        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        if kwargs:
+            raise TypeError(f"to(): unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, (Device, str)) and not (isinstance(a, str) and a in _DTYPE_NAMES):
+                device = a
+            elif isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            else:
+                dtype = a
+        out = self
+        if dtype is not None and _resolve_dtype(dtype) != self.dtype:
+            out = _ops().Cast.apply(out, _resolve_dtype(dtype))
+        if device is not None and Device(device) != self._device:
+            out = _ops().ToDevice.apply(out, Device(device))
+        return out
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self, index: int = 0) -> Tensor:
+        return self.to(Device("cuda", index))
+
+    def float(self) -> Tensor:
+        return self.to(float32)
+
+    def double(self) -> Tensor:
+        return self.to(float64)
+
+    def half(self) -> Tensor:
+        return self.to(float16)
+
+    def long(self) -> Tensor:
+        return self.to(int64)
+
+    def int(self) -> Tensor:
+        return self.to(int32)
+
+    def bool(self) -> Tensor:
+        return self.to(bool_)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other.dtype)
+
+    # ---------------------------------------------------------------- autograd
+    def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
+        if not self._requires_grad:
+            raise RuntimeError(
+                "backward: this tensor does not require grad and has no grad_fn; make sure an "
+                "input has requires_grad=True and that it was not computed under no_grad()"
+            )
+        if gradient is None:
+            if self.data.size != 1:
+                raise RuntimeError(
+                    f"backward: grad can be implicitly created only for scalar outputs; this tensor "
+                    f"has shape {self.shape}, so pass gradient= of that shape"
+                )
+            g = self._device.xp.ones(self.data.shape, dtype=self.dtype)
+        else:
+            g = gradient.data if isinstance(gradient, Tensor) else self._device.xp.asarray(gradient, dtype=self.dtype)
+            if tuple(g.shape) != self.shape:
+                raise ValueError(f"backward: gradient of shape {tuple(g.shape)} does not match tensor of shape {self.shape}")
+        autograd.run_backward([self], [g], retain_graph=retain_graph)
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Callable[[], None]:
+        """Call ``hook(grad)`` with this tensor's complete gradient; it may return a new one."""
+        if not self._requires_grad:
+            raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
+        self._grad_hooks.append(hook)
+        if self._ctx is not None:
+            self._ctx.watched[self._out_index] = weakref.ref(self)
+        return lambda: self._grad_hooks.remove(hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Callable[[], None]:
+        """Call ``hook(self)`` once per backward, after this leaf's ``.grad`` is complete."""
+        if self._ctx is not None:
+            raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors have an accumulated .grad")
+        self._post_accumulate_hooks.append(hook)
+        return lambda: self._post_accumulate_hooks.remove(hook)
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` on a non-leaf tensor after backward."""
+        if self._ctx is None:
+            return
+        self._retains_grad = True
+        self._ctx.watched[self._out_index] = weakref.ref(self)
+
+    # ---------------------------------------------------------------- in-place ops
+    def _check_inplace(self, op: str) -> None:
+        if autograd.is_grad_enabled() and self._requires_grad:
+            kind = "a leaf tensor that requires grad" if self._ctx is None else "a tensor that autograd needs"
+            raise RuntimeError(
+                f"{op}: in-place operation on {kind} (shape {self.shape}); wrap it in "
+                "tinyflow.no_grad() or work on a copy (x = x + ...)"
+            )
+        self._version += 1
+
+    def _inplace(self, op: str, value: Any, fn: Callable[[Any, Any], Any]) -> Tensor:
+        self._check_inplace(op)
+        other = value.data if isinstance(value, Tensor) else value
+        result = fn(self.data, other)
+        self.data[...] = result
+        return self
+
+    def add_(self, other: Any, alpha: float = 1.0) -> Tensor:
+        return self._inplace("add_", other, lambda a, b: a + alpha * b)
+
+    def sub_(self, other: Any, alpha: float = 1.0) -> Tensor:
+        return self._inplace("sub_", other, lambda a, b: a - alpha * b)
+
+    def mul_(self, other: Any) -> Tensor:
+        return self._inplace("mul_", other, lambda a, b: a * b)
+
+    def div_(self, other: Any) -> Tensor:
+        return self._inplace("div_", other, lambda a, b: a / b)
+
+    def zero_(self) -> Tensor:
+        return self._inplace("zero_", 0, lambda a, b: 0)
+
+    def fill_(self, value: Any) -> Tensor:
+        return self._inplace("fill_", value, lambda a, b: b)
+
+    def copy_(self, src: Any) -> Tensor:
+        src_arr = src.data if isinstance(src, Tensor) else src
+        src_arr = move(self._device.xp.asarray(src_arr) if not hasattr(src_arr, "shape") else src_arr, self._device)
+        return self._inplace("copy_", src_arr, lambda a, b: b)
+
+    def clamp_(self, min: float | None = None, max: float | None = None) -> Tensor:
+        xp = self._device.xp
+        return self._inplace("clamp_", None, lambda a, b: xp.clip(a, min, max))
+
+    def uniform_(self, low: float = 0.0, high: float = 1.0, generator: Any = None) -> Tensor:
+        from tinyflow.random import rng
+
+        vals = rng(generator).uniform(low, high, size=self.shape).astype(self.dtype)
+        return self._inplace("uniform_", move(vals, self._device), lambda a, b: b)
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
+        from tinyflow.random import rng
+
+        vals = rng(generator).normal(mean, std, size=self.shape).astype(self.dtype)
+        return self._inplace("normal_", move(vals, self._device), lambda a, b: b)
+
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._check_inplace("setitem")
+        v = value.data if isinstance(value, Tensor) else value
+        self.data[_raw_index(index)] = v
+
+    # ---------------------------------------------------------------- arithmetic
+    def _wrap(self, other: Any) -> Tensor:
+        return other if isinstance(other, Tensor) else _scalar_like(other, self)
+
+    def __add__(self, other: Any) -> Tensor:
+        return _ops().Add.apply(self, self._wrap(other))
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _ops().Add.apply(self._wrap(other), self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _ops().Sub.apply(self, self._wrap(other))
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _ops().Sub.apply(self._wrap(other), self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _ops().Mul.apply(self, self._wrap(other))
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _ops().Mul.apply(self._wrap(other), self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _ops().Div.apply(self, self._wrap(other))
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _ops().Div.apply(self._wrap(other), self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        if isinstance(other, (int, float)) and not isinstance(other, bool):
+            return _ops().PowScalar.apply(self, other)
+        return _ops().Pow.apply(self, self._wrap(other))
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return _ops().Pow.apply(self._wrap(other), self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _ops().MatMul.apply(self, self._wrap(other))
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _ops().MatMul.apply(self._wrap(other), self)
+
+    def __neg__(self) -> Tensor:
+        return _ops().Neg.apply(self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return self.abs()
+
+    # comparisons: never differentiable, return boolean tensors
+    def _compare(self, other: Any, fn: Callable[[Any, Any], Any], op: str) -> Tensor:
+        b = other.data if isinstance(other, Tensor) else other
+        try:
+            return Tensor._from_array(fn(self.data, b), device=self._device)
+        except ValueError:
+            from tinyflow.ops.elementwise import broadcast_error
+
+            raise broadcast_error(op, self.data, b) from None
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return self._compare(other, lambda a, b: a == b, "eq")
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return self._compare(other, lambda a, b: a != b, "ne")
+
+    def __lt__(self, other: Any) -> Tensor:
+        return self._compare(other, lambda a, b: a < b, "lt")
+
+    def __le__(self, other: Any) -> Tensor:
+        return self._compare(other, lambda a, b: a <= b, "le")
+
+    def __gt__(self, other: Any) -> Tensor:
+        return self._compare(other, lambda a, b: a > b, "gt")
+
+    def __ge__(self, other: Any) -> Tensor:
+        return self._compare(other, lambda a, b: a >= b, "ge")
+
+    def __invert__(self) -> Tensor:
+        return Tensor._from_array(~self.data, device=self._device)
+
+    def __and__(self, other: Any) -> Tensor:
+        return self._compare(other, lambda a, b: a & b, "and")
+
+    def __or__(self, other: Any) -> Tensor:
+        return self._compare(other, lambda a, b: a | b, "or")
+
+    def eq(self, other: Any) -> Tensor:
+        return self == other
+
+    def ne(self, other: Any) -> Tensor:
+        return self != other
+
+    def lt(self, other: Any) -> Tensor:
+        return self < other
+
+    def le(self, other: Any) -> Tensor:
+        return self <= other
+
+    def gt(self, other: Any) -> Tensor:
+        return self > other
+
+    def ge(self, other: Any) -> Tensor:
+        return self >= other
+
+    def add(self, other: Any) -> Tensor:
+        return self + other
+
+    def sub(self, other: Any) -> Tensor:
+        return self - other
+
+    def mul(self, other: Any) -> Tensor:
+        return self * other
+
+    def div(self, other: Any) -> Tensor:
+        return self / other
+
+    def pow(self, other: Any) -> Tensor:
+        return self**other
+
+    def matmul(self, other: Any) -> Tensor:
+        return self @ other
+
+    def all(self) -> Tensor:
+        return Tensor._from_array(self.data.all(), device=self._device)
+
+    def any(self) -> Tensor:
+        return Tensor._from_array(self.data.any(), device=self._device)
+
+    def isnan(self) -> Tensor:
+        return Tensor._from_array(self._device.xp.isnan(self.data), device=self._device)
+
+    def isfinite(self) -> Tensor:
+        return Tensor._from_array(self._device.xp.isfinite(self.data), device=self._device)
+
+    # ---------------------------------------------------------------- unary maths
+    def exp(self) -> Tensor:
+        return _ops().Exp.apply(self)
+
+    def log(self) -> Tensor:
+        return _ops().Log.apply(self)
+
+    def sqrt(self) -> Tensor:
+        return _ops().Sqrt.apply(self)
+
+    def tanh(self) -> Tensor:
+        return _ops().Tanh.apply(self)
+
+    def sigmoid(self) -> Tensor:
+        return _ops().Sigmoid.apply(self)
+
+    def relu(self) -> Tensor:
+        return _ops().ReLU.apply(self)
+
+    def abs(self) -> Tensor:
+        return _ops().Abs.apply(self)
+
+    def clip(self, min: float | None = None, max: float | None = None) -> Tensor:
+        return _ops().Clip.apply(self, min, max)
+
+    clamp = clip
+
+    def maximum(self, other: Any) -> Tensor:
+        return _ops().Maximum.apply(self, self._wrap(other))
+
+    def minimum(self, other: Any) -> Tensor:
+        return _ops().Minimum.apply(self, self._wrap(other))
+
+    def softmax(self, dim: int = -1) -> Tensor:
+        return _ops().Softmax.apply(self, dim)
+
+    def log_softmax(self, dim: int = -1) -> Tensor:
+        return _ops().LogSoftmax.apply(self, dim)
+
+    def logsumexp(self, dim: int = -1, keepdim: bool = False) -> Tensor:
+        return _ops().LogSumExp.apply(self, dim, keepdim)
+
+    # ---------------------------------------------------------------- reductions
+    def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _ops().Sum.apply(self, dim, keepdim)
+
+    def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _ops().Mean.apply(self, dim, keepdim)
+
+    def var(self, dim: Any = None, keepdim: bool = False, unbiased: bool = True, correction: int | None = None) -> Tensor:
+        corr = correction if correction is not None else (1 if unbiased else 0)
+        return _ops().Var.apply(self, dim, keepdim, corr)
+
+    def std(self, dim: Any = None, keepdim: bool = False, unbiased: bool = True) -> Tensor:
+        return self.var(dim, keepdim, unbiased).sqrt()
+
+    def max(self, dim: int | None = None, keepdim: bool = False) -> Any:
+        """Without dim: the maximum. With dim: (values, indices) like PyTorch."""
+        if dim is None:
+            return _ops().Max.apply(self, None, keepdim)
+        return _ops().MaxDim.apply(self, dim, keepdim, True)
+
+    def min(self, dim: int | None = None, keepdim: bool = False) -> Any:
+        if dim is None:
+            return _ops().Min.apply(self, None, keepdim)
+        return _ops().MaxDim.apply(self, dim, keepdim, False)
+
+    def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _ops().Max.apply(self, dim, keepdim)
+
+    def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _ops().Min.apply(self, dim, keepdim)
+
+    def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        return _arg(self, "argmax", dim, keepdim)
+
+    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        return _arg(self, "argmin", dim, keepdim)
+
+    # ---------------------------------------------------------------- shape
+    def reshape(self, *shape: Any) -> Tensor:
+        shape = _shape_arg(shape)
+        if shape == self.shape:
+            return self
+        return _ops().Reshape.apply(self, shape)
+
+    view = reshape
+
+    def view_as(self, other: Tensor) -> Tensor:
+        return self.reshape(other.shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = start_dim % self.ndim, end_dim % self.ndim
+        n = 1
+        for d in self.shape[s : e + 1]:
+            n *= d
+        return self.reshape(*self.shape[:s], n, *self.shape[e + 1 :])
+
+    def permute(self, *dims: Any) -> Tensor:
+        return _ops().Permute.apply(self, _shape_arg(dims))
+
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
+        axes = list(range(self.ndim))
+        axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
+        return _ops().Permute.apply(self, tuple(axes))
+
+    def t(self) -> Tensor:
+        if self.ndim > 2:
+            raise ValueError(f"t(): expects a tensor with <= 2 dims, got shape {self.shape}")
+        return self.T
+
+    def expand(self, *shape: Any) -> Tensor:
+        shape = _shape_arg(shape)
+        lead = len(shape) - self.ndim
+        full = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
+        return _ops().Expand.apply(self, full)
+
+    def broadcast_to(self, *shape: Any) -> Tensor:
+        return self.expand(*shape)
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        return self.expand(other.shape)
+
+    def squeeze(self, dim: int | None = None) -> Tensor:
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        d = dim % max(self.ndim, 1)
+        if self.ndim == 0 or self.shape[d] != 1:
+            return self
+        return self.reshape(self.shape[:d] + self.shape[d + 1 :])
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        d = dim % (self.ndim + 1)
+        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+    def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        return split(self, split_size, dim)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        n = self.shape[dim]
+        size = -(-n // chunks)
+        return split(self, size, dim)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return _ops().GetItem.apply(self, _raw_index(index))
+
+    # ---------------------------------------------------------------- misc
+    def where(self, cond: Any, other: Any) -> Tensor:
+        return where(cond, self, other)
+
+    def masked_fill(self, mask: Any, value: float) -> Tensor:
+        return where(mask, _scalar_like(value, self), self)
+
+
+_DTYPE_NAMES = {"float16", "float32", "float64", "int32", "int64", "bool", "bfloat16", "half", "float", "double"}
+
+
+def _ops() -> Any:
+    import tinyflow.ops as ops
+
+    return ops
+
+
+def _shape_arg(shape: tuple) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(int(s) for s in shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def _raw_index(index: Any) -> Any:
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, tuple):
+        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    if isinstance(index, list):
+        return np.asarray(index)
+    return index
+
+
+def _scalar_like(value: Any, ref: Tensor) -> Tensor:
+    """A constant operand for ``ref``: Python floats take ref's float dtype (no upcasting)."""
+    xp = ref._device.xp
+    if isinstance(value, bool):
+        dtype = ref.dtype
+    elif isinstance(value, int):
+        dtype = ref.dtype
+    elif isinstance(value, float):
+        dtype = ref.dtype if ref.dtype.kind in "fc" else _default_dtype
+    else:
+        arr = value if hasattr(value, "dtype") else np.asarray(value)
+        if isinstance(arr, np.ndarray) and ref._device.type != "cpu":
+            arr = move(arr, ref._device)
+        if arr.dtype == np.float64 and not isinstance(value, np.ndarray) and ref.dtype.kind == "f":
+            arr = arr.astype(ref.dtype)
+        return Tensor._from_array(arr, device=ref._device)
+    return Tensor._from_array(xp.asarray(value, dtype=dtype), device=ref._device)
+
+
+def _arg(t: Tensor, name: str, dim: int | None, keepdim: bool) -> Tensor:
+    arr = getattr(t.data, name)(axis=dim)
+    if keepdim and dim is not None:
+        arr = t._device.xp.expand_dims(arr, dim)
+    return Tensor._from_array(arr.astype(np.int64), device=t._device)
+
+
+# -------------------------------------------------------------------- creation functions
+
+
+def _natural_dtype(dtype: np.dtype) -> np.dtype:
+    """The tensor dtype for array data of ``dtype`` when none is asked for."""
+    if dtype.kind in "fb":
+        return dtype
+    if dtype.kind in "iu":
+        return int64
+    raise TypeError(f"tensor: unsupported data of dtype {dtype}; use float, int or bool data")
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new leaf tensor holding a copy of ``data`` (a list, number, ndarray or Tensor).
+
+    Python floats become float32 (the default dtype) and ints int64; arrays keep their float
+    dtype, as ``torch.tensor`` does.
+    """
+    if isinstance(data, Tensor):
+        arr, src = data.data, data.device
+    elif isinstance(data, np.ndarray) or hasattr(data, "__cuda_array_interface__"):
+        arr, src = data, device_of(data)
+    else:  # Python numbers and (nested) lists, NumPy scalars
+        arr, src = np.asarray(data), CPU
+        if arr.dtype == np.float64 and not isinstance(data, np.generic):
+            arr = arr.astype(_default_dtype)
+    dt = _resolve_dtype(dtype) or _natural_dtype(arr.dtype)
+    dev = Device(device) if device is not None else src
+    out = move(arr, dev)
+    out = out.astype(dt, copy=out is arr)  # always a fresh array, never an alias of ``data``
+    t = Tensor._from_array(out, device=dev)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Like ``tensor`` but without a copy when ``data`` already fits."""
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == _resolve_dtype(dtype)) and (
+        device is None or data.device == Device(device)
+    ):
+        return data
+    if isinstance(data, np.ndarray) and (dtype is None or data.dtype == _resolve_dtype(dtype)) and (
+        device is None or Device(device) == CPU
+    ) and data.dtype.kind in "fb":
+        return Tensor._from_array(data, device=CPU)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def _make(fn: Callable[..., Any], shape: Sequence[Any], dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    dev = Device(device) if device is not None else CPU
+    dt = _resolve_dtype(dtype) or _default_dtype
+    arr = fn(dev.xp, _shape_arg(tuple(shape)), dt)
+    t = Tensor._from_array(arr, device=dev)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def zeros(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _make(lambda xp, s, d: xp.zeros(s, dtype=d), shape, dtype, device, requires_grad)
+
+
+def ones(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _make(lambda xp, s, d: xp.ones(s, dtype=d), shape, dtype, device, requires_grad)
+
+
+def empty(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _make(lambda xp, s, d: xp.empty(s, dtype=d), shape, dtype, device, requires_grad)
+
+
+def full(shape: Sequence[int], fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    if dtype is None and isinstance(fill_value, (bool, int)):
+        dtype = bool_ if isinstance(fill_value, bool) else int64
+    return _make(lambda xp, s, d: xp.full(s, fill_value, dtype=d), (tuple(shape),), dtype, device, requires_grad)
+
+
+def _random(draw: Callable[[np.random.Generator, tuple, np.dtype], np.ndarray], shape: Sequence[Any], dtype: Any,
+            device: Any, requires_grad: bool, generator: Any) -> Tensor:
+    from tinyflow.random import rng
+
+    dev = Device(device) if device is not None else CPU
+    dt = _resolve_dtype(dtype) or _default_dtype
+    arr = draw(rng(generator), _shape_arg(tuple(shape)), dt)
+    t = Tensor._from_array(move(arr, dev), device=dev)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def randn(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
+    """Standard normal samples, drawn on the host from the (seeded) generator."""
+    return _random(lambda g, s, d: g.standard_normal(s, dtype=d if d in (float32, float64) else float64).astype(d),
+                   shape, dtype, device, requires_grad, generator)
+
+
+def rand(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    return _random(lambda g, s, d: g.random(s, dtype=d if d in (float32, float64) else float64).astype(d),
+                   shape, dtype, device, requires_grad, generator)
+
+
+def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = None, device: Any = None,
+            generator: Any = None) -> Tensor:
+    """Integers in [low, high) (or [0, low) when high is None), int64 by default."""
+    if high is None:
+        low, high = 0, low
+    return _random(lambda g, s, d: g.integers(low, high, size=s).astype(d), (tuple(size),), dtype or int64, device,
+                   False, generator)
+
+
+def randperm(n: int, device: Any = None, generator: Any = None) -> Tensor:
+    from tinyflow.random import rng
+
+    dev = Device(device) if device is not None else CPU
+    return Tensor._from_array(move(rng(generator).permutation(n).astype(np.int64), dev), device=dev)
+
+
+def arange(start: float, end: float | None = None, step: float = 1, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        dtype = int64 if all(isinstance(v, int) for v in (start, end, step)) else _default_dtype
+    return _make(lambda xp, s, d: xp.arange(start, end, step, dtype=d), (), dtype, device, requires_grad)
+
+
+def linspace(start: float, end: float, steps: int, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    return _make(lambda xp, s, d: xp.linspace(start, end, steps, dtype=d), (), dtype, device, requires_grad)
+
+
+def _like(fn: Callable[..., Tensor], t: Tensor, dtype: Any, device: Any, requires_grad: bool, **kw: Any) -> Tensor:
+    return fn(*t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad, **kw)
+
+
+def zeros_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _like(zeros, t, dtype, device, requires_grad)
+
+
+def ones_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _like(ones, t, dtype, device, requires_grad)
+
+
+def empty_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _like(empty, t, dtype, device, requires_grad)
+
+
+def randn_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
+    return _like(randn, t, dtype, device, requires_grad, generator=generator)
+
+
+def rand_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
+    return _like(rand, t, dtype, device, requires_grad, generator=generator)
+
+
+def full_like(t: Tensor, fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+# -------------------------------------------------------------------- functions over tensors
+
+
+def _as_operand(x: Any, ref: Tensor | None) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if ref is not None:
+        return _scalar_like(x, ref)
+    return tensor(x)
+
+
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """Elementwise ``a if cond else b``; differentiable in a and b."""
+    ref = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
+    a, b = _as_operand(a, ref), _as_operand(b, ref)
+    c = cond.data if isinstance(cond, Tensor) else a.device.xp.asarray(cond)
+    return _ops().Where.apply(c, a, b)
+
+
+def cat(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
+    return _ops().Cat.apply(*tensors, dim)
+
+
+def stack(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
+    return _ops().Stack.apply(*tensors, dim)
+
+
+def split(t: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    n = t.shape[dim]
+    if isinstance(split_size, int):
+        if split_size <= 0:
+            raise ValueError(f"split: split_size must be positive, got {split_size}")
+        sizes = [min(split_size, n - i) for i in range(0, n, split_size)]
+    else:
+        sizes = list(split_size)
+    out = _ops().Split.apply(t, sizes, dim)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def pad(t: Tensor, pad: Sequence[int], value: float = 0.0) -> Tensor:
+    return _ops().Pad.apply(t, tuple(pad), value)

@@ -1,0 +1,38 @@
+// Dropout masks drawn on the device (tinyflow/kernels/loss.py holds the reference).
+//
+// A counter-based generator: element i of a mask with seed s keeps its value when
+// hash(s, i) / 2^32 >= p. There is no generator state to carry between threads or launches,
+// so the mask is the same for any grid, and a seed (drawn from the tensor's Generator on the
+// host) makes it reproducible. The hash is SplitMix64's finalizer, which passes BigCrush as a
+// counter-based generator.
+#include "common.cuh"
+
+__device__ __forceinline__ unsigned int hash_uniform32(unsigned long long seed,
+                                                       unsigned long long i) {
+    unsigned long long z = seed + (i + 1ULL) * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z = z ^ (z >> 31);
+    return (unsigned int)(z >> 32);
+}
+
+// mask[i] = scale (= 1 / (1 - p)) where the element is kept, 0 where it is dropped.
+// threshold = round(p * 2^32), computed on the host so float and double agree.
+template <typename T>
+__device__ void dropout_mask_impl(T* __restrict__ mask, unsigned long long seed,
+                                  unsigned long long threshold, T scale, long long n) {
+    FOR_EACH_INDEX(i, n) {
+        mask[i] = (unsigned long long)hash_uniform32(seed, i) >= threshold ? scale : T(0);
+    }
+}
+
+extern "C" {
+__global__ void dropout_mask_f32(float* mask, unsigned long long seed,
+                                 unsigned long long threshold, float scale, long long n) {
+    dropout_mask_impl<float>(mask, seed, threshold, scale, n);
+}
+__global__ void dropout_mask_f64(double* mask, unsigned long long seed,
+                                 unsigned long long threshold, double scale, long long n) {
+    dropout_mask_impl<double>(mask, seed, threshold, scale, n);
+}
+}

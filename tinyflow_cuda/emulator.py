@@ -1,0 +1,143 @@
+"""Run the .cu kernels on the CPU, on NumPy arrays, by compiling them with g++.
+
+This is a test tool for machines without a GPU: it checks the kernels' index arithmetic and
+maths against the NumPy references, through the very wrappers of ``tinyflow_cuda.kernels``.
+It says nothing about speed, coalescing, races between blocks or NVRTC-specific compile errors
+(``check_cu.sh`` and the gpu tests cover those). See csrc/emu.h for what is emulated.
+
+    from tinyflow_cuda import emulator, runtime
+    with runtime.use(emulator.EmulatorRuntime.build()):
+        cols = tinyflow_cuda.kernels.im2col(np_x, (3, 3))
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from tinyflow_cuda.runtime import CSRC, KernelInfo, discover
+
+_CTYPES = {
+    "pointer": ctypes.c_void_p,
+    "int": ctypes.c_int,
+    "long long": ctypes.c_longlong,
+    "unsigned long long": ctypes.c_ulonglong,
+    "float": ctypes.c_float,
+    "double": ctypes.c_double,
+}
+_C_NAMES = {"pointer": "void*", "int": "int", "long long": "long long",
+            "unsigned long long": "unsigned long long", "float": "float", "double": "double"}
+
+_built: dict[str, EmulatorRuntime] = {}
+
+
+def compiler() -> str | None:
+    """The g++ the emulator needs (C++20 for std::barrier), or None when there is none."""
+    return shutil.which("g++")
+
+
+def _shim(info: KernelInfo, concurrent: bool) -> str:
+    """A host function ``emu_<name>(grid, block, params...)`` that runs the kernel's threads."""
+    params = ", ".join(f"{_C_NAMES[p.ctype]} {p.name}" for p in info.params)
+    # cast the void* back to the kernel's own pointer types by calling through its signature
+    args = ", ".join(
+        f"reinterpret_cast<decltype(_arg_type<{i}>(&{info.name}))>({p.name})"
+        if p.ctype == "pointer" else p.name
+        for i, p in enumerate(info.params)
+    )
+    return (
+        f'extern "C" void emu_{info.name}(unsigned grid, unsigned block, {params}) {{\n'
+        f"    emu::launch(dim3(grid), dim3(block), {str(concurrent).lower()}, [&] {{ {info.name}({args}); }});\n"
+        f"}}\n"
+    )
+
+
+_PRELUDE = """
+#include <tuple>
+// The type of parameter I of a function, for casting void* arguments back.
+template <std::size_t I, typename... Args>
+auto _arg_type(void (*)(Args...)) -> std::tuple_element_t<I, std::tuple<Args...>>;
+"""
+
+
+class EmulatorRuntime:
+    """A runtime (see tinyflow_cuda.runtime) whose arrays are NumPy and whose GPU is g++."""
+
+    xp = np
+
+    def __init__(self, library: ctypes.CDLL, kernels: dict[str, KernelInfo]) -> None:
+        self.kernels = kernels
+        self._lib = library
+        self._fns: dict[str, Any] = {}
+        for name, info in kernels.items():
+            fn = getattr(library, f"emu_{name}")
+            fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [_CTYPES[p.ctype] for p in info.params]
+            fn.restype = None
+            self._fns[name] = fn
+        self.launches: list[str] = []  # the kernels run, in order (tests check the twin ran)
+
+    @classmethod
+    def build(cls, csrc: Path = CSRC, cache_dir: Path | None = None) -> EmulatorRuntime:
+        """Compile every .cu file under ``csrc`` into one shared library (cached by content)."""
+        gxx = compiler()
+        if gxx is None:
+            raise RuntimeError("the CUDA emulator needs g++ on PATH")
+        kernels = discover(csrc)
+        files = sorted({info.source for info in kernels.values()})
+        unit = ["#include \"emu.h\"", _PRELUDE]
+        unit += [f'#include "{path}"' for path in files]
+        for info in kernels.values():
+            unit.append(_shim(info, "__syncthreads" in info.source.read_text()))
+        text = "\n".join(unit)
+        digest = hashlib.sha256(
+            (text + "".join(p.read_text() for p in sorted(csrc.glob("*")) if p.is_file())).encode()
+        ).hexdigest()[:16]
+        if digest in _built:
+            return _built[digest]
+        cache = cache_dir or Path(tempfile.gettempdir()) / "tinyflow_cuda_emu"
+        cache.mkdir(parents=True, exist_ok=True)
+        lib_path = cache / f"kernels_{digest}.so"
+        if not lib_path.exists():
+            src_path = cache / f"kernels_{digest}.cpp"
+            src_path.write_text(text)
+            tmp = cache / f"kernels_{digest}.{id(text)}.tmp.so"
+            cmd = [gxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", f"-I{csrc}",
+                   "-x", "c++", str(src_path), "-o", str(tmp)]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"emulator build failed:\n{' '.join(cmd)}\n{done.stderr}")
+            tmp.replace(lib_path)  # atomic: parallel test workers never load a half-written .so
+        runtime = _built[digest] = cls(ctypes.CDLL(str(lib_path)), kernels)
+        return runtime
+
+    def launch(self, name: str, grid: int, block: int, args: Sequence[Any]) -> None:
+        info = self.kernels[name]
+        if len(args) != len(info.params):
+            raise TypeError(f"kernel {name} takes {len(info.params)} arguments, got {len(args)}")
+        converted = []
+        for param, value in zip(info.params, args):
+            if param.ctype == "pointer":
+                if value is None:
+                    converted.append(None)
+                    continue
+                if not isinstance(value, np.ndarray) or not value.flags.c_contiguous:
+                    raise TypeError(f"kernel {name}: argument {param.name} must be a contiguous "
+                                    f"NumPy array, got {type(value).__name__}")
+                converted.append(value.ctypes.data)
+            else:
+                converted.append(value)
+        self.launches.append(name)
+        self._fns[name](grid, block, *converted)
+
+    def on_device_of(self, arr: Any) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def owns(self, arr: Any) -> bool:
+        return isinstance(arr, np.ndarray)

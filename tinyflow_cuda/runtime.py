@@ -1,0 +1,178 @@
+"""Where tinyflow's .cu kernels come from and how they are launched.
+
+Every ``extern "C" __global__`` function in ``tinyflow_cuda/csrc/*.cu`` is a kernel; its
+parameter list, parsed from the source, says how to pass each Python argument (``int`` as a
+32-bit int, ``long long`` as 64-bit, pointers as device arrays or None for a null pointer).
+
+Two runtimes launch them behind one interface:
+
+- ``CupyRuntime`` (the real one): compiles each .cu file once per device with NVRTC through
+  ``cupy.RawModule`` and launches on the current stream.
+- ``tinyflow_cuda.emulator.EmulatorRuntime``: compiles the same sources with g++ against a
+  CPU emulation of CUDA (csrc/emu.h) and runs them on NumPy arrays, so that a machine without a
+  GPU can still test the kernels' arithmetic against the NumPy references.
+
+``tinyflow_cuda.kernels`` asks ``current()`` for the runtime, allocates with its ``xp`` and
+launches through it, so the same wrapper code runs under both.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Protocol, Sequence
+
+CSRC = Path(__file__).resolve().parent / "csrc"
+THREADS = 256  # threads per block of every 1-D launch
+MAX_BLOCKS = 65535 * 4  # grid-stride kernels stay correct with fewer blocks than elements
+
+_SIGNATURE = re.compile(r"__global__\s+void\s+(\w+)\s*\(([^)]*)\)")
+_SCALAR_TYPES = ("int", "long long", "unsigned long long", "float", "double")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: its C type (``pointer`` for any pointer) and name."""
+
+    ctype: str
+    name: str
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A kernel's name, the .cu file that defines it, and its parameters in order."""
+
+    name: str
+    source: Path
+    params: tuple[Param, ...]
+
+
+def parse_params(text: str) -> tuple[Param, ...]:
+    """Parse a C parameter list such as ``const float* x, int n`` into Params."""
+    params = []
+    for raw in text.split(","):
+        tokens = raw.replace("*", " * ").split()
+        tokens = [t for t in tokens if t not in ("const", "__restrict__")]
+        if len(tokens) < 2:
+            raise ValueError(f"cannot parse kernel parameter {raw.strip()!r}")
+        name, ctype_tokens = tokens[-1], tokens[:-1]
+        if "*" in ctype_tokens:
+            ctype = "pointer"
+        else:
+            ctype = " ".join(ctype_tokens)
+            if ctype not in _SCALAR_TYPES:
+                raise ValueError(f"kernel parameter {raw.strip()!r}: unsupported type {ctype!r}")
+        params.append(Param(ctype, name))
+    return tuple(params)
+
+
+def discover(csrc: Path = CSRC) -> dict[str, KernelInfo]:
+    """Every extern "C" kernel of every .cu file under ``csrc``, by name."""
+    kernels: dict[str, KernelInfo] = {}
+    for path in sorted(csrc.glob("*.cu")):
+        source = path.read_text()
+        extern_block = source[source.find('extern "C"'):] if 'extern "C"' in source else ""
+        for match in _SIGNATURE.finditer(extern_block):
+            name = match.group(1)
+            if name in kernels:
+                raise ValueError(f"kernel {name} is defined in both {kernels[name].source.name} "
+                                 f"and {path.name}")
+            kernels[name] = KernelInfo(name, path, parse_params(match.group(2)))
+    return kernels
+
+
+def grid_for(n: int, threads: int = THREADS) -> int:
+    """Blocks for a grid-stride launch over ``n`` elements (at least one)."""
+    return max(1, min((int(n) + threads - 1) // threads, MAX_BLOCKS))
+
+
+class Runtime(Protocol):
+    """What ``tinyflow_cuda.kernels`` needs from a runtime."""
+
+    xp: Any  # the array module its arrays belong to
+
+    def launch(self, name: str, grid: int, block: int, args: Sequence[Any]) -> None: ...
+
+    def on_device_of(self, arr: Any) -> contextlib.AbstractContextManager: ...
+
+    def owns(self, arr: Any) -> bool: ...
+
+
+class CupyRuntime:
+    """Compile the .cu files with NVRTC (once per file and device) and launch on CuPy arrays."""
+
+    # NVRTC options: C++17, and csrc/ on the include path for common.cuh
+    options = ("-std=c++17", f"-I{CSRC}")
+
+    def __init__(self, cupy: Any) -> None:
+        import numpy as np
+
+        self.xp = cupy
+        self._np = np
+        self.kernels = discover()
+        self._modules: dict[tuple[Path, int], Any] = {}
+        self._functions: dict[tuple[str, int], Any] = {}
+        self._scalar = {"int": np.int32, "long long": np.int64, "unsigned long long": np.uint64,
+                        "float": np.float32, "double": np.float64}
+
+    def _function(self, name: str) -> Any:
+        device = self.xp.cuda.runtime.getDevice()
+        key = (name, device)
+        fn = self._functions.get(key)
+        if fn is None:
+            info = self.kernels[name]
+            module = self._modules.get((info.source, device))
+            if module is None:
+                module = self.xp.RawModule(code=info.source.read_text(), options=self.options)
+                self._modules[(info.source, device)] = module
+            fn = self._functions[key] = module.get_function(name)
+        return fn
+
+    def convert(self, name: str, args: Sequence[Any]) -> tuple[Any, ...]:
+        """Arguments typed as the kernel's parameters say (None -> a null pointer)."""
+        params = self.kernels[name].params
+        if len(args) != len(params):
+            raise TypeError(f"kernel {name} takes {len(params)} arguments, got {len(args)}")
+        out = []
+        for param, value in zip(params, args):
+            if param.ctype == "pointer":
+                out.append(self._np.uint64(0) if value is None else value)
+            else:
+                out.append(self._scalar[param.ctype](value))
+        return tuple(out)
+
+    def launch(self, name: str, grid: int, block: int, args: Sequence[Any]) -> None:
+        self._function(name)((grid,), (block,), self.convert(name, args))
+
+    def on_device_of(self, arr: Any) -> contextlib.AbstractContextManager:
+        return arr.device
+
+    def owns(self, arr: Any) -> bool:
+        return isinstance(arr, self.xp.ndarray)
+
+
+_override: list[Runtime] = []
+_cupy_runtime: CupyRuntime | None = None
+
+
+def current() -> Runtime:
+    """The runtime in force: an override set by ``use()``, else CuPy's."""
+    global _cupy_runtime
+    if _override:
+        return _override[-1]
+    if _cupy_runtime is None:
+        import tinyflow_cuda
+
+        _cupy_runtime = CupyRuntime(tinyflow_cuda._require())
+    return _cupy_runtime
+
+
+@contextlib.contextmanager
+def use(runtime: Runtime) -> Iterator[Runtime]:
+    """Run the kernels through ``runtime`` inside the block (the emulator in CPU tests)."""
+    _override.append(runtime)
+    try:
+        yield runtime
+    finally:
+        _override.pop()
