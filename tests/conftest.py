@@ -1,0 +1,24 @@
+"""Shared test configuration: hypothesis profiles and skipping of gpu tests without a GPU."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "default", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("thorough", max_examples=300, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    import tinyflow_cuda
+
+    if tinyflow_cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {tinyflow_cuda.unavailable_reason()}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

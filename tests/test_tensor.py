@@ -1,0 +1,86 @@
+"""Tensor basics: creation, dtypes, conversion, devices, randomness."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinyflow as tf
+
+
+def test_creation_and_dtypes():
+    assert tf.tensor([1.0, 2.0]).dtype == tf.float32
+    assert tf.tensor([1, 2]).dtype == tf.int64
+    assert tf.tensor(np.zeros(2)).dtype == tf.float64
+    assert tf.tensor([1.0], dtype=tf.float64).dtype == tf.float64
+    assert tf.zeros(2, 3).shape == (2, 3) and tf.zeros((2, 3)).shape == (2, 3)
+    assert tf.ones(2).tolist() == [1.0, 1.0]
+    assert tf.full((2,), 7.0).tolist() == [7.0, 7.0]
+    assert tf.arange(4).tolist() == [0, 1, 2, 3] and tf.arange(4).dtype == tf.int64
+    np.testing.assert_allclose(tf.linspace(0, 1, 5).numpy(), np.linspace(0, 1, 5))
+    x = tf.randn(3, 4)
+    assert tf.zeros_like(x).shape == (3, 4) and tf.ones_like(x).dtype == tf.float32
+    assert tf.empty(2).shape == (2,)
+    r = tf.randint(0, 5, (100,))
+    assert r.dtype == tf.int64 and 0 <= r.numpy().min() and r.numpy().max() < 5
+
+
+def test_tensor_copies_its_input():
+    a = np.ones(3, dtype=np.float32)
+    t = tf.tensor(a)
+    a[0] = 5
+    assert t.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_item_numpy_tolist_detach():
+    x = tf.tensor([[1.5]], requires_grad=True)
+    assert x.item() == 1.5
+    assert isinstance(x.numpy(), np.ndarray)
+    d = x.detach()
+    assert not d.requires_grad and d.data is x.data
+    with pytest.raises(ValueError, match="only one-element"):
+        tf.ones(2).item()
+
+
+def test_comparisons_are_not_differentiable():
+    x = tf.tensor([1.0, 2.0], requires_grad=True)
+    m = x > 1.5
+    assert m.dtype == tf.bool_ and not m.requires_grad and m.tolist() == [False, True]
+
+
+def test_to_dtype_is_differentiable():
+    x = tf.tensor([1.0, 2.0], requires_grad=True)
+    y = x.to(tf.float64) * 2
+    assert y.dtype == tf.float64
+    y.sum().backward()
+    assert x.grad.dtype == tf.float32 and x.grad.tolist() == [2.0, 2.0]
+
+
+def test_manual_seed_reproduces():
+    tf.manual_seed(123)
+    a = tf.randn(5).numpy()
+    tf.manual_seed(123)
+    b = tf.randn(5).numpy()
+    np.testing.assert_array_equal(a, b)
+    g1, g2 = tf.Generator(7), tf.Generator(7)
+    np.testing.assert_array_equal(tf.rand(3, generator=g1).numpy(), tf.rand(3, generator=g2).numpy())
+    state = g1.get_state()
+    first = tf.rand(3, generator=g1).numpy()
+    g1.set_state(state)
+    np.testing.assert_array_equal(first, tf.rand(3, generator=g1).numpy())
+
+
+def test_cuda_device_is_a_clear_error_without_gpu():
+    import tinyflow_cuda
+
+    if tinyflow_cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        tf.zeros(2, device="cuda:0")
+    with pytest.raises(ValueError, match="unknown device"):
+        tf.Device("tpu")
+
+
+def test_repr_is_like_pytorch():
+    assert repr(tf.tensor([1.0, 2.0])) == "tensor([1., 2.])"
+    assert "requires_grad=True" in repr(tf.tensor([1.0], requires_grad=True))
+    assert "grad_fn=<MulBackward>" in repr(tf.tensor([1.0], requires_grad=True) * 2)
