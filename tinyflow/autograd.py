@@ -123,9 +123,7 @@ class Context:
         self.fn = fn
         self.inputs = inputs
         self.xp = xp
-        self.needs_input_grad = tuple(
-            t is not None and t.requires_grad for t in inputs
-        )
+        self.needs_input_grad = tuple(t is not None and t._requires_grad for t in inputs)
         self.num_outputs = 1
         self.output_meta: list[tuple[tuple[int, ...], Any]] = []  # (shape, dtype) per output
         self._saved: tuple = ()
@@ -176,16 +174,26 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
-        from tinyflow.tensor import Tensor
-
-        tensors = tuple(a if isinstance(a, Tensor) else None for a in args)
-        raw = tuple(a.data if isinstance(a, Tensor) else a for a in args)
-        first = next((t for t in tensors if t is not None), None)
+        """Run ``forward`` on the arrays of ``args`` and, if needed, record the graph node."""
+        Tensor = _tensor_class()
+        raw = []
+        first = None
+        wants_grad = False
+        for a in args:
+            if isinstance(a, Tensor):
+                if first is None:
+                    first = a
+                wants_grad = wants_grad or a._requires_grad
+                raw.append(a.data)
+            else:
+                raw.append(a)
+        record = wants_grad and _state.grad_enabled
         xp = array_module(first.data) if first is not None else np
-        record = _state.grad_enabled and any(t is not None and t.requires_grad for t in tensors)
-        ctx = Context(cls, tensors if record else (), xp)
-        if not record:
-            ctx.needs_input_grad = tuple(False for _ in args)
+        if record:
+            ctx = Context(cls, tuple(a if isinstance(a, Tensor) else None for a in args), xp)
+        else:
+            ctx = Context(cls, (), xp)
+            ctx.needs_input_grad = (False,) * len(args)
         out = cls.forward(ctx, *raw, **kwargs)
         multi = isinstance(out, tuple)
         outs = out if multi else (out,)
@@ -194,10 +202,11 @@ class Function:
         device = first.device if first is not None and not cls.moves_device else None
         results = []
         for i, o in enumerate(outs):
-            o = xp.asarray(o)
+            if type(o) is not np.ndarray:
+                o = xp.asarray(o)  # NumPy reductions return scalars, not 0-d arrays
             t = Tensor._from_array(o, device=device)
             if record and o.dtype.kind in "fc":
-                t.requires_grad = True
+                t._requires_grad = True
                 t._ctx = ctx
                 t._out_index = i
             results.append(t)
@@ -205,6 +214,18 @@ class Function:
             ctx.num_outputs = len(outs)
             ctx.output_meta = [(r.data.shape, r.data.dtype) for r in results]
         return tuple(results) if multi else results[0]
+
+
+_TENSOR: Any = None
+
+
+def _tensor_class() -> Any:
+    global _TENSOR
+    if _TENSOR is None:
+        from tinyflow.tensor import Tensor
+
+        _TENSOR = Tensor
+    return _TENSOR
 
 
 # --------------------------------------------------------------------------------------------

@@ -685,10 +685,17 @@ class Tensor:
 _DTYPE_NAMES = {"float16", "float32", "float64", "int32", "int64", "bool", "bfloat16", "half", "float", "double"}
 
 
-def _ops() -> Any:
-    import tinyflow.ops as ops
+_OPS: Any = None
 
-    return ops
+
+def _ops() -> Any:
+    """The tinyflow.ops package (imported on first use: ops import this module)."""
+    global _OPS
+    if _OPS is None:
+        import tinyflow.ops as ops
+
+        _OPS = ops
+    return _OPS
 
 
 def _shape_arg(shape: tuple) -> tuple[int, ...]:
