@@ -194,7 +194,11 @@ class Function:
         else:
             ctx = Context(cls, (), xp)
             ctx.needs_input_grad = (False,) * len(args)
-        out = cls.forward(ctx, *raw, **kwargs)
+        if xp is np:
+            out = cls.forward(ctx, *raw, **kwargs)
+        else:  # on a GPU an allocation can fail: name the op and the shape
+            with _catch_oom(f"{cls.__name__}.forward", first.shape):
+                out = cls.forward(ctx, *raw, **kwargs)
         multi = isinstance(out, tuple)
         outs = out if multi else (out,)
         if _state.anomaly:
@@ -217,6 +221,13 @@ class Function:
 
 
 _TENSOR: Any = None
+
+
+def _catch_oom(op: str, shape: tuple[int, ...]) -> Any:
+    """tinyflow_cuda's out-of-memory translator (only reached for CUDA arrays)."""
+    import tinyflow_cuda
+
+    return tinyflow_cuda.catch_oom(op, tuple(shape))
 
 
 def _tensor_class() -> Any:
@@ -331,7 +342,11 @@ def run_backward(
             ]
         if node.watched:
             slots = _run_watchers(node, slots)
-        in_grads = node.fn.backward(node, *slots)
+        if node.xp is np:
+            in_grads = node.fn.backward(node, *slots)
+        else:
+            with _catch_oom(f"{node.fn.__name__}.backward", slots[0].shape):
+                in_grads = node.fn.backward(node, *slots)
         if not isinstance(in_grads, tuple):
             in_grads = (in_grads,)
         if _state.anomaly:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from tinyflow import autograd
+from tinyflow import amp, autograd
 from tinyflow.device import CPU, Device, array_module, device_of, move
 
 __all__ = [
@@ -427,10 +427,10 @@ class Tensor:
         return _ops().Pow.apply(self._wrap(other), self)
 
     def __matmul__(self, other: Any) -> Tensor:
-        return _ops().MatMul.apply(self, self._wrap(other))
+        return _ops().MatMul.apply(*amp.autocast_inputs(self, self._wrap(other)))
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        return _ops().MatMul.apply(self._wrap(other), self)
+        return _ops().MatMul.apply(*amp.autocast_inputs(self._wrap(other), self))
 
     def __neg__(self) -> Tensor:
         return _ops().Neg.apply(self)

@@ -6,8 +6,9 @@ for a CUDA device raises a RuntimeError that says why.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 _cupy: ModuleType | None = None
 _reason: str | None = None
@@ -88,11 +89,8 @@ def to_device(arr: Any, index: int | None) -> Any:
 def synchronize(index: int | None = None) -> None:
     """Wait until every kernel queued on device ``index`` (the current one when None) is done."""
     cp = _require()
-    if index is None:
-        cp.cuda.Device().synchronize()
-    else:
-        with cp.cuda.Device(index):
-            cp.cuda.Device(index).synchronize()
+    device = cp.cuda.Device() if index is None else cp.cuda.Device(index)
+    device.synchronize()
 
 
 class _PeakTracker:

@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -107,7 +109,7 @@ class EmulatorRuntime:
         if not lib_path.exists():
             src_path = cache / f"kernels_{digest}.cpp"
             src_path.write_text(text)
-            tmp = cache / f"kernels_{digest}.{id(text)}.tmp.so"
+            tmp = cache / f"kernels_{digest}.{os.getpid()}.tmp.so"
             cmd = [gxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", f"-I{csrc}",
                    "-x", "c++", str(src_path), "-o", str(tmp)]
             done = subprocess.run(cmd, capture_output=True, text=True)

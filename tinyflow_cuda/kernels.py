@@ -15,7 +15,8 @@ calls in the ops (cuBLAS through CuPy). See docs/cuda.md for the layouts.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,7 @@ __all__ = [
     "lstm_cell_backward",
     "gru_cell_forward",
     "gru_cell_backward",
+    "embedding_backward",
     "log_softmax_forward",
     "softmax_cross_entropy_forward",
     "softmax_cross_entropy_backward",
@@ -59,12 +61,18 @@ def _suffix(*arrays: Array) -> str | None:
     return _SUFFIX.get(dtypes.pop())
 
 
+_FAMILIES = ("conv", "pool", "lrn", "rnn", "loss", "random", "optim")
+
+
 def _reference(name: str) -> Callable[..., Any]:
     """The NumPy/xp reference body of kernel ``name`` (it runs on CuPy arrays as well)."""
+    import importlib
+
     from tinyflow.kernels._dispatch import REGISTRY
 
-    import tinyflow.kernels  # noqa: F401  (registers every family)
-
+    if name not in REGISTRY:
+        for family in _FAMILIES:  # import each family module once, registering its kernels
+            importlib.import_module(f"tinyflow.kernels.{family}")
     return REGISTRY[name]
 
 
@@ -258,32 +266,33 @@ def lrn_backward(gout: Array, x: Array, out: Array, scale: Array, size: int,
         return gx
 
 
-# ---- recurrent cells ----------------------------------------------------------------------
+# ---- recurrent cells (feature-major: gates (G*H, B), states (H, B)) -------------------------
 def lstm_cell_forward(gates: Array, c_prev: Array, h_out: Array | None = None,
                       c_out: Array | None = None) -> tuple[Array, Array, Array]:
-    """One fused LSTM step; ``gates`` (B, 4H) becomes the activated gates. Returns (h, c, gates)."""
+    """One fused LSTM step; ``gates`` (4H, B) becomes the activated gates. Returns (h, c, gates)."""
     suffix = _suffix(gates, c_prev, h_out, c_out)
     if suffix is None or not _all_contiguous(gates, h_out, c_out):
         return _reference("lstm_cell_forward")(gates, c_prev, h_out, c_out)
-    batch, hidden = c_prev.shape
-    if gates.shape != (batch, 4 * hidden):
-        raise ValueError(f"lstm_cell_forward: gates {tuple(gates.shape)} must be (B, 4H) with "
-                         f"c_prev {tuple(c_prev.shape)} = (B, H)")
+    hidden = gates.shape[0] // 4
+    if gates.ndim != 2 or gates.shape[0] != 4 * hidden or tuple(c_prev.shape) != (hidden, gates.shape[1]):
+        raise ValueError(f"lstm_cell_forward: gates {tuple(gates.shape)} must be (4H, B) with "
+                         f"c_prev {tuple(c_prev.shape)} = (H, B)")
+    batch = gates.shape[1]
     rt = current()
     with rt.on_device_of(gates):
         c_prev = rt.xp.ascontiguousarray(c_prev)
         if h_out is None:
-            h_out = _empty(rt.xp, "lstm_cell", (batch, hidden), gates.dtype)
+            h_out = _empty(rt.xp, "lstm_cell", (hidden, batch), gates.dtype)
         if c_out is None:
-            c_out = _empty(rt.xp, "lstm_cell", (batch, hidden), gates.dtype)
-        _launch_1d(f"lstm_cell_forward_{suffix}", batch * hidden,
-                   [gates, c_prev, h_out, c_out, batch, hidden])
+            c_out = _empty(rt.xp, "lstm_cell", (hidden, batch), gates.dtype)
+        _launch_1d(f"lstm_cell_forward_{suffix}", hidden * batch,
+                   [gates, c_prev, h_out, c_out, hidden, batch])
         return h_out, c_out, gates
 
 
 def lstm_cell_backward(dh: Array, dc: Array | None, acts: Array, c_prev: Array, c: Array,
                        dgates_out: Array | None = None) -> tuple[Array, Array]:
-    """Gradients of one LSTM step: (dgates (B, 4H), dc_prev (B, H)); ``dc`` None means zero."""
+    """Gradients of one LSTM step: (dgates (4H, B), dc_prev (H, B)); ``dc`` None means zero."""
     suffix = _suffix(dh, dc, acts, c_prev, c, dgates_out)
     if suffix is None or not _all_contiguous(dgates_out):
         return _reference("lstm_cell_backward")(dh, dc, acts, c_prev, c, dgates_out)
@@ -291,41 +300,43 @@ def lstm_cell_backward(dh: Array, dc: Array | None, acts: Array, c_prev: Array, 
     with rt.on_device_of(acts):
         xp = rt.xp
         dh, dc, acts, c_prev, c = (_contiguous(xp, a) for a in (dh, dc, acts, c_prev, c))
-        batch, hidden = c.shape
+        hidden, batch = c.shape
         if dgates_out is None:
             dgates_out = _empty(xp, "lstm_cell backward", acts.shape, acts.dtype)
         dc_prev = _empty(xp, "lstm_cell backward", c.shape, c.dtype)
-        _launch_1d(f"lstm_cell_backward_{suffix}", batch * hidden,
-                   [dh, dc, int(dc is not None), acts, c_prev, c, dgates_out, dc_prev, batch,
-                    hidden])
+        _launch_1d(f"lstm_cell_backward_{suffix}", hidden * batch,
+                   [dh, dc, int(dc is not None), acts, c_prev, c, dgates_out, dc_prev, hidden,
+                    batch])
         return dgates_out, dc_prev
 
 
 def gru_cell_forward(gi: Array, gh: Array, h_prev: Array,
                      h_out: Array | None = None) -> tuple[Array, Array]:
-    """One fused GRU step; ``gi`` (B, 3H) becomes the activated gates (r, z, n). Returns (h, gi)."""
+    """One fused GRU step; ``gi`` (3H, B) becomes the activated gates (r, z, n). Returns (h, gi)."""
     suffix = _suffix(gi, gh, h_prev, h_out)
     if suffix is None or not _all_contiguous(gi, h_out):
         return _reference("gru_cell_forward")(gi, gh, h_prev, h_out)
-    batch, hidden = h_prev.shape
-    if gi.shape != gh.shape or gi.shape != (batch, 3 * hidden):
+    hidden = gi.shape[0] // 3
+    if gi.ndim != 2 or gi.shape != gh.shape or gi.shape[0] != 3 * hidden \
+            or tuple(h_prev.shape) != (hidden, gi.shape[1]):
         raise ValueError(f"gru_cell_forward: gi {tuple(gi.shape)} and gh {tuple(gh.shape)} must "
-                         f"both be (B, 3H) with h_prev {tuple(h_prev.shape)} = (B, H)")
+                         f"both be (3H, B) with h_prev {tuple(h_prev.shape)} = (H, B)")
+    batch = gi.shape[1]
     rt = current()
     with rt.on_device_of(gi):
         gh = rt.xp.ascontiguousarray(gh)
         h_prev = rt.xp.ascontiguousarray(h_prev)
         if h_out is None:
-            h_out = _empty(rt.xp, "gru_cell", (batch, hidden), gi.dtype)
-        _launch_1d(f"gru_cell_forward_{suffix}", batch * hidden,
-                   [gi, gh, h_prev, h_out, batch, hidden])
+            h_out = _empty(rt.xp, "gru_cell", (hidden, batch), gi.dtype)
+        _launch_1d(f"gru_cell_forward_{suffix}", hidden * batch,
+                   [gi, gh, h_prev, h_out, hidden, batch])
         return h_out, gi
 
 
 def gru_cell_backward(dh: Array, acts: Array, gh: Array, h_prev: Array,
                       dgi_out: Array | None = None,
                       dgh_out: Array | None = None) -> tuple[Array, Array, Array]:
-    """Gradients of one GRU step: (dgi (B, 3H), dgh (B, 3H), the direct part of dh_prev)."""
+    """Gradients of one GRU step: (dgi (3H, B), dgh (3H, B), the direct part of dh_prev (H, B))."""
     suffix = _suffix(dh, acts, gh, h_prev, dgi_out, dgh_out)
     if suffix is None or not _all_contiguous(dgi_out, dgh_out):
         return _reference("gru_cell_backward")(dh, acts, gh, h_prev, dgi_out, dgh_out)
@@ -333,15 +344,38 @@ def gru_cell_backward(dh: Array, acts: Array, gh: Array, h_prev: Array,
     with rt.on_device_of(acts):
         xp = rt.xp
         dh, acts, gh, h_prev = (xp.ascontiguousarray(a) for a in (dh, acts, gh, h_prev))
-        batch, hidden = h_prev.shape
+        hidden, batch = h_prev.shape
         if dgi_out is None:
             dgi_out = _empty(xp, "gru_cell backward", acts.shape, acts.dtype)
         if dgh_out is None:
             dgh_out = _empty(xp, "gru_cell backward", acts.shape, acts.dtype)
         dh_prev = _empty(xp, "gru_cell backward", h_prev.shape, h_prev.dtype)
-        _launch_1d(f"gru_cell_backward_{suffix}", batch * hidden,
-                   [dh, acts, gh, h_prev, dgi_out, dgh_out, dh_prev, batch, hidden])
+        _launch_1d(f"gru_cell_backward_{suffix}", hidden * batch,
+                   [dh, acts, gh, h_prev, dgi_out, dgh_out, dh_prev, hidden, batch])
         return dgi_out, dgh_out, dh_prev
+
+
+def embedding_backward(grad: Array, indices: Array, num_embeddings: int,
+                       padding_idx: int | None = None) -> Array:
+    """Scatter-add the rows of ``grad`` (N, D) into a (num_embeddings, D) gradient at ``indices``."""
+    suffix = _suffix(grad)
+    if suffix is None or grad.ndim != 2:
+        return _reference("embedding_backward")(grad, indices, num_embeddings, padding_idx)
+    rt = current()
+    with rt.on_device_of(grad):
+        xp = rt.xp
+        grad = xp.ascontiguousarray(grad)
+        indices = xp.ascontiguousarray(indices.reshape(-1).astype(np.int64, copy=False))
+        n, d = grad.shape
+        if indices.shape[0] != n:
+            raise ValueError(f"embedding_backward: {indices.shape[0]} indices for {n} gradient rows")
+        with catch_oom("embedding backward", (num_embeddings, d)):
+            out = xp.zeros((num_embeddings, d), dtype=grad.dtype)  # (V, D)
+        if n:
+            pad = -1 if padding_idx is None else int(padding_idx) % num_embeddings
+            _launch_1d(f"embedding_backward_{suffix}", n * d,
+                       [grad, indices, out, n, d, num_embeddings, pad])
+        return out
 
 
 # ---- softmax cross-entropy ----------------------------------------------------------------
@@ -417,8 +451,8 @@ def softmax_cross_entropy_backward(log_probs: Array, target: Array, grad_loss: A
 
 
 # ---- dropout --------------------------------------------------------------------------------
-def dropout_mask(like: Array, p: float, seed: int) -> Array:
-    """A mask shaped and typed like ``like``: 1/(1-p) where kept, 0 where dropped.
+def dropout_mask(x: Array, p: float, seed: int) -> Array:
+    """A mask shaped and typed like ``x``: 1/(1-p) where kept, 0 where dropped.
 
     Drawn on the device by a counter-based hash of (seed, element index): the same seed gives
     the same mask on every GPU and grid, but not the mask the CPU reference draws.
@@ -426,14 +460,14 @@ def dropout_mask(like: Array, p: float, seed: int) -> Array:
     if not 0 <= p < 1:
         raise ValueError(f"dropout_mask: p must be in [0, 1), got {p}")
     rt = current()
-    with rt.on_device_of(like):
-        suffix = _suffix(like)
-        dtype = like.dtype if suffix is not None else np.float32
-        mask = _empty(rt.xp, "dropout", like.shape, dtype)
+    with rt.on_device_of(x):
+        suffix = _suffix(x)
+        dtype = x.dtype if suffix is not None else np.float32
+        mask = _empty(rt.xp, "dropout", x.shape, dtype)
         threshold = min(int(round(p * 2**32)), 2**32)
         _launch_1d(f"dropout_mask_{suffix or 'f32'}", mask.size,
                    [mask, int(seed) % 2**64, threshold, 1.0 / (1.0 - p), mask.size])
-        return mask if suffix is not None else mask.astype(like.dtype)
+        return mask if suffix is not None else mask.astype(x.dtype)
 
 
 # ---- optimizers -----------------------------------------------------------------------------

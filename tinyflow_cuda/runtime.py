@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 THREADS = 256  # threads per block of every 1-D launch

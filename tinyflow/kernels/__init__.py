@@ -12,3 +12,6 @@ from tinyflow.kernels.conv import *  # noqa: F401,F403,E402
 from tinyflow.kernels.pool import *  # noqa: F401,F403,E402
 from tinyflow.kernels.lrn import *  # noqa: F401,F403,E402
 from tinyflow.kernels.random import *  # noqa: F401,F403,E402
+from tinyflow.kernels.optim import *  # noqa: F401,F403,E402
+from tinyflow.kernels.rnn import *  # noqa: F401,F403,E402
+from tinyflow.kernels.allreduce import *  # noqa: F401,F403,E402

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyflow import ops
+from tinyflow import amp, ops
 from tinyflow.random import Generator, rng
 from tinyflow.tensor import Tensor, as_tensor, pad  # noqa: F401  (pad is part of F's API)
 
@@ -17,7 +17,8 @@ def _target(t: Any, like: Tensor) -> Any:
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    return ops.Linear.apply(x, weight, bias)
+    """x @ weight.T + bias (in the autocast dtype inside ``tf.amp.autocast``)."""
+    return ops.Linear.apply(*amp.autocast_inputs(x, weight, bias))
 
 
 def relu(x: Tensor) -> Tensor:
@@ -121,3 +122,7 @@ def one_hot(target: Tensor, num_classes: int = -1) -> Tensor:
 
 
 # Families written elsewhere add their import line below.
+from tinyflow.ops.conv import conv2d  # noqa: F401,E402
+from tinyflow.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401,E402
+from tinyflow.ops.norm import batch_norm, local_response_norm  # noqa: F401,E402
+from tinyflow.ops.embedding import embedding  # noqa: F401,E402

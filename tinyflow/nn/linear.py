@@ -6,7 +6,7 @@ from typing import Any
 from tinyflow.nn import init
 from tinyflow.nn.module import Module
 from tinyflow.nn.parameter import Parameter
-from tinyflow.ops.linalg import Linear as LinearOp
+from tinyflow.nn import functional as F
 from tinyflow.tensor import Tensor, empty
 
 
@@ -27,7 +27,7 @@ class Linear(Module):
         init.default_linear_init_(self.weight, self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        return LinearOp.apply(x, self.weight, self.bias)
+        return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -1,0 +1,324 @@
+"""tinyflow vs PyTorch training throughput on one GPU, same run, same GPU, identical models.
+
+Workloads (issue 6):
+- alexnet-224: torchvision's AlexNet (61.1 M parameters, 1000 classes), batch 128, 224x224
+- alexnet-64:  the 64x64 preset (models/alexnet.py AlexNet64Config), batch 256
+- lstm-lm:     2-layer LSTM language model, hidden 512, embedding 512, batch 64, 64 steps,
+               vocabulary --vocab (10000 by default)
+Precisions:
+- fp32: float32 GEMMs with TF32 off in both frameworks (CUPY_TF32 unset; torch allow_tf32 off)
+- tf32: float32 tensors, TF32 tensor-core GEMMs (CUPY_TF32=1; torch allow_tf32 on)
+- bf16: autocast to bfloat16 for GEMMs and convolutions, float32 master weights, in both
+
+One step = forward, cross-entropy, backward, SGD-momentum update. PyTorch uses cuDNN; tinyflow
+uses cuBLAS GEMMs (im2col) and its own .cu kernels. The two frameworks alternate runs so that
+clock and thermal drift hit both; each run is --steps steps timed between device
+synchronisations; the median run is reported as images/s (tokens/s for the LM), with the ratio
+tinyflow / PyTorch (target >= 0.7x) and the peak GPU memory of each (torch's
+max_memory_reserved and CuPy's memory-pool high-water mark: the bytes each framework's
+allocator took from the driver).
+
+    python bench/gpu/bench_gpu.py                                   # every workload, fp32/tf32/bf16
+    python bench/gpu/bench_gpu.py --workload lstm-lm --precision bf16
+    python bench/gpu/bench_gpu.py --short                           # proves it works (tiny runs)
+    python bench/gpu/bench_gpu.py --short --device cpu --tiny        # logic check without a GPU
+    python bench/gpu/bench_gpu.py --json bench/results/gpu-H100-2026-11-21.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+WORKLOADS = ("alexnet-224", "alexnet-64", "lstm-lm")
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--workload", choices=(*WORKLOADS, "all"), default="all")
+    p.add_argument("--precision", choices=(*PRECISIONS, "all"), default="all")
+    p.add_argument("--steps", type=int, default=10, help="training steps per timed run")
+    p.add_argument("--runs", type=int, default=5, help="timed runs per framework (median reported)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first (compiles kernels)")
+    p.add_argument("--vocab", type=int, default=10000, help="LSTM LM vocabulary size")
+    p.add_argument("--device", default="cuda:0", help="cuda:N, or cpu for a logic check")
+    p.add_argument("--short", action="store_true", help="2 runs of 2 steps: proves the script works")
+    p.add_argument("--tiny", action="store_true", help="tiny batches and sizes (with --device cpu)")
+    p.add_argument("--json", type=Path, help="also write the results to this JSON file")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.short:
+        args.steps, args.runs, args.warmup = 2, 2, 1
+    return args
+
+
+# ---- one (workload, precision) measurement, run in a fresh process -------------------------
+def sizes(args: argparse.Namespace, workload: str) -> dict[str, Any]:
+    """Batch and model sizes of a workload (scaled down with --tiny)."""
+    if workload == "alexnet-224":
+        s = {"batch": 128, "image": 224, "preset": "alexnet-224", "classes": 1000}
+        return {**s, "batch": 2, "classes": 10} if args.tiny else s
+    if workload == "alexnet-64":
+        s = {"batch": 256, "image": 64, "preset": "alexnet", "classes": 200}
+        return {**s, "batch": 4} if args.tiny else s
+    s = {"batch": 64, "seq": 64, "hidden": 512, "embedding": 512, "layers": 2, "vocab": args.vocab}
+    return {**s, "batch": 4, "seq": 8, "hidden": 32, "embedding": 32, "vocab": 100} if args.tiny else s
+
+
+def torch_alexnet(cfg: Any) -> Any:
+    """The PyTorch twin of models.alexnet.AlexNet for ``cfg`` (same module indices)."""
+    import torch.nn as tnn
+
+    c1, c2, c3, c4, c5 = cfg.channels
+    g1, g2, g3, g4, g5 = cfg.groups
+    lrn = (lambda: [tnn.LocalResponseNorm(cfg.lrn_size, cfg.lrn_alpha, cfg.lrn_beta, cfg.lrn_k)]) \
+        if cfg.lrn else (lambda: [])
+    features = tnn.Sequential(
+        tnn.Conv2d(cfg.in_channels, c1, cfg.conv1_kernel, cfg.conv1_stride, cfg.conv1_padding,
+                   groups=g1), tnn.ReLU(), *lrn(), tnn.MaxPool2d(3, 2),
+        tnn.Conv2d(c1, c2, 5, padding=2, groups=g2), tnn.ReLU(), *lrn(), tnn.MaxPool2d(3, 2),
+        tnn.Conv2d(c2, c3, 3, padding=1, groups=g3), tnn.ReLU(),
+        tnn.Conv2d(c3, c4, 3, padding=1, groups=g4), tnn.ReLU(),
+        tnn.Conv2d(c4, c5, 3, padding=1, groups=g5), tnn.ReLU(), tnn.MaxPool2d(3, 2))
+    classifier = tnn.Sequential(
+        tnn.Dropout(cfg.dropout), tnn.Linear(c5 * cfg.pool_size ** 2, cfg.hidden), tnn.ReLU(),
+        tnn.Dropout(cfg.dropout), tnn.Linear(cfg.hidden, cfg.hidden), tnn.ReLU(),
+        tnn.Linear(cfg.hidden, cfg.num_classes))
+    return tnn.Sequential(features, tnn.AdaptiveAvgPool2d(cfg.pool_size), tnn.Flatten(1),
+                          classifier)
+
+
+class TorchLM:
+    """The PyTorch twin of models.lstm_lm.LSTMLM: embedding, nn.LSTM (cuDNN), linear."""
+
+    def __new__(cls, s: dict[str, Any]) -> Any:
+        import torch.nn as tnn
+
+        class LM(tnn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.encoder = tnn.Embedding(s["vocab"], s["embedding"])
+                self.rnn = tnn.LSTM(s["embedding"], s["hidden"], num_layers=s["layers"])
+                self.decoder = tnn.Linear(s["hidden"], s["vocab"])
+
+            def forward(self, ids: Any) -> Any:
+                out, _ = self.rnn(self.encoder(ids))
+                return self.decoder(out.reshape(-1, out.shape[-1]))
+
+        return LM()
+
+
+def measure_torch(args: argparse.Namespace, workload: str, precision: str) -> Callable[[], None]:
+    """Build the PyTorch model and batch; return one training step."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.benchmark = True
+    device = torch.device(args.device)
+    s = sizes(args, workload)
+    torch.manual_seed(0)
+    if workload.startswith("alexnet"):
+        from models import get_config
+
+        model = torch_alexnet(get_config(s["preset"], num_classes=s["classes"])).to(device)
+        x = torch.randn(s["batch"], 3, s["image"], s["image"], device=device)
+        y = torch.randint(0, s["classes"], (s["batch"],), device=device)
+    else:
+        model = TorchLM(s).to(device)
+        x = torch.randint(0, s["vocab"], (s["seq"], s["batch"]), device=device)
+        y = torch.randint(0, s["vocab"], (s["seq"] * s["batch"],), device=device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    use_bf16 = precision == "bf16"
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def measure_tinyflow(args: argparse.Namespace, workload: str, precision: str) -> Callable[[], None]:
+    """Build the tinyflow model and batch; return one training step."""
+    import numpy as np
+
+    import tinyflow as tf
+    import tinyflow.nn.functional as F
+    from models import get_model
+
+    s = sizes(args, workload)
+    tf.manual_seed(0)
+    rng = np.random.default_rng(0)
+    if workload.startswith("alexnet"):
+        model = get_model(s["preset"], num_classes=s["classes"]).to(args.device)
+        x = tf.tensor(rng.standard_normal((s["batch"], 3, s["image"], s["image"])).astype(np.float32),
+                      device=args.device)
+        y = tf.tensor(rng.integers(0, s["classes"], s["batch"]), device=args.device)
+
+        def forward() -> Any:
+            return F.cross_entropy(model(x), y)
+    else:
+        model = get_model("lstm-lm", vocab_size=s["vocab"], embedding_dim=s["embedding"],
+                          hidden_size=s["hidden"], num_layers=s["layers"],
+                          seq_len=s["seq"]).to(args.device)
+        x = tf.tensor(rng.integers(0, s["vocab"], (s["seq"], s["batch"])), device=args.device)
+        y = tf.tensor(rng.integers(0, s["vocab"], s["seq"] * s["batch"]), device=args.device)
+
+        def forward() -> Any:
+            logits, _ = model(x)
+            return F.cross_entropy(logits.reshape(-1, s["vocab"]), y)
+
+    model.train()
+    opt = tf.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step() -> None:
+        opt.zero_grad()
+        with tf.amp.autocast("bf16", enabled=precision == "bf16"):
+            loss = forward()
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def synchronizer(framework: str, device: str) -> Callable[[], None]:
+    if not device.startswith("cuda"):
+        return lambda: None
+    if framework == "torch":
+        import torch
+
+        return torch.cuda.synchronize
+    import tinyflow_cuda
+
+    return tinyflow_cuda.synchronize
+
+
+def peak_memory(framework: str, device: str) -> int | None:
+    """Bytes the framework's allocator took from the driver at its high-water mark."""
+    if not device.startswith("cuda"):
+        return None
+    if framework == "torch":
+        import torch
+
+        return int(torch.cuda.max_memory_reserved())
+    import tinyflow_cuda
+
+    return tinyflow_cuda.peak_reserved()
+
+
+def child(args: argparse.Namespace, framework: str, workload: str, precision: str) -> dict:
+    """Time one framework on one workload in this (fresh) process; return the figures."""
+    build = measure_torch if framework == "torch" else measure_tinyflow
+    step = build(args, workload, precision)
+    sync = synchronizer(framework, args.device)
+    for _ in range(args.warmup):
+        step()
+    sync()
+    times = []
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        sync()
+        times.append((time.perf_counter() - start) / args.steps)
+    return {"step_s": times, "peak_bytes": peak_memory(framework, args.device)}
+
+
+# ---- the driver: one fresh process per (framework, workload, precision) ------------------------
+def run_child(args: argparse.Namespace, framework: str, workload: str, precision: str) -> dict:
+    """Each measurement in its own process, so TF32 settings, memory pools and peaks never leak."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2]) + os.pathsep + env.get("PYTHONPATH", "")
+    if precision == "tf32":
+        env["CUPY_TF32"] = "1"  # read by CuPy at import: TF32 tensor cores for float32 GEMMs
+    else:
+        env.pop("CUPY_TF32", None)
+    cmd = [sys.executable, __file__, "--child", "--workload", workload, "--precision", precision,
+           "--steps", str(args.steps), "--runs", str(args.runs), "--warmup", str(args.warmup),
+           "--vocab", str(args.vocab), "--device", args.device, "--json", "-",
+           *(["--tiny"] if args.tiny else [])]
+    cmd.insert(cmd.index("--child") + 1, framework)
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr)[-3000:]
+        return {"error": f"{framework} {workload} {precision} failed:\n{tail}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def device_name(device: str) -> str:
+    if not device.startswith("cuda"):
+        import platform
+
+        return f"cpu ({platform.processor() or platform.machine()})"
+    import torch
+
+    return torch.cuda.get_device_name(int(device.split(":")[1]) if ":" in device else 0)
+
+
+def fmt_bytes(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def main() -> int:
+    if "--child" in sys.argv:  # python bench_gpu.py --child FRAMEWORK ...
+        i = sys.argv.index("--child")
+        framework = sys.argv.pop(i + 1)
+        args = parse_args()
+        print(json.dumps(child(args, framework, args.workload, args.precision)))
+        return 0
+    args = parse_args()
+    workloads = WORKLOADS if args.workload == "all" else (args.workload,)
+    precisions = PRECISIONS if args.precision == "all" else (args.precision,)
+    if not args.device.startswith("cuda"):
+        precisions = ("fp32",)  # TF32 is a GPU mode; tinyflow's bf16 needs CuPy (ml_dtypes)
+    print(f"device: {device_name(args.device)}   date: {datetime.date.today()}   "
+          f"steps/run: {args.steps}   runs: {args.runs}   warmup: {args.warmup}")
+    results = []
+    for workload in workloads:
+        s = sizes(args, workload)
+        print(f"\n{workload}: " + ", ".join(f"{k}={v}" for k, v in s.items()))
+        unit = "tokens/s" if workload == "lstm-lm" else "images/s"
+        per_step = s["batch"] * s.get("seq", 1)
+        for precision in precisions:
+            figures: dict[str, dict] = {}
+            for framework in ("tinyflow", "torch"):
+                figures[framework] = run_child(args, framework, workload, precision)
+            if any("error" in f for f in figures.values()):
+                for f in figures.values():
+                    if "error" in f:
+                        print(f["error"])
+                results.append({"workload": workload, "precision": precision, **figures})
+                continue
+            rate = {k: per_step / statistics.median(v["step_s"]) for k, v in figures.items()}
+            ratio = rate["tinyflow"] / rate["torch"]
+            print(f"  {precision:5s} tinyflow {rate['tinyflow']:10.1f} {unit}  "
+                  f"torch {rate['torch']:10.1f} {unit}  ratio {ratio:5.2f}x   peak memory "
+                  f"tinyflow {fmt_bytes(figures['tinyflow']['peak_bytes'])}  "
+                  f"torch {fmt_bytes(figures['torch']['peak_bytes'])}")
+            results.append({"workload": workload, "precision": precision, "sizes": s,
+                            "unit": unit, "tinyflow": rate["tinyflow"], "torch": rate["torch"],
+                            "ratio": ratio, "raw": figures})
+    if args.json:
+        record = {"device": device_name(args.device), "date": str(datetime.date.today()),
+                  "steps": args.steps, "runs": args.runs, "results": results}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(record, indent=2))
+        print(f"\nwrote {args.json}")
+    return 1 if any("error" in str(r.get("tinyflow", "")) for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

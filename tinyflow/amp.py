@@ -1,0 +1,246 @@
+"""Mixed precision: autocast GEMMs and convolutions to bf16/fp16, with fp32 master weights and
+dynamic loss scaling for fp16.
+
+    scaler = tf.amp.GradScaler()                     # only needed for float16
+    with tf.amp.autocast(tf.float16):
+        loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)                           # unscales, skips the step on inf/NaN
+    scaler.update()                                  # grows or backs off the scale
+
+How it works: parameters stay float32 (the master weights). Inside ``autocast``, the GEMM ops
+(matmul, linear, conv2d and the recurrent layers' GEMMs) call ``autocast_inputs`` on their
+inputs, which casts floating tensors to the autocast dtype through the differentiable ``Cast``
+op; the GEMM runs in half precision (tensor cores on a GPU) and the gradient flowing back
+through ``Cast`` arrives at each parameter in float32. Everything else (softmax, losses,
+normalisations, the optimizer update) stays in float32.
+
+float16 has a narrow exponent range: small gradients underflow to zero. The loss is therefore
+multiplied by a large scale before backward and the gradients divided by it before the step;
+when a gradient overflows to inf/NaN the step is skipped and the scale halved, and after
+``growth_interval`` clean steps it is doubled. bfloat16 has float32's range and needs no scaler.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from tinyflow.device import array_module
+
+__all__ = [
+    "autocast",
+    "autocast_dtype",
+    "autocast_inputs",
+    "is_autocast_enabled",
+    "bfloat16",
+    "GradScaler",
+]
+
+_local = threading.local()
+
+
+def bfloat16() -> np.dtype:
+    """The bfloat16 dtype (from ml_dtypes, which CuPy 14 uses for its bf16 arrays)."""
+    try:
+        import ml_dtypes  # noqa: PLC0415
+    except ImportError:
+        raise TypeError(
+            "bfloat16 needs the ml_dtypes package (installed with the CUDA extra, "
+            "`pip install \"tinyflow[cuda]\"`); use float16 or float32 instead"
+        ) from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def _resolve(dtype: Any) -> np.dtype:
+    """float16 / bfloat16 from a dtype or a name ('fp16', 'float16', 'half', 'bf16', 'bfloat16')."""
+    if isinstance(dtype, str):
+        name = dtype.lower()
+        if name in ("bf16", "bfloat16"):
+            return bfloat16()
+        if name in ("fp16", "float16", "half"):
+            return np.dtype(np.float16)
+        raise ValueError(f"autocast: unknown dtype {dtype!r}; use 'bf16' or 'fp16'")
+    resolved = np.dtype(dtype)
+    if resolved == np.float16 or resolved.name == "bfloat16":
+        return resolved
+    raise ValueError(f"autocast: dtype must be float16 or bfloat16, got {resolved}")
+
+
+@contextlib.contextmanager
+def autocast(dtype: Any = "bf16", enabled: bool = True) -> Iterator[np.dtype | None]:
+    """Run the GEMM ops of the block in ``dtype`` (float16 or bfloat16); nests and restores.
+
+    ``enabled=False`` turns autocast off inside the block (for a float32 island).
+    Per thread, like torch.autocast.
+    """
+    previous = getattr(_local, "dtype", None)
+    _local.dtype = _resolve(dtype) if enabled else None
+    try:
+        yield _local.dtype
+    finally:
+        _local.dtype = previous
+
+
+def autocast_dtype() -> np.dtype | None:
+    """The dtype GEMM ops must compute in right now, or None outside autocast."""
+    return getattr(_local, "dtype", None)
+
+
+def is_autocast_enabled() -> bool:
+    return autocast_dtype() is not None
+
+
+def autocast_inputs(*tensors: Any) -> tuple[Any, ...]:
+    """Cast the floating Tensors among ``tensors`` to the autocast dtype (others unchanged).
+
+    Called by matmul / linear / conv2d before their Function.apply. Outside autocast it returns
+    its arguments as they are. The cast is the differentiable Cast op, so gradients flow back
+    to the float32 originals in float32. Integer tensors, None and non-Tensors pass through.
+    """
+    dtype = autocast_dtype()
+    if dtype is None:
+        return tensors
+    out = []
+    for t in tensors:
+        t_dtype = getattr(t, "dtype", None)
+        if t_dtype is not None and hasattr(t, "to") and np.dtype(t_dtype).kind == "f" \
+                and np.dtype(t_dtype) != dtype:
+            t = t.to(dtype)
+        out.append(t)
+    return tuple(out)
+
+
+class GradScaler:
+    """Dynamic loss scaling for float16 training (``torch.amp.GradScaler``'s rule).
+
+    ``scale(loss)`` multiplies the loss by the current scale; ``unscale_(optimizer)`` divides
+    every gradient by it in place and records whether any is inf/NaN; ``step(optimizer)``
+    unscales if needed and runs the optimizer only when all gradients are finite; ``update()``
+    halves the scale after an overflow and doubles it after ``growth_interval`` clean steps.
+    With ``enabled=False`` every method is a pass-through, so one training loop serves fp32,
+    bf16 and fp16.
+    """
+
+    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000,
+                 enabled: bool = True) -> None:
+        if growth_factor <= 1.0:
+            raise ValueError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
+        if not 0.0 < backoff_factor < 1.0:
+            raise ValueError(f"GradScaler: backoff_factor must be in (0, 1), got {backoff_factor}")
+        if growth_interval < 1:
+            raise ValueError(f"GradScaler: growth_interval must be >= 1, got {growth_interval}")
+        if init_scale <= 0 or not math.isfinite(init_scale):
+            raise ValueError(f"GradScaler: init_scale must be a positive finite number, got {init_scale}")
+        self.enabled = enabled
+        self._scale = float(init_scale)
+        self.growth_factor = float(growth_factor)
+        self.backoff_factor = float(backoff_factor)
+        self.growth_interval = int(growth_interval)
+        self._growth_tracker = 0  # clean steps since the last change of scale
+        self._unscaled: set[int] = set()  # ids of optimizers unscaled in this iteration
+        self._found_inf = False
+        self.skipped_steps = 0
+
+    def get_scale(self) -> float:
+        return self._scale if self.enabled else 1.0
+
+    def scale(self, loss: Any) -> Any:
+        """``loss * scale`` in float32 (a Tensor, so backward gives scaled gradients).
+
+        A half-precision loss is cast to float32 first: the scale itself (2**16 by default) is
+        beyond float16's range. Gradients that overflow on their way back into float16 ops are
+        what the inf/NaN check of ``step`` catches (then the scale backs off).
+        """
+        if not self.enabled:
+            return loss
+        dtype = getattr(loss, "dtype", None)
+        if dtype is not None and np.dtype(dtype).kind == "f" and np.dtype(dtype).itemsize < 4:
+            loss = loss.to(np.dtype(np.float32))
+        return loss * self._scale
+
+    def _grads(self, optimizer: Any) -> Iterator[Any]:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if getattr(p, "grad", None) is not None:
+                    yield p.grad
+
+    def unscale_(self, optimizer: Any) -> bool:
+        """Divide ``optimizer``'s gradients by the scale, in place; True when any is inf/NaN.
+
+        Gradients are float32 (the master weights' dtype); the multiply by 1/scale is exact for
+        the power-of-two scales used here.
+        """
+        if not self.enabled:
+            return False
+        if id(optimizer) in self._unscaled:
+            raise RuntimeError("GradScaler.unscale_() was already called on this optimizer since "
+                               "the last update(); call it once per step")
+        inv = 1.0 / self._scale
+        found = False
+        for grad in self._grads(optimizer):
+            data = grad.data
+            xp = array_module(data)
+            data *= data.dtype.type(inv)
+            # one reduction per gradient; a single host sync at the end (bool of the OR)
+            found = found | ~xp.isfinite(data).all()
+        self._found_inf = self._found_inf or bool(found)
+        self._unscaled.add(id(optimizer))
+        return self._found_inf
+
+    def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+        """Unscale (if not done yet) and run ``optimizer.step()`` unless a gradient overflowed."""
+        if not self.enabled:
+            return optimizer.step(*args, **kwargs)
+        if id(optimizer) not in self._unscaled:
+            self.unscale_(optimizer)
+        if self._found_inf:
+            self.skipped_steps += 1
+            return None
+        return optimizer.step(*args, **kwargs)
+
+    def update(self, new_scale: float | None = None) -> None:
+        """Adjust the scale for the next iteration (back off after an overflow, grow after
+        ``growth_interval`` clean steps) and forget this iteration's unscale state."""
+        if not self.enabled:
+            return
+        if new_scale is not None:
+            self._scale = float(new_scale)
+            self._growth_tracker = 0
+        elif self._found_inf:
+            self._scale *= self.backoff_factor
+            self._growth_tracker = 0
+        else:
+            self._growth_tracker += 1
+            if self._growth_tracker == self.growth_interval:
+                grown = self._scale * self.growth_factor
+                if math.isfinite(grown) and grown <= np.finfo(np.float32).max:
+                    self._scale = grown
+                self._growth_tracker = 0
+        self._found_inf = False
+        self._unscaled.clear()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The scaler's state, for checkpoints (torch's keys)."""
+        return {
+            "scale": self._scale,
+            "growth_factor": self.growth_factor,
+            "backoff_factor": self.backoff_factor,
+            "growth_interval": self.growth_interval,
+            "_growth_tracker": self._growth_tracker,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._scale = float(state["scale"])
+        self.growth_factor = float(state["growth_factor"])
+        self.backoff_factor = float(state["backoff_factor"])
+        self.growth_interval = int(state["growth_interval"])
+        self._growth_tracker = int(state["_growth_tracker"])
+
+    def __repr__(self) -> str:
+        return f"GradScaler(scale={self.get_scale():g}, enabled={self.enabled})"
