@@ -11,6 +11,7 @@ GEMM is as fast as PyTorch's here, so any gap is framework overhead).
     python bench/bench_fcn_r.py --short         # a quick check that it works
     python bench/bench_fcn_r.py --profile       # cProfile of tinyflow's training step
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,6 +29,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--short", action="store_true", help="3 runs of 5 steps: proves the script works")
     parser.add_argument("--profile", action="store_true", help="cProfile tinyflow's step and print the top entries")
     parser.add_argument("--profile-steps", type=int, default=20)
+    parser.add_argument("--no-gemm-floor", action="store_true", help="skip timing the GEMMs alone")
     args = parser.parse_args()
     if args.short:
         args.iters, args.runs, args.warmup = 5, 3, 2
@@ -75,7 +77,9 @@ def torch_model_like(model: nn.Module) -> torch.nn.Module:
         if i < len(LAYERS) - 2:
             layers.append(torch.nn.Sigmoid())
     tmodel = torch.nn.Sequential(*layers)
-    state = {k: torch.from_numpy(np.array(v.numpy() if hasattr(v, "numpy") else v)) for k, v in model.state_dict().items()}
+    state = {
+        k: torch.from_numpy(np.array(v.numpy() if hasattr(v, "numpy") else v)) for k, v in model.state_dict().items()
+    }
     tmodel.load_state_dict(state)
     return tmodel
 
@@ -129,6 +133,29 @@ def timed_run(trainer, iters: int, batch: int) -> float:
     for _ in range(iters):
         trainer.step()
     return iters * batch / (time.perf_counter() - start)
+
+
+class GemmOnly:
+    """Just the step's 11 GEMMs (4 forward, 4 weight grads, 3 input grads) into preallocated
+    outputs: the BLAS floor of a training step, without any framework around it."""
+
+    def __init__(self, lib: str, batch: int) -> None:
+        rng = np.random.default_rng(1)
+        arr = (lambda a: torch.from_numpy(a)) if lib == "torch" else (lambda a: a)
+        self.mm = torch.matmul if lib == "torch" else np.matmul
+        self.ws = [arr(rng.random((o, i), dtype=np.float32)) for i, o in zip(LAYERS[:-1], LAYERS[1:])]
+        self.acts = [arr(rng.random((batch, n), dtype=np.float32)) for n in LAYERS]  # (B, n) each
+        self.grads_w = [arr(np.empty_like(np.asarray(w))) for w in self.ws]
+
+    def step(self) -> None:
+        mm, ws, acts = self.mm, self.ws, self.acts
+        for k, w in enumerate(ws):  # forward: (B, in) @ (in, out)
+            mm(acts[k], w.T, out=acts[k + 1])
+        for k in reversed(range(len(ws))):  # backward: dW = g.T @ x, dx = g @ W
+            g = acts[k + 1]
+            mm(g.T, acts[k], out=self.grads_w[k])
+            if k > 0:
+                mm(g, ws[k], out=acts[k])
 
 
 def check_same_training(model: nn.Module, xs, ys, steps: int = 3) -> float:
@@ -192,6 +219,18 @@ def main() -> None:
     print(f"runs: {ARGS.runs} x {ARGS.iters} steps each (after {ARGS.warmup} warm-up steps)")
     print(f"tinyflow: {tf_med:10.1f} samples/s  (runs: {', '.join(f'{r:.0f}' for r in tf_runs)})")
     print(f"pytorch : {torch_med:10.1f} samples/s  (runs: {', '.join(f'{r:.0f}' for r in torch_runs)})")
+    if not ARGS.no_gemm_floor:
+        # The BLAS floor of each library: how much of each step is GEMM, how much framework.
+        floors = {}
+        for lib in ("numpy", "torch"):
+            gemm = GemmOnly(lib, batch)
+            gemm.step()
+            floors[lib] = statistics.median(timed_run(gemm, ARGS.iters, batch) for _ in range(max(3, ARGS.runs // 2)))
+        for lib, name, med in (("numpy", "tinyflow", tf_med), ("torch", "pytorch", torch_med)):
+            overhead = 1 - med / floors[lib]
+            print(
+                f"GEMMs alone, {lib:5s}: {floors[lib]:10.1f} samples/s  ({name} spends {overhead:.0%} of its step outside GEMM)"
+            )
     print(f"ratio tinyflow/pytorch: {tf_med / torch_med:.3f}x")
 
 

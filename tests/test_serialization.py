@@ -1,4 +1,5 @@
 """tf.save / tf.load: round trips, the .npz format, atomic writes and clear errors."""
+
 from __future__ import annotations
 
 import io
@@ -8,6 +9,8 @@ import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tinyflow as tf
 import tinyflow.nn as nn
@@ -50,8 +53,16 @@ def sample_object():
             "state": {0: {"step": 3, "exp_avg": rng.standard_normal(5).astype(np.float64)}},
             "param_groups": [{"lr": 0.1, "betas": (0.9, 0.999), "nesterov": False, "params": [0]}],
         },
-        "arrays": [np.arange(6, dtype=np.int64).reshape(2, 3), np.array([True, False]),
-                   np.ones((0, 4), np.float16), np.float32(2.5)],
+        "arrays": [
+            np.arange(6, dtype=np.int64).reshape(2, 3),
+            np.array([True, False]),
+            np.ones((0, 4), np.float16),
+            np.float32(2.5),
+            np.float64(0.25),
+            np.int64(-3),
+            np.array(1.5),
+            np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+        ],
         "numbers": [1, -2.5, float("inf"), float("-inf"), float("nan"), True, None, 10**15],
         "text": "héllo / wörld",
         "empty": {},
@@ -63,6 +74,41 @@ def test_round_trip_preserves_structure_types_and_values(tmp_path) -> None:
     tf.save(obj, tmp_path / "ckpt.npz")
     back = tf.load(tmp_path / "ckpt.npz")
     assert_same(obj, back)
+
+
+arrays = st.builds(
+    lambda shape, dtype, seed: (np.random.default_rng(seed).standard_normal(shape) * 10).astype(dtype),
+    st.lists(st.integers(0, 3), max_size=3).map(tuple),
+    st.sampled_from([np.float32, np.float64, np.float16, np.int64, np.int32, np.uint8, np.bool_]),
+    st.integers(0, 2**16),
+)
+leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**62), 2**62),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+    arrays,
+    arrays.map(lambda a: tf.tensor(a)),
+)
+nested = st.recursive(
+    leaves,
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.lists(children, max_size=3).map(tuple),
+        st.dictionaries(st.one_of(st.text(max_size=6), st.integers(-5, 5)), children, max_size=3),
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(obj=nested)
+def test_round_trip_of_random_nested_structures(obj) -> None:
+    buf = io.BytesIO()
+    tf.save(obj, buf)
+    buf.seek(0)
+    assert_same(tf.load(buf), obj)
 
 
 def test_round_trip_of_a_model_and_optimizer(tmp_path) -> None:
@@ -164,15 +210,40 @@ def test_loading_a_file_that_is_not_a_checkpoint(tmp_path) -> None:
         tf.load(tmp_path / "missing.ckpt")
 
 
-def test_checkpoint_from_another_model_lists_the_differences(tmp_path) -> None:
+def test_loading_a_pytorch_checkpoint_says_so(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    torch.save({"w": torch.ones(3)}, tmp_path / "model.pt")
+    with pytest.raises(serialization.CheckpointError, match="PyTorch checkpoint.*torch.load"):
+        tf.load(tmp_path / "model.pt")
+
+
+def test_saved_file_gets_ordinary_permissions(tmp_path) -> None:
+    umask = os.umask(0o022)
+    try:
+        tf.save({"v": 1}, tmp_path / "ckpt")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "ckpt").stat().st_mode & 0o777 == 0o644
+
+
+def test_checkpoint_from_another_model_lists_missing_and_unexpected_keys(tmp_path) -> None:
     tf.save(nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2)).state_dict(), tmp_path / "a")
-    other = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 2), nn.Linear(2, 2))
-    with pytest.raises(Exception) as info:
+    other = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    with pytest.raises(KeyError) as info:
         other.load_state_dict(tf.load(tmp_path / "a"))
     message = str(info.value)
-    assert "3.weight" in message  # missing in the checkpoint
-    assert "1.weight" in message  # unexpected in the checkpoint (other has a ReLU at index 1)
-    assert "0.weight" in message  # shape mismatch: (8, 4) saved, (6, 4) expected
+    assert "2.weight" in message and "2.bias" in message  # missing from the checkpoint
+    assert "1.weight" in message and "1.bias" in message  # unexpected in the checkpoint
+
+
+def test_checkpoint_from_another_model_lists_shape_mismatches(tmp_path) -> None:
+    tf.save(nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2)).state_dict(), tmp_path / "a")
+    other = nn.Sequential(nn.Linear(4, 6), nn.Linear(6, 2))
+    with pytest.raises(ValueError) as info:
+        other.load_state_dict(tf.load(tmp_path / "a"))
+    message = str(info.value)
+    assert "0.weight" in message and "(8, 4)" in message and "(6, 4)" in message
+    assert "1.weight" in message and "(2, 8)" in message and "(2, 6)" in message
 
 
 def test_unsupported_objects_are_clear_errors(tmp_path) -> None:

@@ -402,6 +402,6 @@ def _finish_leaf(t: Tensor, g: Any, handed_out: set[int]) -> None:
         handed_out.add(id(g))
         t.grad = Tensor._from_array(g, device=t.device)
     else:
-        t.grad.data = t.grad.data + g
+        t.grad.data += g  # .grad owns its array (see above), so adding in place is safe
     for hook in t._post_accumulate_hooks:
         hook(t)

@@ -9,14 +9,16 @@ a file cannot run code.
 Writes are atomic: the file is written to a temporary file in the same directory, flushed and
 fsync'ed, then renamed over ``path`` with ``os.replace``; a crash mid-write leaves the old file.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import os
-import tempfile
+import re
+import secrets
 import zipfile
-from typing import IO, Any, Optional, Union
+from typing import IO, Any, Union
 
 import numpy as np
 
@@ -33,6 +35,9 @@ PathLike = Union[str, os.PathLike]
 DeviceLike = Union[str, Device, None]
 
 
+_SAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
 class CheckpointError(ValueError):
     """A file that is not a (readable) tinyflow checkpoint."""
 
@@ -45,7 +50,13 @@ class _Writer:
         self.arrays: dict[str, np.ndarray] = {}
 
     def _array_name(self, path: str) -> str:
-        name = path or "root"
+        """A readable, unique zip member name from the structure path (``model/fc1.weight``).
+
+        Characters outside ``[A-Za-z0-9._+-]`` become ``_`` and ``.``/``..``/empty segments are
+        replaced, so that unzip tools extract every member inside their target directory.
+        """
+        segments = [_SAFE.sub("_", seg) for seg in (path or "root").split("/")]
+        name = "/".join("_" if seg in ("", ".", "..") else seg for seg in segments)
         candidate, n = name, 1
         while candidate in self.arrays or candidate == MANIFEST_NAME:
             candidate, n = f"{name}#{n}", n + 1
@@ -56,13 +67,17 @@ class _Writer:
         host = move(arr, CPU) if device != CPU else arr
         host = np.asarray(host)
         if host.dtype.hasobject:
-            raise TypeError(f"tf.save: array at {path or '<root>'!r} has dtype object, which cannot be saved without pickle")
+            raise TypeError(
+                f"tf.save: array at {path or '<root>'!r} has dtype object, which cannot be saved without pickle"
+            )
         name = self._array_name(path)
-        self.arrays[name] = np.ascontiguousarray(host)
+        self.arrays[name] = host  # (np.ascontiguousarray would turn 0-d arrays into 1-d)
         return {"type": "array", "name": name, "device": str(device), **extra}
 
     def node(self, obj: Any, path: str) -> Any:
         where = path or "<root>"
+        if isinstance(obj, np.generic):  # before int/float: np.float64 subclasses float
+            return self._array_node(np.asarray(obj), path, scalar=True)
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, int):
@@ -73,8 +88,6 @@ class _Writer:
             return {"type": "float", "value": repr(obj)}  # 'nan', 'inf', '-inf'
         if isinstance(obj, Tensor):
             return self._array_node(obj.data, path, tensor=True, requires_grad=bool(obj.requires_grad))
-        if isinstance(obj, np.generic):
-            return self._array_node(np.asarray(obj), path, scalar=True)
         if isinstance(obj, np.ndarray) or hasattr(obj, "__cuda_array_interface__"):
             return self._array_node(obj, path)
         if isinstance(obj, dict):
@@ -93,7 +106,7 @@ class _Writer:
             return {"type": kind, "items": items}
         hint = ""
         if hasattr(obj, "state_dict"):
-            hint = f"; save its state instead: tf.save(obj.state_dict(), path)"
+            hint = "; save its state instead: tf.save(obj.state_dict(), path)"
         raise TypeError(
             f"tf.save: cannot save {type(obj).__name__} at {where!r}: a checkpoint holds nested "
             f"dicts/lists/tuples of Tensors, arrays, numbers, strings and None{hint}"
@@ -124,7 +137,10 @@ def save(obj: Any, path: Union[PathLike, IO[bytes]]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"tf.save: directory {directory!r} does not exist (saving {path!r})")
-    fd, tmp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    # A fresh name in the same directory (so os.replace is an atomic rename on one filesystem);
+    # mode 0o666 lets the umask decide the permissions, as for any new file.
+    tmp_path = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             _write_npz(f, manifest, writer.arrays)
@@ -156,7 +172,7 @@ def _fsync_directory(directory: str) -> None:
 
 # --------------------------------------------------------------------------- load
 class _Reader:
-    def __init__(self, zf: zipfile.ZipFile, source: str, map_location: Optional[Device]) -> None:
+    def __init__(self, zf: zipfile.ZipFile, source: str, map_location: Device | None) -> None:
         self.zf = zf
         self.source = source
         self.map_location = map_location
@@ -165,7 +181,9 @@ class _Reader:
     def _array(self, node: dict[str, Any]) -> Any:
         member = node["name"] + ".npy"
         if member not in self.members:
-            raise CheckpointError(f"tf.load: {self.source} is damaged: its manifest names array {node['name']!r}, which is missing")
+            raise CheckpointError(
+                f"tf.load: {self.source} is damaged: its manifest names array {node['name']!r}, which is missing"
+            )
         with self.zf.open(member) as f:
             arr = np.lib.format.read_array(f, allow_pickle=False)
         if node.get("scalar"):
@@ -174,9 +192,9 @@ class _Reader:
         if device != CPU:
             arr = move(arr, device)
         if node.get("tensor"):
-            import tinyflow
-
-            return tinyflow.tensor(arr, device=device, requires_grad=bool(node.get("requires_grad", False)))
+            t = Tensor._from_array(arr, device=device)  # arr is freshly read: no copy needed
+            t.requires_grad = bool(node.get("requires_grad", False))
+            return t
         return arr
 
     def value(self, node: Any) -> Any:
@@ -213,6 +231,12 @@ def load(path: Union[PathLike, IO[bytes]], map_location: DeviceLike = None) -> A
         )
     with zipfile.ZipFile(path) as zf:  # type: ignore[arg-type]
         if MANIFEST_NAME not in zf.namelist():
+            if any(name.endswith("data.pkl") for name in zf.namelist()):
+                raise CheckpointError(
+                    f"tf.load: {source} looks like a PyTorch checkpoint (torch.save), not a tinyflow "
+                    "one; read it with torch.load and pass {name: tensor.numpy()} to "
+                    "Module.load_state_dict"
+                )
             raise CheckpointError(
                 f"tf.load: {source} is a zip/.npz file but not a tinyflow checkpoint (it has no "
                 f"{MANIFEST_NAME}); open plain .npz files with numpy.load"

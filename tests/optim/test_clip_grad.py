@@ -1,11 +1,12 @@
 """clip_grad_norm_ and clip_grad_value_ against torch.nn.utils."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import tinyflow as tf
@@ -37,6 +38,8 @@ def make(grads: list[np.ndarray]):
     seed=st.integers(0, 2**16),
 )
 def test_clip_grad_norm_matches_torch(shapes, norm_type, max_norm, seed) -> None:
+    # torch refuses the inf-norm of an empty gradient (no identity for max); ours gives 0 there
+    assume(not (norm_type == math.inf and any(0 in s for s in shapes)))
     rng = np.random.default_rng(seed)
     grads = [rng.standard_normal(s).astype(np.float32) * 3 for s in shapes]
     ours, theirs = make(grads)

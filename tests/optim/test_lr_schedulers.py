@@ -1,4 +1,5 @@
 """Learning-rate schedulers against torch.optim.lr_scheduler, step by step."""
+
 from __future__ import annotations
 
 import math

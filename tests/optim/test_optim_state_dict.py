@@ -1,4 +1,5 @@
 """Optimizer state_dict: PyTorch's layout, round trips through tf.save, and exchange with torch."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -102,17 +103,23 @@ def test_state_dict_moves_between_torch_and_tinyflow(ours_cls, theirs_cls) -> No
     opt = ours_cls(ours, **kwargs)
     tsd = topt.state_dict()
     opt.load_state_dict(
-        {"state": {k: {n: v.numpy() for n, v in s.items()} for k, s in tsd["state"].items()},
-         "param_groups": tsd["param_groups"]}
+        {
+            "state": {k: {n: v.numpy() for n, v in s.items()} for k, s in tsd["state"].items()},
+            "param_groups": tsd["param_groups"],
+        }
     )
     # tinyflow -> torch: a fresh torch optimizer from our state_dict
     tparams2 = [torch.nn.Parameter(torch.tensor(p.numpy().copy())) for p in ours]
     topt2 = theirs_cls(tparams2, **kwargs)
     sd = opt.state_dict()
     topt2.load_state_dict(
-        {"state": {k: {n: torch.tensor(np.asarray(v, dtype=np.float32)) for n, v in s.items()}
-                   for k, s in sd["state"].items()},
-         "param_groups": sd["param_groups"]}
+        {
+            "state": {
+                k: {n: torch.tensor(np.asarray(v, dtype=np.float32)) for n, v in s.items()}
+                for k, s in sd["state"].items()
+            },
+            "param_groups": sd["param_groups"],
+        }
     )
     for step in range(2, 5):
         for p, q, q2, g in zip(ours, tparams, tparams2, grads_for(step)):

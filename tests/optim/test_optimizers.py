@@ -1,21 +1,28 @@
 """SGD, Adam and AdamW against torch.optim, step by step on the same parameters and gradients."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinyflow as tf
+import tinyflow.kernels.optim as optim_kernels
 import tinyflow.nn as nn
 from tinyflow.optim import SGD, Adam, AdamW
 
 torch = pytest.importorskip("torch")
 
-# The last shape has more elements than one cache block of the CPU kernels, so the blocked
-# path is checked too; the others take the whole-array path.
+# With the block size set to 1000 below, the last shape takes the kernels' cache-blocked path
+# (40 full blocks and a partial one); the others take the whole-array path.
 SHAPES = [(3, 4), (5,), (1,), (200, 201)]
 STEPS = 5
+
+
+@pytest.fixture(autouse=True)
+def small_kernel_blocks(monkeypatch):
+    monkeypatch.setattr(optim_kernels, "_BLOCK", 1000)
 
 
 class Pair:
@@ -96,7 +103,7 @@ def test_adamw_matches_torch(kwargs: dict) -> None:
     run_against_torch(AdamW, torch.optim.AdamW, kwargs, state_keys=("exp_avg", "exp_avg_sq"))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     lr=st.floats(1e-3, 1.0),
     momentum=st.sampled_from([0.0, 0.5, 0.9, 0.99]),
@@ -112,7 +119,7 @@ def test_sgd_random_hyperparameters(lr, momentum, dampening, weight_decay, neste
     run_against_torch(SGD, torch.optim.SGD, kwargs, seed=seed, steps=3)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     lr=st.floats(1e-4, 0.1),
     beta1=st.floats(0.0, 0.99),
@@ -189,6 +196,46 @@ def test_training_a_real_model_decreases_loss() -> None:
         first = loss.item() if first is None else first
     assert loss.item() < 1e-3 * first
     np.testing.assert_allclose(model.weight.numpy().reshape(-1), true_w.reshape(-1), atol=1e-2)
+
+
+# ----------------------------------------------------------------------------- kernels
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("which", ["sgd", "adam"])
+def test_blocked_kernel_path_is_bitwise_the_whole_array_path(which, dtype, monkeypatch) -> None:
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((37, 53)).astype(dtype) for _ in range(5)]
+    arrays[3] = np.abs(arrays[3])  # exp_avg_sq >= 0
+    arrays[4] = np.abs(arrays[4])  # max_exp_avg_sq >= 0
+    results = []
+    for block in (100, 10**9):  # blocked with a partial last block, then whole-array
+        monkeypatch.setattr(optim_kernels, "_BLOCK", block)
+        p, g, a, b, c = (x.copy() for x in arrays)
+        for step in (1, 2):
+            if which == "sgd":
+                optim_kernels.sgd_momentum_update(
+                    p,
+                    g,
+                    a,
+                    lr=0.1,
+                    momentum=0.9,
+                    dampening=0.1,
+                    weight_decay=0.01,
+                    nesterov=False,
+                    first_step=step == 1,
+                )
+            else:
+                optim_kernels.adam_update(p, g, a, b, c, step=step, lr=0.01, weight_decay=0.01, amsgrad=True)
+        results.append((p, a, b, c))
+    for x, y in zip(*results):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_kernels_update_non_contiguous_arrays_in_place() -> None:
+    base = np.ones((4, 6), np.float32)
+    p = base[:, ::2]  # a strided view: the kernel must write through it
+    optim_kernels.sgd_momentum_update(p, np.ones((4, 3), np.float32), None, lr=0.5)
+    np.testing.assert_array_equal(base[:, ::2], np.full((4, 3), 0.5, np.float32))
+    np.testing.assert_array_equal(base[:, 1::2], np.ones((4, 3), np.float32))
 
 
 # ----------------------------------------------------------------------------- bad input

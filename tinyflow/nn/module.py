@@ -197,7 +197,8 @@ class Module:
         if mismatched:
             raise ValueError(
                 f"load_state_dict: shape mismatch for {type(self).__name__}: " + "; ".join(mismatched)
-                + ". Is this a checkpoint of another model or configuration?"
+                + f". Missing keys: {missing or 'none'}. Unexpected keys: {unexpected or 'none'}."
+                " Is this a checkpoint of another model or configuration?"
             )
         if strict and (missing or unexpected):
             raise KeyError(

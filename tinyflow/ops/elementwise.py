@@ -184,9 +184,19 @@ class Tanh(Function):
 
 
 def sigmoid_array(xp: Any, a: Any) -> Any:
-    """Numerically stable logistic function on a raw array."""
-    out = xp.exp(-xp.abs(a))  # in (0, 1], never overflows
-    return xp.where(a >= 0, 1 / (1 + out), out / (1 + out)).astype(a.dtype, copy=False)
+    """Numerically stable logistic function on a raw array, in place on one temporary.
+
+    With e = exp(-|a|) in (0, 1] (never overflows): sigmoid(a) = 1/(1+e) for a >= 0 and
+    e/(1+e) for a < 0.
+    """
+    e = xp.empty_like(a)
+    xp.abs(a, out=e)
+    xp.negative(e, out=e)
+    xp.exp(e, out=e)
+    out = xp.add(e, 1, out=xp.empty_like(a))
+    xp.reciprocal(out, out=out)
+    xp.multiply(out, e, out=out, where=a < 0)
+    return out
 
 
 class Sigmoid(Function):

@@ -1,4 +1,5 @@
 """Optimizers, learning-rate schedulers and gradient clipping (``torch.optim``-compatible)."""
+
 from tinyflow.optim import lr_scheduler
 from tinyflow.optim.adam import Adam, AdamW
 from tinyflow.optim.clip_grad import clip_grad_norm_, clip_grad_value_

@@ -1,7 +1,9 @@
 """Adam and AdamW, with optional AMSGrad and PyTorch's exact bias correction."""
+
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from tinyflow.device import array_module
 from tinyflow.kernels.optim import adam_update
@@ -47,7 +49,7 @@ class Adam(Optimizer):
         )
         super().__init__(params, defaults)
 
-    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._run_closure(closure)
         index = 0

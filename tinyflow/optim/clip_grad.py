@@ -1,4 +1,5 @@
 """Gradient clipping, in place on ``p.grad``: by total norm or by value (as ``torch.nn.utils``)."""
+
 from __future__ import annotations
 
 import math
@@ -64,8 +65,9 @@ def clip_grad_norm_(
     clip_coef = xp.minimum(max_norm / (total_norm + 1e-6), 1.0)
     # On the CPU skip the no-op multiply by 1; on a GPU reading the value would force a sync.
     if not (xp is np and float(clip_coef) >= 1.0):
-        for g in grads:
-            g *= clip_coef.astype(g.dtype)
+        with np.errstate(invalid="ignore"):  # an infinite norm gives NaN grads, as in PyTorch
+            for g in grads:
+                g *= clip_coef.astype(g.dtype)
     return tinyflow.tensor(total_norm)
 
 

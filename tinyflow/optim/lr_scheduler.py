@@ -5,6 +5,7 @@ Each scheduler sets ``group["lr"]`` of its optimizer. Construction performs step
 update rules are PyTorch's chainable ones, so two schedulers can act on one optimizer and the
 learning rates match ``torch.optim.lr_scheduler`` float for float.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,8 @@ import types
 import warnings
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable, Iterable
+from typing import Any, Union
 
 from tinyflow.optim.optimizer import Optimizer
 
@@ -69,7 +70,7 @@ class LRScheduler:
         """The learning rates set by the last ``step()``, one per parameter group."""
         return self._last_lr
 
-    def step(self, epoch: Optional[int] = None) -> None:
+    def step(self, epoch: int | None = None) -> None:
         """Advance one epoch/iteration (or jump to ``epoch`` with the closed form) and set lrs."""
         self._step_count += 1
         if epoch is None:
@@ -131,8 +132,7 @@ class LambdaLR(LRScheduler):
         """Functions are not saved; callable objects save their ``__dict__`` (as PyTorch)."""
         state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
         state["lr_lambdas"] = [
-            None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
-            for fn in self.lr_lambdas
+            None if isinstance(fn, types.FunctionType) else fn.__dict__.copy() for fn in self.lr_lambdas
         ]
         return state
 
@@ -271,10 +271,7 @@ class LinearLR(LRScheduler):
 
     def _get_closed_form_lr(self) -> list[float]:
         progress = min(self.total_iters, self.last_epoch) / self.total_iters
-        return [
-            base * (self.start_factor + (self.end_factor - self.start_factor) * progress)
-            for base in self.base_lrs
-        ]
+        return [base * (self.start_factor + (self.end_factor - self.start_factor) * progress) for base in self.base_lrs]
 
 
 class SequentialLR(LRScheduler):
@@ -356,9 +353,7 @@ def warmup_cosine(
 ) -> SequentialLR:
     """Linear warm-up for ``warmup_iters`` steps, then cosine annealing to ``eta_min`` at ``total_iters``."""
     if not 0 < warmup_iters < total_iters:
-        raise ValueError(
-            f"warmup_cosine: need 0 < warmup_iters < total_iters, got {warmup_iters} and {total_iters}"
-        )
+        raise ValueError(f"warmup_cosine: need 0 < warmup_iters < total_iters, got {warmup_iters} and {total_iters}")
     warmup = LinearLR(optimizer, start_factor=start_factor, end_factor=1.0, total_iters=warmup_iters)
     cosine = CosineAnnealingLR(optimizer, T_max=total_iters - warmup_iters, eta_min=eta_min)
     return SequentialLR(optimizer, [warmup, cosine], milestones=[warmup_iters])

@@ -5,10 +5,12 @@ hyper-parameters), ``state`` maps each parameter to a dict of its buffers, and `
 uses PyTorch's layout ``{"state": {index: {...}}, "param_groups": [{..., "params": [index]}]}``
 so that checkpoints move between the two.
 """
+
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, MutableMapping
-from typing import Any, Callable, Optional, Union
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any, Union
 
 import numpy as np
 
@@ -28,51 +30,13 @@ class _Required:
 required = _Required()
 
 
-class ParamState(MutableMapping):
-    """``state[param] -> dict``, keyed by parameter identity; a missing entry is created empty.
-
-    Tensors compare element-wise, so they cannot be ordinary dict keys; this mapping uses
-    ``id(param)`` and keeps the parameter alive next to its state.
-    """
-
-    def __init__(self) -> None:
-        self._items: dict[int, tuple[Tensor, dict[str, Any]]] = {}
-
-    def __getitem__(self, param: Tensor) -> dict[str, Any]:
-        entry = self._items.get(id(param))
-        if entry is None:
-            entry = (param, {})
-            self._items[id(param)] = entry
-        return entry[1]
-
-    def __setitem__(self, param: Tensor, value: dict[str, Any]) -> None:
-        self._items[id(param)] = (param, value)
-
-    def __delitem__(self, param: Tensor) -> None:
-        del self._items[id(param)]
-
-    def __contains__(self, param: object) -> bool:
-        return id(param) in self._items
-
-    def __iter__(self) -> Iterator[Tensor]:
-        return (p for p, _ in self._items.values())
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def items(self):  # type: ignore[override]
-        return [(p, s) for p, s in self._items.values()]
-
-    def __repr__(self) -> str:
-        return f"ParamState({len(self)} parameters)"
-
-
 class Optimizer:
     """Base class: holds ``param_groups`` and ``state``; subclasses implement ``step``."""
 
     def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
-        self.state = ParamState()
+        # parameter -> its buffers; Tensors hash by identity, so they key a dict as in PyTorch
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         if isinstance(params, Tensor):
             raise TypeError(
@@ -114,10 +78,7 @@ class Optimizer:
                 )
         for name, default in self.defaults.items():
             if default is required and name not in param_group:
-                raise ValueError(
-                    f"parameter group didn't specify a value of required optimization "
-                    f"parameter {name!r}"
-                )
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name!r}")
             param_group.setdefault(name, default)
         seen = {id(p) for group in self.param_groups for p in group["params"]}
         if len({id(p) for p in param_group["params"]}) != len(param_group["params"]):
@@ -137,12 +98,12 @@ class Optimizer:
                 else:
                     p.grad.data.fill(0)
 
-    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update the parameters from their ``.grad``; returns the closure's loss if given."""
         raise NotImplementedError
 
     @staticmethod
-    def _run_closure(closure: Optional[Callable[[], Any]]) -> Any:
+    def _run_closure(closure: Callable[[], Any] | None) -> Any:
         if closure is None:
             return None
         from tinyflow.autograd import enable_grad
@@ -170,7 +131,7 @@ class Optimizer:
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a ``state_dict()`` (ours or PyTorch's): hyper-parameters and copied buffers."""
-        if not isinstance(state_dict, dict) or set(state_dict) < {"state", "param_groups"}:
+        if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= set(state_dict):
             raise ValueError(
                 "optimizer state_dict must be a dict with 'state' and 'param_groups' keys, got "
                 f"{type(state_dict).__name__} with keys "
@@ -195,7 +156,7 @@ class Optimizer:
             for p, key in zip(g["params"], s["params"]):
                 id_map[key] = p
 
-        new_state = ParamState()
+        new_state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         for key, value in state_dict["state"].items():
             if key not in id_map:
                 # a JSON round trip elsewhere may have turned int indices into strings

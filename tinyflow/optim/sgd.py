@@ -1,7 +1,9 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay (PyTorch's rule)."""
+
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from tinyflow.device import array_module
 from tinyflow.kernels.optim import sgd_momentum_update
@@ -47,7 +49,7 @@ class SGD(Optimizer):
         )
         super().__init__(params, defaults)
 
-    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._run_closure(closure)
         index = 0
