@@ -1,6 +1,6 @@
 """Run under mpirun by test_mpi.py: checks collectives over the real MPI transport.
 
-Usage: mpi_worker.py algorithms | silent RANK TIMEOUT | killed RANK TIMEOUT | dataparallel
+Usage: mpi_worker.py algorithms | silent RANK TIMEOUT | killed RANK TIMEOUT | dataparallel ALGORITHM
 Prints one "OK <rank> ..." line per rank on success; on failure prints "ERROR <rank> ..." and
 aborts the MPI job.
 """
@@ -18,7 +18,7 @@ from tinyflow.parallel.ring import ring_bytes_sent
 def check_algorithms(comm) -> str:
     n, rank = comm.size, comm.rank
     checked = 0
-    for length in (0, 1, n - 1, n + 1, 3 * n + 2, 1000, 100_003):
+    for length in (0, 1, n - 1, n + 1, 3 * n + 2, 1000, 1024 * n + 1, 100_003):  # 1024n+1: one-way last segment
         rng = np.random.default_rng(length)
         all_inputs = rng.integers(-1000, 1000, size=(n, length)).astype(np.float32)
         expected = all_inputs.sum(axis=0, dtype=np.float32)
@@ -63,6 +63,26 @@ def killed(comm, victim: int) -> str:
     return "finished?!"
 
 
+def dataparallel(comm, algorithm: str) -> str:
+    """N MPI workers of batch b end with the parameters of one worker of batch N*b."""
+    from test_data_parallel import STEPS, _data, _mlp, _reference, _train
+
+    from tinyflow.parallel.data_parallel import DataParallel
+
+    n, batch = comm.size, 3
+    x, y = _data(n * batch * STEPS)
+    model = _mlp(seed=comm.rank)
+    dp = DataParallel(model, comm, algorithm=algorithm, bucket_mb=0.0005)
+    steps = [(x[(s * n + comm.rank) * batch :][:batch], y[(s * n + comm.rank) * batch :][:batch]) for s in range(STEPS)]
+    _train(model, steps, dp=dp)
+    dp.close()
+    expected = _reference(n, batch)
+    for name, value in model.state_dict().items():
+        if not np.allclose(value.numpy(), expected[name], rtol=1e-10, atol=1e-12):
+            raise AssertionError(f"{name} differs from the one-worker reference on rank {comm.rank}")
+    return f"dataparallel {algorithm} matches"
+
+
 def main() -> None:
     mode = sys.argv[1]
     timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
@@ -75,9 +95,7 @@ def main() -> None:
         elif mode == "killed":
             msg = killed(comm, int(sys.argv[2]))
         elif mode == "dataparallel":
-            from dp_worker import run_dataparallel  # noqa: PLC0415
-
-            msg = run_dataparallel(comm)
+            msg = dataparallel(comm, sys.argv[2])
         else:
             raise SystemExit(f"unknown mode {mode}")
     except (CommError, AssertionError) as exc:

@@ -168,7 +168,7 @@ def test_tree_links_form_a_tree():
 @pytest.mark.parametrize("world", [1, 2, 3, 5, 6])
 def test_broadcast_from_any_root(world):
     for root in range(world):
-        def fn(comm):
+        def fn(comm, root=root):
             buf = np.full((3, 7), comm.rank, dtype=np.float64)
             broadcast(buf, comm, root=root, segment_bytes=40)
             return buf

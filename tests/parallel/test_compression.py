@@ -95,7 +95,7 @@ def test_compressed_allreduce_sums_and_bytes(world):
         return results
 
     outs = run_local(fn, world)
-    for rank, res in enumerate(outs):
+    for res in outs:
         np.testing.assert_allclose(res["none"][0], exact, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(res["fp16"][0], exact, rtol=2e-3, atol=5e-3)
         np.testing.assert_array_equal(res["1bit"][0], outs[0]["1bit"][0])  # identical on all ranks

@@ -14,6 +14,7 @@ pytest.importorskip("mpi4py")
 if find_mpirun() is None:
     pytest.skip("mpirun not found", allow_module_level=True)
 
+pytestmark = pytest.mark.mpi
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -32,7 +33,7 @@ def test_algorithms_under_mpirun(nproc):
     code, out, _ = _mpirun(nproc, "algorithms")
     assert code == 0, out
     for rank in range(nproc):
-        assert f"OK {rank} checked 28" in out, out
+        assert f"OK {rank} checked 32" in out, out
 
 
 def test_silent_rank_is_named_under_mpirun():
@@ -52,3 +53,11 @@ def test_killed_rank_is_named_under_mpirun():
     named = "rank 1 is not answering" in out or "process rank 1" in out
     assert named, out
     assert elapsed < 30, f"took {elapsed:.0f}s to surface the killed rank"
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "native"])
+def test_dataparallel_under_mpirun(algorithm):
+    code, out, _ = _mpirun(2, "dataparallel", algorithm)
+    assert code == 0, out
+    for rank in range(2):
+        assert f"OK {rank} dataparallel {algorithm} matches" in out, out

@@ -13,3 +13,5 @@ __all__ = [
     "PackedDataset", "is_packed", "pack_folder", "RandomSampler", "Sampler", "SequentialSampler",
 ]
 # Other modules of data/ (text.py, distributed.py) add their export lines below.
+from tinyflow.data.distributed import DistributedSampler  # noqa: E402
+__all__ += ["DistributedSampler"]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinyflow.kernels.allreduce import reduce_add
+
 DEFAULT_SEGMENT_BYTES = 4 * 1024 * 1024
 
 
@@ -40,30 +42,44 @@ def exchange(
     dest: int,
     recv: tuple[int, int],
     source: int,
-    tmp: Any,
+    tmps: tuple[Any, Any],
     segment: int,
     tag: int,
     reduce: bool,
 ) -> None:
-    """Send ``flat[send]`` to ``dest`` while receiving ``flat[recv]`` from ``source``.
+    """Send ``flat[send]`` to ``dest`` while receiving ``flat[recv]`` from ``source``, pipelined.
 
-    Both ranges travel segment by segment; with ``reduce`` the received data is added into
-    ``flat[recv]`` (through ``tmp``), otherwise it overwrites it. Sender and receiver cut the
-    same chunk the same way, so their segment counts always agree.
+    Both ranges travel segment by segment. Segment k+1's exchange is started before segment k
+    is finished, so adding segment k into ``flat[recv]`` (``reduce``; received through the two
+    ``tmps`` buffers in turn) overlaps with segment k+1 in flight. Without ``reduce`` data lands
+    in ``flat[recv]`` directly. Sender and receiver cut the same chunk the same way, so their
+    segment counts agree; when the two chunks differ in length by one element, the last
+    segment may go one way only, and is then sent or received on its own.
     """
     out = segment_bounds(*send, segment)
     inc = segment_bounds(*recv, segment)
-    for k in range(max(len(out), len(inc))):
-        s = out[k] if k < len(out) else None
-        r = inc[k] if k < len(inc) else None
-        target = None
-        if r is not None:
-            target = tmp[: r[1] - r[0]] if reduce else flat[r[0] : r[1]]
-        if s is not None and r is not None:
-            comm.sendrecv(flat[s[0] : s[1]], dest, target, source, tag)
-        elif s is not None:
-            comm.send(flat[s[0] : s[1]], dest, tag)
-        elif r is not None:
-            comm.recv(target, source, tag)
-        if reduce and r is not None:
-            flat[r[0] : r[1]] += target
+    count = max(len(out), len(inc))
+
+    def target(k: int) -> Any:
+        a, b = inc[k]
+        return tmps[k % 2][: b - a] if reduce else flat[a:b]
+
+    def start(k: int) -> Any:
+        if k < len(out) and k < len(inc):
+            a, b = out[k]
+            return comm.start_sendrecv(flat[a:b], dest, target(k), source, tag)
+        return None  # a one-way last segment: done blocking when its turn comes
+
+    pending = start(0) if count else None
+    for k in range(count):
+        following = start(k + 1) if k + 1 < count else None
+        if pending is not None:
+            pending.wait()
+        elif k < len(out):
+            comm.send(flat[out[k][0] : out[k][1]], dest, tag)
+        else:
+            comm.recv(target(k), source, tag)
+        if reduce and k < len(inc):
+            a, b = inc[k]
+            reduce_add(flat[a:b], target(k))  # on a GPU: a device kernel, no host copy
+        pending = following

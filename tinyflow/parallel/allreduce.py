@@ -7,11 +7,13 @@ afterwards. Arrays may be NumPy or CuPy arrays, or tinyflow Tensors (their ``.da
 from __future__ import annotations
 
 import pickle
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from tinyflow.device import array_module
+from tinyflow.kernels.allreduce import reduce_scale
 from tinyflow.parallel._segments import segment_bounds, segment_elements
 from tinyflow.parallel.communicator import Communicator
 from tinyflow.parallel.naive import naive_allreduce
@@ -68,7 +70,7 @@ def allreduce(
     work = buf if _is_contiguous(buf) else buf.copy()  # algorithms need a flat view
     ALGORITHMS[algorithm](work, comm, segment_bytes=segment_bytes)
     if op == "mean" and comm.size > 1:
-        work /= comm.size
+        reduce_scale(work, 1.0 / comm.size)
     if work is not buf:
         buf[...] = work
     return array
@@ -115,3 +117,16 @@ def all_gather_object(obj: Any, comm: Communicator) -> list[Any]:
     padded[: payload.size] = payload
     gathered = all_gather(padded, comm)  # (N, max_len)
     return [pickle.loads(gathered[r, : int(lengths[r])].tobytes()) for r in range(comm.size)]
+
+
+def average_metrics(metrics: dict[str, float], comm: Communicator | None) -> dict[str, float]:
+    """Average scalar metrics (loss, accuracy, ...) over all ranks; every rank gets the result.
+
+    Every rank must pass the same keys. With no communicator (one process) it returns a copy.
+    """
+    if comm is None or comm.size == 1:
+        return dict(metrics)
+    keys = sorted(metrics)
+    values = np.array([float(metrics[k]) for k in keys], dtype=np.float64)
+    allreduce(values, comm, algorithm="ring", op="mean")
+    return dict(zip(keys, values.tolist()))

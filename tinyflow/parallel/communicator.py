@@ -74,6 +74,15 @@ class Communicator:
         """Send ``sendbuf`` to ``dest`` while receiving from ``source`` into ``recvbuf``."""
         raise NotImplementedError
 
+    def start_sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int = 0) -> Pending:
+        """Begin a ``sendrecv``; ``.wait()`` on the result completes it.
+
+        Lets an algorithm reduce segment k while segment k+1 is in flight. Transports that can
+        (MPI, threads) override it; this default simply does the whole exchange now.
+        """
+        self.sendrecv(sendbuf, dest, recvbuf, source, tag)
+        return Pending()
+
     def barrier(self) -> None:
         """Wait until every rank has reached the barrier (dissemination barrier, log2 N rounds).
 
@@ -118,6 +127,25 @@ class Communicator:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(rank={self.rank}, size={self.size}, timeout={self.timeout})"
+
+
+class Pending:
+    """A started exchange; ``wait()`` blocks until it is complete (this base one already is)."""
+
+    def wait(self) -> None:
+        return None
+
+
+class _Deferred(Pending):
+    """An exchange that finishes by calling ``fn()`` when waited on."""
+
+    def __init__(self, fn: Any):
+        self._fn = fn
+
+    def wait(self) -> None:
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            fn()
 
 
 def _token_like() -> Any:

@@ -9,14 +9,15 @@ format changes how the sum is done:
   two floats, the mean of its non-negative and of its negative values, so a block's sum is kept
   exactly. What the bit loses is remembered per rank (the residual) and added to the next
   step's gradient, so nothing is lost in the long run: after T steps the transmitted sum
-  equals the true sum minus the current residual, which stays bounded. Bits can't be summed
-  in flight, so ranks all-gather the packed bits and every rank decodes and adds them (in rank
+  equals the true sum minus the current residual, which stays bounded for SGD-like gradients.
+  Bits can't be summed in flight, so ranks all-gather the packed bits and every rank decodes and adds them (in rank
   order, so all ranks get identical sums). Bytes per rank: (N-1) * (L/8 + 8 L/block), against
   the ring's 2 (N-1)/N * 4 L for float32: N/64 of it (plus the scales) at block >> 64.
 """
 from __future__ import annotations
 
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 from tinyflow.device import array_module
 from tinyflow.parallel.allreduce import all_gather, allreduce
@@ -110,7 +111,7 @@ class OneBitCompression(Compression):
         flat.reshape(-1)[...] = total
 
 
-def get_compression(spec: "str | Compression | None") -> Compression | None:
+def get_compression(spec: str | Compression | None) -> Compression | None:
     """``None``/"none" -> no compression; "fp16"; "1bit"; or a Compression instance."""
     if spec is None or isinstance(spec, Compression):
         return None if spec is None or spec.name == "none" else spec

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 ENV_WORKER = "TINYFLOW_LAUNCHED"  # set in workers we start, so they never relaunch themselves
 
@@ -25,9 +25,20 @@ def find_mpirun() -> str | None:
     return shutil.which("mpirun") or shutil.which("mpiexec")
 
 
-def mpirun_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for mpirun: root allowed, and the flag that marks our workers."""
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def mpirun_env(base: dict[str, str] | None = None, nproc: int | None = None) -> dict[str, str]:
+    """The environment for mpirun: root allowed, and the flag that marks our workers.
+
+    With ``nproc``, BLAS/OpenMP threads default to cores // nproc per worker (at least 1), so
+    N workers on one host do not each start one thread per core and fight over the cores.
+    """
     env = dict(os.environ if base is None else base)
+    if nproc:
+        threads = str(max(1, (os.cpu_count() or 1) // nproc))
+        for var in THREAD_VARS:
+            env.setdefault(var, threads)
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")  # also for a plain `mpirun -n N`
@@ -51,7 +62,7 @@ def mpirun_command(nproc: int, argv: Sequence[str], extra: Sequence[str] = ()) -
 def launch(nproc: int, argv: Sequence[str], timeout: float | None = None, **popen_kw) -> int:
     """Run ``argv`` as ``nproc`` MPI workers on this host; return mpirun's exit status."""
     cmd = mpirun_command(nproc, argv)
-    proc = subprocess.run(cmd, env=mpirun_env(), timeout=timeout, **popen_kw)
+    proc = subprocess.run(cmd, env=mpirun_env(nproc=nproc), timeout=timeout, **popen_kw)
     return proc.returncode
 
 

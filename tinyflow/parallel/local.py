@@ -14,7 +14,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from tinyflow.parallel.communicator import (
     BARRIER_TAG,
@@ -22,6 +23,8 @@ from tinyflow.parallel.communicator import (
     CommError,
     CommTimeoutError,
     Communicator,
+    Pending,
+    _Deferred,
     blame_chain,
 )
 
@@ -117,6 +120,10 @@ class LocalComm(Communicator):
     def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int = 0) -> None:
         self.send(sendbuf, dest, tag)
         self.recv(recvbuf, source, tag)
+
+    def start_sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int = 0) -> Pending:
+        self.send(sendbuf, dest, tag)  # buffered: done at once
+        return _Deferred(lambda: self.recv(recvbuf, source, tag))
 
     def barrier(self) -> None:
         sent, count = self.bytes_sent, self.messages_sent

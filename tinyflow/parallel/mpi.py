@@ -8,6 +8,7 @@ not merely its neighbour that is waiting too.
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -18,13 +19,17 @@ from tinyflow.parallel.communicator import (
     CONTROL_TAG,
     CommTimeoutError,
     Communicator,
+    Pending,
+    _Deferred,
     blame_chain,
 )
 
 QUERY_TAG = CONTROL_TAG
 REPLY_TAG = CONTROL_TAG + 1
-SPIN_SECONDS = 0.002  # poll flat out this long, then back off with short sleeps
-SLEEP_SECONDS = 0.0002
+# Poll flat out this long, then back off with short sleeps, so that waiting ranks leave the
+# cores to the ranks that compute when there are more ranks than cores.
+SPIN_SECONDS = float(os.environ.get("TINYFLOW_MPI_SPIN_US", "100")) * 1e-6
+SLEEP_SECONDS = float(os.environ.get("TINYFLOW_MPI_SLEEP_US", "50")) * 1e-6
 
 
 def _mpi() -> Any:
@@ -47,7 +52,7 @@ def mpi_available() -> bool:
     return True
 
 
-def mpi_comm(timeout: float | None = None) -> "MPIComm":
+def mpi_comm(timeout: float | None = None) -> MPIComm:
     """A communicator over every process of the MPI job (a private duplicate of COMM_WORLD).
 
     Collective: every rank must call it. Outside ``mpirun`` it is a world of one.
@@ -64,6 +69,7 @@ class MPIComm(Communicator):
         self.comm = comm
         self._waiting_on: int | None = None
         self._replies: list[tuple[Any, np.ndarray]] = []  # in-flight answers to queries
+        self.native_blocking = False
 
     # ---- point to point ------------------------------------------------------------------
     def _send(self, buf: Any, dest: int, tag: int) -> None:
@@ -78,24 +84,43 @@ class MPIComm(Communicator):
             buf[...] = _like(buf, host)
 
     def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int = 0) -> None:
+        self.start_sendrecv(sendbuf, dest, recvbuf, source, tag).wait()
+
+    def start_sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int = 0) -> Pending:
+        """Post Irecv and Isend now; ``wait()`` polls them against the timeout."""
         self._check_peer(dest, "sendrecv")
         self._check_peer(source, "sendrecv")
         if tag != BARRIER_TAG:
             self._count(sendbuf)
         host = recvbuf if isinstance(recvbuf, np.ndarray) else np.empty(recvbuf.shape, recvbuf.dtype)
-        reqs = [self.comm.Irecv(host, source, tag), self.comm.Isend(_host(sendbuf), dest, tag)]
-        self._wait(reqs, source, _what(tag, source))
-        if host is not recvbuf:
-            recvbuf[...] = _like(recvbuf, host)
+        outgoing = _host(sendbuf)  # keep the host copy alive until the send completes
+        reqs = [self.comm.Irecv(host, source, tag), self.comm.Isend(outgoing, dest, tag)]
+
+        def finish() -> None:
+            self._wait(reqs, source, _what(tag, source))
+            if host is not recvbuf:
+                recvbuf[...] = _like(recvbuf, host)
+            del outgoing_ref[:]
+
+        outgoing_ref = [outgoing]
+        return _Deferred(finish)
 
     def native_allreduce(self, buf: Any, op: str = "sum") -> None:
-        """MPI_Iallreduce in place, polled against the timeout like every other wait."""
+        """MPI_Iallreduce in place, polled against the timeout like every other wait.
+
+        With ``native_blocking = True`` it is the plain blocking MPI_Allreduce instead (no
+        timeout): Open MPI progresses a non-blocking collective only while it is polled, so the
+        benchmark uses the blocking call as the fair yardstick.
+        """
         if op != "sum":
             raise ValueError(f"native_allreduce: op must be 'sum', got {op!r}")
         MPI = _mpi()
         host = _host(buf)
-        req = self.comm.Iallreduce(MPI.IN_PLACE, host, op=MPI.SUM)
-        self._wait([req], None, "MPI_Allreduce")
+        if self.native_blocking:
+            self.comm.Allreduce(MPI.IN_PLACE, host, op=MPI.SUM)
+        else:
+            req = self.comm.Iallreduce(MPI.IN_PLACE, host, op=MPI.SUM)
+            self._wait([req], None, "MPI_Allreduce")
         if host is not buf:
             buf[...] = _like(buf, host)
 

@@ -24,14 +24,16 @@ def ring_allreduce(buf: Any, comm: Communicator, segment_bytes: int | None = Non
     flat = buf.reshape(-1)  # a view: buf is contiguous
     chunks = chunk_bounds(flat.size, n)
     segment = segment_elements(flat, segment_bytes)
-    tmp = array_module(flat).empty(min(segment, chunks[0][1] - chunks[0][0]) or 1, dtype=flat.dtype)
+    length = min(segment, chunks[0][1] - chunks[0][0]) or 1  # chunk 0 is the longest
+    xp = array_module(flat)
+    tmps = (xp.empty(length, dtype=flat.dtype), xp.empty(length, dtype=flat.dtype))  # double buffer
     right, left = (rank + 1) % n, (rank - 1) % n
     for step in range(n - 1):  # reduce-scatter
         send, recv = chunks[(rank - step) % n], chunks[(rank - step - 1) % n]
-        exchange(comm, flat, send, right, recv, left, tmp, segment, tag=step, reduce=True)
+        exchange(comm, flat, send, right, recv, left, tmps, segment, tag=step, reduce=True)
     for step in range(n - 1):  # all-gather: rank r starts with the finished chunk r + 1
         send, recv = chunks[(rank + 1 - step) % n], chunks[(rank - step) % n]
-        exchange(comm, flat, send, right, recv, left, tmp, segment, tag=n + step, reduce=False)
+        exchange(comm, flat, send, right, recv, left, tmps, segment, tag=n + step, reduce=False)
 
 
 def ring_bytes_sent(length: int, itemsize: int, rank: int, size: int) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
 from tinyflow.parallel.communicator import Communicator
 
@@ -19,7 +18,7 @@ _SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 _LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK")
 
 _local = threading.local()
-_process_world: "World | None" = None
+_process_world: World | None = None
 
 
 def _env_int(names: tuple[str, ...], default: int) -> int:

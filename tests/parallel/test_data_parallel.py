@@ -1,0 +1,254 @@
+"""DataParallel: N workers of batch b train exactly like one worker of batch N*b, and fail loudly."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import tinyflow as tf
+import tinyflow.nn as nn
+import tinyflow.nn.functional as F
+from tinyflow.optim import SGD
+from tinyflow.parallel import CommError, CommTimeoutError, run_local
+from tinyflow.parallel.data_parallel import DataParallel
+from tinyflow.parallel.ring import ring_bytes_sent
+from tinyflow.parallel.trace import ChromeTracer
+
+IN, HIDDEN, OUT = 5, 7, 3
+STEPS = 4
+
+
+def _mlp(seed: int) -> nn.Module:
+    """A tiny float64 MLP whose weights depend only on ``seed`` (no global RNG: thread-safe)."""
+    model = nn.Sequential(nn.Linear(IN, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, OUT))
+    model.double()
+    rng = np.random.default_rng(seed)
+    model.load_state_dict({k: rng.standard_normal(v.shape) * 0.5 for k, v in model.state_dict().items()})
+    return model
+
+
+def _data(n_samples: int, seed: int = 123) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n_samples, IN)), rng.integers(0, OUT, size=n_samples)
+
+
+def _train(model: nn.Module, step_batches, lr: float = 0.1, dp: DataParallel | None = None) -> None:
+    net = dp if dp is not None else model
+    opt = SGD(model.parameters(), lr=lr, momentum=0.9)
+    for x, y in step_batches:
+        opt.zero_grad()
+        loss = F.cross_entropy(net(tf.tensor(x)), tf.tensor(y))
+        loss.backward()
+        opt.step()
+
+
+def _reference(world: int, batch: int) -> dict[str, np.ndarray]:
+    x, y = _data(world * batch * STEPS)
+    model = _mlp(seed=0)
+    steps = [(x[s * world * batch : (s + 1) * world * batch], y[s * world * batch : (s + 1) * world * batch]) for s in range(STEPS)]
+    _train(model, steps)
+    return {k: v.numpy() for k, v in model.state_dict().items()}
+
+
+def _distributed(world: int, batch: int, **dp_kwargs) -> list[dict[str, np.ndarray]]:
+    x, y = _data(world * batch * STEPS)
+    models = [_mlp(seed=rank) for rank in range(world)]  # ranks start different: broadcast fixes that
+
+    def fn(comm):
+        model = models[comm.rank]
+        dp = DataParallel(model, comm, **dp_kwargs)
+        steps = []
+        for s in range(STEPS):
+            lo = (s * world + comm.rank) * batch
+            steps.append((x[lo : lo + batch], y[lo : lo + batch]))
+        _train(model, steps, dp=dp)
+        dp.close()
+        return {k: v.numpy() for k, v in model.state_dict().items()}
+
+    return run_local(fn, world, timeout=30)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "naive", "native"])
+@pytest.mark.parametrize("world", [2, 3])
+def test_n_workers_equal_one_big_batch(algorithm, world):
+    batch = 4
+    expected = _reference(world, batch)
+    for rank, got in enumerate(_distributed(world, batch, algorithm=algorithm, bucket_mb=0.0005)):
+        for name in expected:
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-10, atol=1e-12, err_msg=f"rank {rank} {name}")
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_one_bucket_or_many_with_and_without_overlap(overlap):
+    expected = _reference(4, 2)
+    for bucket_mb in (25.0, 1e-6):  # one bucket for all, or one bucket per parameter
+        for got in _distributed(4, 2, bucket_mb=bucket_mb, overlap=overlap):
+            for name in expected:
+                np.testing.assert_allclose(got[name], expected[name], rtol=1e-10, atol=1e-12)
+
+
+def test_fp16_compression_trains_close_to_exact():
+    expected = _reference(2, 4)
+    for got in _distributed(2, 4, compression="fp16"):
+        for name in expected:
+            np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=5e-3)
+
+
+def test_onebit_compression_keeps_replicas_identical():
+    results = _distributed(3, 4, compression="1bit")
+    for got in results[1:]:
+        for name in got:
+            np.testing.assert_array_equal(got[name], results[0][name])
+
+
+def test_bucket_layout_and_bytes_per_step():
+    world = 3
+
+    def fn(comm):
+        model = _mlp(seed=comm.rank)
+        dp = DataParallel(model, comm, bucket_mb=(HIDDEN * HIDDEN + HIDDEN) * 8 / 2**20)
+        x, y = _data(4, seed=comm.rank)
+        F.cross_entropy(dp(tf.tensor(x)), tf.tensor(y)).backward()
+        layout = [[s.name for s in b.slots] for b in dp.buckets]
+        sizes = [b.flat.size for b in dp.buckets]
+        stats = dp.last_step
+        dp.close()
+        return layout, sizes, stats
+
+    for rank, (layout, sizes, stats) in enumerate(run_local(fn, world)):
+        # reverse registration order; a bucket (capacity 56 float64) closes when the next
+        # parameter would overflow it: 3 + 21 + 7 = 31 | 49 + 7 = 56 | 35
+        assert layout == [["4.bias", "4.weight", "2.bias"], ["2.weight", "0.bias"], ["0.weight"]]
+        assert stats.buckets == 3 and stats.comm_seconds > 0
+        assert stats.bytes_sent == sum(ring_bytes_sent(n, 8, rank, world) for n in sizes)
+
+
+def test_mismatched_models_name_the_difference_and_rank():
+    def fn(comm):
+        hidden = HIDDEN if comm.rank != 2 else HIDDEN + 1
+        model = nn.Sequential(nn.Linear(IN, hidden), nn.ReLU(), nn.Linear(hidden, OUT))
+        DataParallel(model, comm)
+
+    with pytest.raises(CommError, match=r"parameter '0.weight' is \(8, 5\) float32 on rank 2 but \(7, 5\) float32 on rank 0"):
+        run_local(fn, 3, timeout=10)
+
+    def fn2(comm):
+        layers = [nn.Linear(IN, OUT)] + ([nn.ReLU(), nn.Linear(OUT, OUT)] if comm.rank == 0 else [])
+        DataParallel(nn.Sequential(*layers), comm)
+
+    with pytest.raises(CommError, match="parameter '2.weight' exists only on rank 0"):
+        run_local(fn2, 2, timeout=10)
+
+
+def test_silent_rank_during_training_is_named():
+    def fn(comm):
+        model = _mlp(seed=0)
+        dp = DataParallel(model, comm, timeout=1.0)
+        assert comm.timeout == 1.0
+        x, y = _data(4)
+        if comm.rank == 1:
+            time.sleep(5)  # this rank hangs before its backward
+        F.cross_entropy(dp(tf.tensor(x)), tf.tensor(y)).backward()
+
+    start = time.monotonic()
+    with pytest.raises(CommTimeoutError, match="rank 1 is"):
+        run_local(fn, 3, grace=0.1)
+    assert time.monotonic() - start < 4
+
+
+def test_unused_parameter_needs_synchronize_and_gets_zero_grad():
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used = nn.Linear(IN, OUT)
+            self.unused = nn.Linear(IN, OUT)
+
+        def forward(self, x):
+            return self.used(x)
+
+    def fn(comm):
+        model = Branchy()
+        dp = DataParallel(model, comm)
+        x, y = _data(4, seed=comm.rank)
+        F.cross_entropy(dp(tf.tensor(x)), tf.tensor(y)).backward()
+        with pytest.raises(RuntimeError, match="call dp.synchronize"):
+            dp(tf.tensor(x))
+        dp.synchronize()
+        grads = {n: p.grad.numpy() for n, p in model.named_parameters()}
+        dp.close()
+        return grads
+
+    g0, g1 = run_local(fn, 2)
+    for name in g0:
+        np.testing.assert_array_equal(g0[name], g1[name])
+    assert not g0["unused.weight"].any() and g0["used.weight"].any()
+
+
+def test_no_sync_accumulates_then_averages():
+    world = 2
+
+    def fn(comm):
+        model = _mlp(seed=0)
+        dp = DataParallel(model, comm)
+        x, y = _data(8, seed=comm.rank)
+        with dp.no_sync():
+            F.cross_entropy(dp(tf.tensor(x[:4])), tf.tensor(y[:4])).backward()
+        local_first = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
+        F.cross_entropy(dp(tf.tensor(x[4:])), tf.tensor(y[4:])).backward()
+        dp.close()
+        return local_first, {n: p.grad.numpy() for n, p in model.named_parameters()}
+
+    (first0, avg0), (first1, avg1) = run_local(fn, world)
+    # the reference: sum of both micro-batch gradients on each rank, averaged over ranks
+    ref = {}
+    for rank in range(world):
+        model = _mlp(seed=0)
+        x, y = _data(8, seed=rank)
+        F.cross_entropy(model(tf.tensor(x[:4])), tf.tensor(y[:4])).backward()
+        F.cross_entropy(model(tf.tensor(x[4:])), tf.tensor(y[4:])).backward()
+        for n, p in model.named_parameters():
+            ref[n] = ref.get(n, 0) + p.grad.numpy() / world
+    assert any(not np.allclose(first0[n], first1[n]) for n in first0), "no_sync must not communicate"
+    for n in ref:
+        np.testing.assert_allclose(avg0[n], ref[n], rtol=1e-10)
+        np.testing.assert_allclose(avg1[n], ref[n], rtol=1e-10)
+
+
+def test_trace_records_compute_and_allreduce(tmp_path):
+    def fn(comm):
+        tracer = ChromeTracer(rank=comm.rank)
+        model = _mlp(seed=0)
+        dp = DataParallel(model, comm, bucket_mb=1e-6, tracer=tracer)
+        x, y = _data(4)
+        with tracer.span("forward+backward"):
+            F.cross_entropy(dp(tf.tensor(x)), tf.tensor(y)).backward()
+        dp.close()
+        tracer.save(str(tmp_path / f"trace{comm.rank}.json"))
+        return tracer.to_json()
+
+    import json
+
+    for rank, trace in enumerate(run_local(fn, 2)):
+        names = [e["name"] for e in trace["traceEvents"] if e["ph"] == "X"]
+        assert "forward+backward" in names
+        assert sum(n.startswith("allreduce bucket") for n in names) == 6
+        assert all(e["pid"] == rank for e in trace["traceEvents"])
+        assert json.loads((tmp_path / f"trace{rank}.json").read_text()) == trace
+
+
+def test_single_worker_is_a_plain_model():
+    def fn(comm):
+        model = _mlp(seed=0)
+        dp = DataParallel(model, comm)
+        x, y = _data(4)
+        F.cross_entropy(dp(tf.tensor(x)), tf.tensor(y)).backward()
+        return {n: p.grad.numpy() for n, p in model.named_parameters()}, list(dp.state_dict())
+
+    (grads, keys), = run_local(fn, 1)
+    model = _mlp(seed=0)
+    x, y = _data(4)
+    F.cross_entropy(model(tf.tensor(x)), tf.tensor(y)).backward()
+    for n, p in model.named_parameters():
+        np.testing.assert_array_equal(grads[n], p.grad.numpy())
+    assert keys == list(model.state_dict())  # no 'module.' prefix in checkpoints
