@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tinyflow as tf
 from tinyflow.kernels.rnn import (
     embedding_backward,
     gru_cell_backward,
@@ -18,6 +19,9 @@ from tinyflow.kernels.rnn import (
     lstm_cell_backward,
     lstm_cell_forward,
 )
+from tinyflow.ops.embedding import embedding
+from tinyflow.ops.rnn import GRULayer, LSTMLayer, gru_cell, gru_layer, lstm_cell, lstm_layer
+from tinyflow.testing import gradcheck
 
 SETTINGS = settings(max_examples=25, deadline=None)
 
@@ -27,16 +31,16 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def lstm_reference(gates: np.ndarray, c_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """PyTorch's LSTM cell equations, written out plainly."""
-    i, f, g, o = np.split(gates, 4, axis=1)
+    """PyTorch's LSTM cell equations, written out plainly (feature-major: gates (4H, B))."""
+    i, f, g, o = np.split(gates, 4, axis=0)
     c = sigmoid(f) * c_prev + sigmoid(i) * np.tanh(g)
     return sigmoid(o) * np.tanh(c), c
 
 
 def gru_reference(gi: np.ndarray, gh: np.ndarray, h_prev: np.ndarray) -> np.ndarray:
-    """PyTorch's GRU cell equations, written out plainly."""
-    ir, iz, in_ = np.split(gi, 3, axis=1)
-    hr, hz, hn = np.split(gh, 3, axis=1)
+    """PyTorch's GRU cell equations, written out plainly (feature-major: gates (3H, B))."""
+    ir, iz, in_ = np.split(gi, 3, axis=0)
+    hr, hz, hn = np.split(gh, 3, axis=0)
     r, z = sigmoid(ir + hr), sigmoid(iz + hz)
     n = np.tanh(in_ + r * hn)
     return (1 - z) * n + z * h_prev
@@ -64,9 +68,9 @@ cell_shapes = st.tuples(st.integers(1, 4), st.integers(1, 5), st.integers(0, 2**
 def test_lstm_cell_kernel_matches_reference_and_finite_differences(shape, scale):
     batch, hidden, seed = shape
     rng = np.random.default_rng(seed)
-    gates = rng.normal(scale=scale, size=(batch, 4 * hidden))  # large scales saturate the gates
-    c_prev = rng.normal(size=(batch, hidden))
-    wh, wc = rng.normal(size=(batch, hidden)), rng.normal(size=(batch, hidden))
+    gates = rng.normal(scale=scale, size=(4 * hidden, batch))  # large scales saturate the gates
+    c_prev = rng.normal(size=(hidden, batch))
+    wh, wc = rng.normal(size=(hidden, batch)), rng.normal(size=(hidden, batch))
 
     h, c, acts = lstm_cell_forward(gates.copy(), c_prev)
     h_ref, c_ref = lstm_reference(gates, c_prev)
@@ -85,13 +89,13 @@ def test_lstm_cell_kernel_matches_reference_and_finite_differences(shape, scale)
 
 def test_lstm_cell_kernel_writes_into_given_buffers_and_accepts_no_dc():
     rng = np.random.default_rng(1)
-    gates = rng.normal(size=(2, 12)).astype(np.float32)
-    c_prev = rng.normal(size=(2, 3)).astype(np.float32)
-    h_out, c_out = np.empty((2, 3), np.float32), np.empty((2, 3), np.float32)
+    gates = rng.normal(size=(12, 2)).astype(np.float32)
+    c_prev = rng.normal(size=(3, 2)).astype(np.float32)
+    h_out, c_out = np.empty((3, 2), np.float32), np.empty((3, 2), np.float32)
     h, c, acts = lstm_cell_forward(gates, c_prev, h_out=h_out, c_out=c_out)
     assert h is h_out and c is c_out and acts is gates
     assert h.dtype == np.float32
-    dh = rng.normal(size=(2, 3)).astype(np.float32)
+    dh = rng.normal(size=(3, 2)).astype(np.float32)
     d_none, dc_none = lstm_cell_backward(dh, None, acts, c_prev, c)
     d_zero, dc_zero = lstm_cell_backward(dh, np.zeros_like(dh), acts, c_prev, c)
     np.testing.assert_array_equal(d_none, d_zero)
@@ -99,8 +103,8 @@ def test_lstm_cell_kernel_writes_into_given_buffers_and_accepts_no_dc():
 
 
 def test_lstm_cell_kernel_rejects_bad_shapes():
-    with pytest.raises(ValueError, match=r"lstm_cell_forward: gates \(2, 10\)"):
-        lstm_cell_forward(np.zeros((2, 10)), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match=r"lstm_cell_forward: gates \(10, 2\)"):
+        lstm_cell_forward(np.zeros((10, 2)), np.zeros((3, 2)))
 
 
 @SETTINGS
@@ -108,10 +112,10 @@ def test_lstm_cell_kernel_rejects_bad_shapes():
 def test_gru_cell_kernel_matches_reference_and_finite_differences(shape, scale):
     batch, hidden, seed = shape
     rng = np.random.default_rng(seed)
-    gi = rng.normal(scale=scale, size=(batch, 3 * hidden))
-    gh = rng.normal(scale=scale, size=(batch, 3 * hidden))
-    h_prev = rng.normal(size=(batch, hidden))
-    w = rng.normal(size=(batch, hidden))
+    gi = rng.normal(scale=scale, size=(3 * hidden, batch))
+    gh = rng.normal(scale=scale, size=(3 * hidden, batch))
+    h_prev = rng.normal(size=(hidden, batch))
+    w = rng.normal(size=(hidden, batch))
 
     h, acts = gru_cell_forward(gi.copy(), gh, h_prev)
     np.testing.assert_allclose(h, gru_reference(gi, gh, h_prev), rtol=1e-12, atol=1e-12)
@@ -138,3 +142,121 @@ def test_embedding_backward_kernel_is_a_scatter_add(num, n, dim, seed, pad):
         if i != padding_idx:
             expected[i] += grad[k]
     np.testing.assert_allclose(embedding_backward(grad, idx, num, padding_idx), expected, atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# The ops: float64 gradient checks against central differences (tinyflow.testing.gradcheck)
+# --------------------------------------------------------------------------------------------
+
+op_shapes = st.fixed_dictionaries(
+    {
+        "steps": st.integers(1, 4),
+        "batch": st.integers(1, 3),
+        "inputs": st.integers(1, 3),
+        "hidden": st.integers(1, 3),
+        "bias": st.booleans(),
+        "with_state": st.booleans(),
+        "seed": st.integers(0, 2**31 - 1),
+    }
+)
+
+
+def _param(rng: np.random.Generator, *shape: int, scale: float = 0.7) -> tf.Tensor:
+    return tf.tensor(rng.normal(scale=scale, size=shape), dtype=tf.float64, requires_grad=True)
+
+
+def _weights(rng: np.random.Generator, gates: int, s: dict) -> list:
+    rows = gates * s["hidden"]
+    w = [_param(rng, rows, s["inputs"]), _param(rng, rows, s["hidden"])]
+    return w + ([_param(rng, rows), _param(rng, rows)] if s["bias"] else [None, None])
+
+
+@SETTINGS
+@given(op_shapes)
+def test_lstm_cell_op_gradcheck(s):
+    rng = np.random.default_rng(s["seed"])
+    x = _param(rng, s["batch"], s["inputs"], scale=1.0)
+    h, c = _param(rng, s["batch"], s["hidden"]), _param(rng, s["batch"], s["hidden"])
+    gradcheck(lstm_cell, [x, h, c, *_weights(rng, 4, s)])
+
+
+@SETTINGS
+@given(op_shapes)
+def test_gru_cell_op_gradcheck(s):
+    rng = np.random.default_rng(s["seed"])
+    x, h = _param(rng, s["batch"], s["inputs"], scale=1.0), _param(rng, s["batch"], s["hidden"])
+    gradcheck(gru_cell, [x, h, *_weights(rng, 3, s)])
+
+
+@SETTINGS
+@given(op_shapes, st.booleans())
+def test_lstm_layer_op_gradcheck(s, reverse):
+    rng = np.random.default_rng(s["seed"])
+    x = _param(rng, s["steps"], s["batch"], s["inputs"], scale=1.0)
+    state = [_param(rng, s["batch"], s["hidden"]) for _ in range(2)] if s["with_state"] else [None, None]
+    gradcheck(lambda *a: lstm_layer(*a, reverse=reverse), [x, *state, *_weights(rng, 4, s)])
+
+
+@SETTINGS
+@given(op_shapes, st.booleans())
+def test_gru_layer_op_gradcheck(s, reverse):
+    rng = np.random.default_rng(s["seed"])
+    x = _param(rng, s["steps"], s["batch"], s["inputs"], scale=1.0)
+    h0 = _param(rng, s["batch"], s["hidden"]) if s["with_state"] else None
+    gradcheck(lambda *a: gru_layer(*a, reverse=reverse), [x, h0, *_weights(rng, 3, s)])
+
+
+@pytest.mark.parametrize("layer,gates", [(LSTMLayer, 4), (GRULayer, 3)])
+def test_layer_op_equals_the_cell_op_unrolled(layer, gates):
+    """The sequence op (one input GEMM, fused steps) computes exactly the cell op applied step by step."""
+    rng = np.random.default_rng(0)
+    steps, batch, inputs, hidden = 6, 2, 3, 4
+    x = rng.normal(size=(steps, batch, inputs))
+    w = [rng.normal(size=(gates * hidden, inputs)), rng.normal(size=(gates * hidden, hidden)),
+         rng.normal(size=gates * hidden), rng.normal(size=gates * hidden)]  # fmt: skip
+    w = [tf.tensor(a, dtype=tf.float64) for a in w]
+    for reverse in (False, True):
+        h = tf.zeros(batch, hidden, dtype=tf.float64)
+        c = tf.zeros(batch, hidden, dtype=tf.float64)
+        outs = [None] * steps
+        for t in (reversed(range(steps)) if reverse else range(steps)):
+            xt = tf.tensor(x[t], dtype=tf.float64)
+            if gates == 4:
+                h, c = lstm_cell(xt, h, c, *w)
+            else:
+                h = gru_cell(xt, h, *w)
+            outs[t] = h.numpy()
+        args = [tf.tensor(x, dtype=tf.float64), None] + ([None] if gates == 4 else []) + w
+        result = layer.apply(*args, reverse=reverse)
+        np.testing.assert_allclose(result[0].numpy(), np.stack(outs), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(result[1].numpy(), h.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_layer_op_is_one_graph_node_and_rejects_bad_shapes():
+    x = tf.randn(5, 2, 3, requires_grad=True)
+    w_ih, w_hh = tf.randn(8, 3, requires_grad=True), tf.randn(8, 2, requires_grad=True)
+    out, h_n, c_n = lstm_layer(x, None, None, w_ih, w_hh)
+    assert out.grad_fn is h_n.grad_fn is c_n.grad_fn  # all 5 steps in one node
+    assert out.shape == (5, 2, 2) and h_n.shape == (2, 2)
+    with pytest.raises(ValueError, match=r"lstm: input \(5, 2, 3\) with weight_ih \(8, 4\)"):
+        lstm_layer(x, None, None, tf.randn(8, 4), w_hh)
+    with pytest.raises(ValueError, match=r"lstm: h0 has shape \(3, 2\), expected \(batch, hidden\) = \(2, 2\)"):
+        lstm_layer(x, tf.zeros(3, 2), None, w_ih, w_hh)
+    with pytest.raises(ValueError, match=r"gru: input must be \(seq_len, batch, input_size\), got \(2, 3\)"):
+        gru_layer(tf.randn(2, 3), None, tf.randn(6, 3), tf.randn(6, 2))
+
+
+@SETTINGS
+@given(st.integers(1, 5), st.integers(1, 3), st.integers(0, 2**31 - 1), st.booleans())
+def test_embedding_op_gradcheck(num, dim, seed, pad):
+    rng = np.random.default_rng(seed)
+    weight = _param(rng, num, dim)
+    ids = tf.tensor(rng.integers(0, num, size=(3, 4)))
+    padding_idx = int(rng.integers(0, num)) if pad else None
+    if padding_idx is None:
+        gradcheck(lambda w: embedding(ids, w), [weight])
+    else:
+        # The padding row's gradient is zero by definition (PyTorch's semantics), not by calculus.
+        weight.grad = None
+        (embedding(ids, weight, padding_idx) * tf.tensor(rng.normal(size=(3, 4, dim)))).sum().backward()
+        np.testing.assert_array_equal(weight.grad.numpy()[padding_idx], 0.0)

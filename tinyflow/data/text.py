@@ -11,8 +11,9 @@ from __future__ import annotations
 import collections
 import importlib
 import sysconfig
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -21,6 +22,7 @@ __all__ = [
     "EOS",
     "Vocab",
     "tokenize",
+    "detokenize",
     "Corpus",
     "batchify",
     "TruncatedBPTT",
@@ -46,6 +48,20 @@ def tokenize(text: str, level: Level) -> list[str]:
                 tokens.append(EOS)
         return tokens
     raise ValueError(f"tokenize: level must be 'char' or 'word', got {level!r}")
+
+
+def detokenize(tokens: Sequence[str], level: Level) -> str:
+    """Tokens back into text: characters concatenated; words joined by spaces, ``<eos>`` as newlines."""
+    if level == "char":
+        return "".join(tokens)
+    lines, line = [], []
+    for token in tokens:
+        if token == EOS:
+            lines.append(" ".join(line) + "\n")
+            line = []
+        else:
+            line.append(token)
+    return "".join(lines) + " ".join(line)
 
 
 class Vocab:
@@ -129,17 +145,8 @@ class Corpus:
         self.valid = self.vocab.encode(tokens[len(tokens) - n_valid :])  # (M,)
 
     def join(self, tokens: Sequence[str]) -> str:
-        """Tokens back into text: characters concatenated, words joined by spaces and newlines."""
-        if self.level == "char":
-            return "".join(tokens)
-        lines, line = [], []
-        for token in tokens:
-            if token == EOS:
-                lines.append(" ".join(line) + "\n")
-                line = []
-            else:
-                line.append(token)
-        return "".join(lines) + " ".join(line)
+        """Tokens of this corpus back into text (see ``detokenize``)."""
+        return detokenize(tokens, self.level)
 
 
 def batchify(ids: Any, batch_size: int) -> np.ndarray:
