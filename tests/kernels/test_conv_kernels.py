@@ -99,3 +99,138 @@ def test_im2col_layout_rows_are_channel_major():
     assert col.shape == (3 * 2 * 2, 2 * 2 * 2)
     # row (c=1, i=0, j=1), column (n=1, oh=1, ow=0) -> x[1, 1, 2, 1]
     assert col[(1 * 2 + 0) * 2 + 1, (1 * 2 + 1) * 2 + 0] == x[1, 1, 2, 1]
+
+
+def test_im2col_writes_into_out_and_rejects_a_wrong_buffer():
+    import pytest
+
+    x = np.random.default_rng(0).standard_normal((2, 3, 5, 5)).astype(np.float32)
+    out = np.full((27, 2 * 9), np.nan, dtype=np.float32)
+    assert im2col(x, (3, 3), out=out) is out
+    np.testing.assert_array_equal(out, naive_im2col(x, (3, 3), (1, 1), (0, 0), (1, 1)))
+    with pytest.raises(ValueError, match=r"im2col: out must be a C-contiguous float32 array of shape \(27, 18\)"):
+        im2col(x, (3, 3), out=np.empty((18, 27), dtype=np.float32).T)
+
+
+def test_workspace_is_reused_within_a_thread_and_private_to_each_thread():
+    import threading
+
+    from tinyflow.kernels.conv import release_workspace, workspace
+
+    a = workspace(np, "test.buf", (4, 5), np.float32)
+    b = workspace(np, "test.buf", (2, 3), np.float32)
+    assert np.shares_memory(a, b) and b.shape == (2, 3)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(workspace(np, "test.buf", (4, 5), np.float32)))
+    t.start()
+    t.join()
+    assert not np.shares_memory(a, seen[0])
+    release_workspace()
+    assert not np.shares_memory(a, workspace(np, "test.buf", (4, 5), np.float32))
+
+
+def test_concurrent_convolutions_in_threads_give_the_single_threaded_results():
+    """Data-parallel ranks run as threads in tests: the conv workspace must not be shared."""
+    import threading
+
+    import tinyflow as tf
+    import tinyflow.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((2, 3, 9, 9)).astype(np.float32) for _ in range(4)]
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+
+    def run(x):
+        xt, wt = tf.tensor(x, requires_grad=True), tf.tensor(w, requires_grad=True)
+        y = F.conv2d(xt, wt, padding=1)
+        (y * y).sum().backward()
+        return y.numpy(), xt.grad.numpy(), wt.grad.numpy()
+
+    expected = [run(x) for x in xs]
+    results = [None] * len(xs)
+
+    def worker(i):
+        for _ in range(5):
+            results[i] = run(xs[i])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, exp in zip(results, expected):
+        for a, b in zip(got, exp):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_kernels_split_over_threads_give_the_same_results(monkeypatch):
+    """Force the threaded path (tiny chunks, 3 threads) and compare with the naive loops."""
+    from tinyflow.kernels import _cpu
+    from tinyflow.kernels.pool import maxpool2d_backward, maxpool2d_forward
+
+    monkeypatch.setattr(_cpu, "MIN_CHUNK", 1)
+    monkeypatch.setenv("TINYFLOW_NUM_THREADS", "3")
+    assert _cpu.num_threads() == 3
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 5, 7, 6)).astype(np.float32)
+    geom = ((3, 2), (2, 1), (1, 1), (1, 2))
+    col = im2col(x, *geom)
+    np.testing.assert_array_equal(col, naive_im2col(x, *geom))
+    g = rng.standard_normal(col.shape).astype(np.float32)
+    np.testing.assert_allclose(col2im(g, x.shape, *geom), naive_col2im(g, x.shape, *geom), rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv("TINYFLOW_NUM_THREADS", "1")
+    out1, arg1 = maxpool2d_forward(x, (3, 3), (2, 2), (1, 1), (1, 1), True)
+    gx1 = maxpool2d_backward(out1, arg1, x.shape, (3, 3), (2, 2), (1, 1), (1, 1))
+    monkeypatch.setenv("TINYFLOW_NUM_THREADS", "3")
+    out3, arg3 = maxpool2d_forward(x, (3, 3), (2, 2), (1, 1), (1, 1), True)
+    gx3 = maxpool2d_backward(out3, arg3, x.shape, (3, 3), (2, 2), (1, 1), (1, 1))
+    for a, b in ((out1, out3), (arg1, arg3), (gx1, gx3)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_parallel_for_covers_the_range_once_and_propagates_errors(monkeypatch):
+    import pytest
+
+    from tinyflow.kernels import _cpu
+
+    monkeypatch.setenv("TINYFLOW_NUM_THREADS", "4")
+    hits = np.zeros(10, dtype=int)
+
+    def body(a, b):
+        hits[a:b] += 1
+
+    _cpu.parallel_for(np, 10, body, work=10 * _cpu.MIN_CHUNK)
+    np.testing.assert_array_equal(hits, 1)
+
+    def boom(a, b):
+        raise RuntimeError(f"chunk {a}:{b}")
+
+    with pytest.raises(RuntimeError, match="chunk"):
+        _cpu.parallel_for(np, 10, boom, work=10 * _cpu.MIN_CHUNK)
+
+
+def test_threaded_kernels_work_in_a_forked_child(monkeypatch):
+    """A DataLoader or launcher may fork after the pool exists: the child must not hang."""
+    import multiprocessing as mp
+
+    import pytest
+
+    from tinyflow.kernels import _cpu
+
+    if "fork" not in mp.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    monkeypatch.setattr(_cpu, "MIN_CHUNK", 1)
+    monkeypatch.setenv("TINYFLOW_NUM_THREADS", "2")
+    x = np.random.default_rng(0).standard_normal((2, 4, 6, 6)).astype(np.float32)
+    expected = im2col(x, (3, 3))  # creates the parent's thread pool
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply_async(_im2col_in_child, (x,)).get(timeout=60)
+    np.testing.assert_array_equal(got, expected)
+
+
+def _im2col_in_child(x):
+    from tinyflow.kernels import _cpu
+
+    _cpu.MIN_CHUNK = 1
+    return im2col(x, (3, 3))

@@ -106,3 +106,20 @@ def test_avgpool_forward_backward_match_naive(geom, include_pad, seed):
     gx = avgpool2d_backward(g, shape, k, s, p, ceil_mode, include_pad)
     # adjoint identity: <avgpool(x), g> == <x, avgpool_backward(g)>
     np.testing.assert_allclose(np.sum(out * g), np.sum(x * gx), rtol=1e-10)
+
+
+def test_maxpool_with_more_than_256_window_offsets_uses_wide_indices():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 2, 20, 19)).astype(np.float32)
+    x[0, 0, 16, 15] = 100.0  # the winner of window (0, 0) at offset 16*16 + 15 = 271
+    k, s = (17, 16), (3, 3)
+    out, argmax = maxpool2d_forward(x, k, s)
+    ref, winners = naive_maxpool(x, k, s, (0, 0), (1, 1), False)
+    np.testing.assert_array_equal(out, ref)
+    assert argmax.dtype == np.int32 and argmax.max() > 255
+    g = np.ones(out.shape, dtype=np.float32)
+    gx = maxpool2d_backward(g, argmax, x.shape, k, s)
+    ref_gx = np.zeros(x.shape, dtype=np.float32)
+    for (b, ci, _, _), (hy, wz) in winners.items():
+        ref_gx[b, ci, hy, wz] += 1
+    np.testing.assert_array_equal(gx, ref_gx)

@@ -4,13 +4,16 @@ Every kernel loops only over the kh*kw window offsets and moves a whole (N, C, O
 slab per offset, so there is no Python loop over pixels and no scatter-add: overlapping windows
 (AlexNet's 3x3 stride 2) accumulate their gradients with one add per offset.
 
-``maxpool2d_forward`` returns the argmax as the *window offset* ``i*kw + j`` (int32) of the
-winner in each window; ties go to the first offset in row-major order, as in PyTorch. The
-CUDA twins in ``tinyflow_cuda.kernels`` follow the same names, signatures and index meaning.
+``maxpool2d_forward`` returns the argmax as the *window offset* ``i*kw + j`` of the winner in
+each window (uint8, or int32 for windows of more than 256 elements); ties go to the first offset
+in row-major order, as in PyTorch. The CUDA twins in ``tinyflow_cuda.kernels`` follow the same
+names, signatures and index meaning (their argmax is int32; either dtype works in backward).
+Max pooling splits its channels over threads (``tinyflow.kernels._cpu.parallel_for``).
 """
 from __future__ import annotations
 
 from tinyflow.device import array_module
+from tinyflow.kernels._cpu import parallel_for
 from tinyflow.kernels._dispatch import kernel
 from tinyflow.kernels.conv import _window_slice, conv_output_size
 
@@ -58,19 +61,30 @@ def maxpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0)
     oh, ow = pool_output_shape(h, w, kernel_size, stride, padding, dilation, ceil_mode)
     hp = _padded_extent(h, oh, kh, sh, ph, dh)
     wp = _padded_extent(w, ow, kw, sw, pw, dw)
-    xpad = _pad(x, ph, pw, hp, wp, -xp.inf)  # (N, C, Hp, Wp), padding never wins
-    out = None
-    argmax = xp.zeros((n, c, oh, ow), dtype=xp.int32)
-    for i in range(kh):
-        rows = _window_slice(i * dh, oh, sh)
-        for j in range(kw):
-            v = xpad[:, :, rows, _window_slice(j * dw, ow, sw)]  # (N, C, OH, OW)
-            if out is None:
-                out = v.copy()
-                continue
-            better = v > out  # strict: the first maximum in row-major order wins
-            xp.copyto(out, v, where=better)
-            xp.copyto(argmax, i * kw + j, where=better)
+    index_dtype = xp.uint8 if kh * kw <= 256 else xp.int32
+    out = xp.empty((n, c, oh, ow), dtype=x.dtype)
+    argmax = xp.zeros((n, c, oh, ow), dtype=index_dtype)
+
+    def channels(c0: int, c1: int) -> None:
+        xpad = _pad(x[:, c0:c1], ph, pw, hp, wp, -xp.inf)  # (N, C', Hp, Wp): padding never wins
+        best, arg = out[:, c0:c1], argmax[:, c0:c1]
+        best[...] = xpad[:, :, _window_slice(0, oh, sh), _window_slice(0, ow, sw)]  # offset (0, 0)
+        better = xp.empty(best.shape, dtype=bool)
+        candidate = xp.empty(best.shape, dtype=index_dtype)
+        for i in range(kh):
+            rows = _window_slice(i * dh, oh, sh)
+            for j in range(kw):
+                if i == 0 and j == 0:
+                    continue
+                v = xpad[:, :, rows, _window_slice(j * dw, ow, sw)]  # (N, C', OH, OW)
+                xp.greater(v, best, out=better)  # strict: the first maximum in row-major order wins
+                xp.maximum(best, v, out=best)
+                # offsets only grow, so "take this offset where it is better" is a max with
+                # 0 / offset: two cheap integer ops instead of a masked copy
+                xp.multiply(better, index_dtype(i * kw + j), out=candidate)
+                xp.maximum(arg, candidate, out=arg)
+
+    parallel_for(xp, c, channels, work=x.size * kh * kw // max(sh * sw, 1))
     return out, argmax
 
 
@@ -84,15 +98,28 @@ def maxpool2d_backward(gout, argmax, x_shape: tuple[int, int, int, int], kernel_
     oh, ow = gout.shape[2:]
     hp = _padded_extent(h, oh, kh, sh, ph, dh)
     wp = _padded_extent(w, ow, kw, sw, pw, dw)
-    gpad = xp.zeros((n, c, hp, wp), dtype=gout.dtype)
-    zero = gout.dtype.type(0)
-    for i in range(kh):
-        rows = _window_slice(i * dh, oh, sh)
-        for j in range(kw):
-            gpad[:, :, rows, _window_slice(j * dw, ow, sw)] += xp.where(argmax == i * kw + j, gout, zero)
-    if (hp, wp) != (h, w):
-        return xp.ascontiguousarray(gpad[:, :, ph:ph + h, pw:pw + w])  # (N, C, H, W)
-    return gpad
+    padded = (hp, wp) != (h, w)
+    gx = xp.empty((n, c, h, w), dtype=gout.dtype)
+
+    def channels(c0: int, c1: int) -> None:
+        g, arg = gout[:, c0:c1], argmax[:, c0:c1]
+        # accumulate straight into the output unless ceil_mode / padding need a wider canvas
+        gpad = xp.zeros((n, c1 - c0, hp, wp), dtype=gout.dtype) if padded else gx[:, c0:c1]
+        if not padded:
+            gpad.fill(0)
+        won = xp.empty(g.shape, dtype=bool)
+        routed = xp.empty(g.shape, dtype=gout.dtype)
+        for i in range(kh):
+            rows = _window_slice(i * dh, oh, sh)
+            for j in range(kw):
+                xp.equal(arg, i * kw + j, out=won)
+                xp.multiply(g, won, out=routed)  # the gradient of the windows this offset won
+                gpad[:, :, rows, _window_slice(j * dw, ow, sw)] += routed
+        if padded:
+            gx[:, c0:c1] = gpad[:, :, ph:ph + h, pw:pw + w]
+
+    parallel_for(xp, c, channels, work=gout.size * kh * kw)
+    return gx
 
 
 def _avg_divisor(xp, size: int, out: int, kernel: int, stride: int, padding: int,

@@ -1,10 +1,9 @@
 """Conv2d: the convolution layer, with PyTorch's signature, parameter names and initialisation."""
 from __future__ import annotations
 
-import math
 from typing import Any, Union
 
-from tinyflow.autograd import no_grad
+from tinyflow.nn import init
 from tinyflow.nn.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.ops.conv import _pair, conv2d
@@ -40,16 +39,14 @@ class Conv2d(Module):
         self.padding_mode = padding_mode
         shape = (out_channels, in_channels // groups, *self.kernel_size)
         self.weight = Parameter(empty(*shape, dtype=dtype, device=device))
-        self.bias = Parameter(empty(out_channels, dtype=dtype, device=device)) if bias else None
+        if bias:
+            self.bias = Parameter(empty(out_channels, dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        fan_in = self.weight.shape[1] * self.kernel_size[0] * self.kernel_size[1]
-        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-        with no_grad():
-            self.weight.uniform_(-bound, bound)
-            if self.bias is not None:
-                self.bias.uniform_(-bound, bound)
+        init.default_linear_init_(self.weight, self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
         return conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)

@@ -1,7 +1,7 @@
 """Normalisation layers: LocalResponseNorm (AlexNet 2012) and BatchNorm2d (ResNets)."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from tinyflow.autograd import no_grad
 from tinyflow.nn.module import Module
@@ -33,7 +33,7 @@ class BatchNorm2d(Module):
     PyTorch, so torchvision state dicts load. ``momentum=None`` gives a cumulative average.
     """
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: Optional[float] = 0.1,
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
                  dtype: Any = None) -> None:
         super().__init__()
@@ -43,13 +43,15 @@ class BatchNorm2d(Module):
             self.weight = Parameter(ones(num_features, dtype=dtype, device=device))
             self.bias = Parameter(zeros(num_features, dtype=dtype, device=device))
         else:
-            self.weight = self.bias = None
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, dtype=dtype, device=device))
             self.register_buffer("running_var", ones(num_features, dtype=dtype, device=device))
             self.register_buffer("num_batches_tracked", tensor(0, dtype="int64", device=device))
         else:
-            self.running_mean = self.running_var = self.num_batches_tracked = None
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
 
     def reset_running_stats(self) -> None:
         if self.track_running_stats:

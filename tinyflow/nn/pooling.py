@@ -1,7 +1,7 @@
 """Pooling layers: MaxPool2d, AvgPool2d, AdaptiveAvgPool2d (PyTorch's signatures)."""
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Union
 
 from tinyflow.nn.module import Module
 from tinyflow.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
@@ -15,7 +15,7 @@ IntPair = Union[int, tuple[int, int]]
 class MaxPool2d(Module):
     """Max over (possibly overlapping) windows: AlexNet's MaxPool2d(3, 2)."""
 
-    def __init__(self, kernel_size: IntPair, stride: Optional[IntPair] = None, padding: IntPair = 0,
+    def __init__(self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,
                  dilation: IntPair = 1, return_indices: bool = False, ceil_mode: bool = False) -> None:
         super().__init__()
         if return_indices:
@@ -35,9 +35,9 @@ class MaxPool2d(Module):
 class AvgPool2d(Module):
     """Mean over windows; padding counts in the divisor unless count_include_pad=False."""
 
-    def __init__(self, kernel_size: IntPair, stride: Optional[IntPair] = None, padding: IntPair = 0,
+    def __init__(self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True,
-                 divisor_override: Optional[int] = None) -> None:
+                 divisor_override: int | None = None) -> None:
         super().__init__()
         if divisor_override is not None:
             raise ValueError("AvgPool2d: divisor_override is not supported")
@@ -56,7 +56,7 @@ class AvgPool2d(Module):
 class AdaptiveAvgPool2d(Module):
     """Average to a fixed output size whatever the input size (torchvision's (6, 6) / (1, 1))."""
 
-    def __init__(self, output_size: Union[int, None, tuple[Optional[int], Optional[int]]]) -> None:
+    def __init__(self, output_size: Union[int, None, tuple[int | None, int | None]]) -> None:
         super().__init__()
         self.output_size = output_size
 

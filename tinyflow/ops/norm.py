@@ -1,7 +1,7 @@
 """Normalisation ops: local_response_norm (AlexNet 2012) and batch_norm, PyTorch semantics."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from tinyflow.autograd import Function
 from tinyflow.kernels.lrn import lrn_backward, lrn_forward
@@ -107,8 +107,8 @@ class BatchNorm(Function):
         return gx, None, None, gweight, gbias
 
 
-def batch_norm(x: Tensor, running_mean: Optional[Tensor], running_var: Optional[Tensor],
-               weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
+def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None,
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Batch normalisation over the channel axis of (N, C, *), as ``torch.nn.functional.batch_norm``."""
     if x.ndim < 2:
@@ -121,7 +121,7 @@ def batch_norm(x: Tensor, running_mean: Optional[Tensor], running_var: Optional[
                              f"{tuple(x.shape)} has {c} channels")
     if not training and (running_mean is None or running_var is None):
         raise ValueError("batch_norm: evaluation mode needs running_mean and running_var")
-    if training and x.size // max(c, 1) <= 1:
+    if training and x.numel() // max(c, 1) <= 1:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got "
                          f"input shape {tuple(x.shape)}")
     return BatchNorm.apply(x, running_mean, running_var, weight, bias, bool(training),

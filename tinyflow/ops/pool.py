@@ -7,7 +7,7 @@ handles PyTorch's uneven, overlapping adaptive windows exactly with no loop at a
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
@@ -114,7 +114,7 @@ def _pool_geometry(op: str, x: Tensor, kernel_size, stride, padding, dilation, c
     return k, s, p, d
 
 
-def max_pool2d(x: Tensor, kernel_size: IntPair, stride: Optional[IntPair] = None,
+def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
                padding: IntPair = 0, dilation: IntPair = 1, ceil_mode: bool = False) -> Tensor:
     """Max pooling over (N, C, H, W); stride defaults to kernel_size, as in PyTorch."""
     k, s, p, d = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
@@ -123,7 +123,7 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: Optional[IntPair] = None
     return y.reshape(*y.shape[1:]) if unbatched else y
 
 
-def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: Optional[IntPair] = None,
+def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
                padding: IntPair = 0, ceil_mode: bool = False,
                count_include_pad: bool = True) -> Tensor:
     """Average pooling over (N, C, H, W); padding counts in the divisor by default (PyTorch)."""
@@ -133,7 +133,7 @@ def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: Optional[IntPair] = None
     return y.reshape(*y.shape[1:]) if unbatched else y
 
 
-def adaptive_avg_pool2d(x: Tensor, output_size: Union[int, None, tuple[Optional[int], Optional[int]]]) -> Tensor:
+def adaptive_avg_pool2d(x: Tensor, output_size: Union[int, None, tuple[int | None, int | None]]) -> Tensor:
     """Average pooling to a fixed (OH, OW), windows as PyTorch's; None keeps that input size."""
     _check_input("adaptive_avg_pool2d", x)
     h, w = x.shape[-2:]

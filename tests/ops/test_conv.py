@@ -1,0 +1,201 @@
+"""conv2d: float64 gradchecks over every option, PyTorch comparisons, and bad-input errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tinyflow as tf
+import tinyflow.nn as nn
+import tinyflow.nn.functional as F
+from tinyflow.testing import gradcheck
+
+SETTINGS = settings(max_examples=25, deadline=None)
+
+
+@st.composite
+def conv_case(draw):
+    """A small random conv geometry: every option of F.conv2d, non-square where possible."""
+    groups = draw(st.sampled_from([1, 1, 2, 3]))
+    cin = groups * draw(st.integers(1, 2))
+    cout = groups * draw(st.integers(1, 2))
+    k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    s = (draw(st.integers(1, 2)), draw(st.integers(1, 3)))
+    p = (draw(st.integers(0, 2)), draw(st.integers(0, 1)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    h = draw(st.integers(max(1, d[0] * (k[0] - 1) + 1 - 2 * p[0]), 5))
+    w = draw(st.integers(max(1, d[1] * (k[1] - 1) + 1 - 2 * p[1]), 6))
+    n = draw(st.integers(1, 2))
+    bias = draw(st.booleans())
+    seed = draw(st.integers(0, 2**31 - 1))
+    return dict(n=n, cin=cin, cout=cout, h=h, w=w, k=k, s=s, p=p, d=d, groups=groups, bias=bias, seed=seed)
+
+
+def _arrays(c, dtype=np.float64):
+    rng = np.random.default_rng(c["seed"])
+    x = rng.standard_normal((c["n"], c["cin"], c["h"], c["w"])).astype(dtype)
+    w = rng.standard_normal((c["cout"], c["cin"] // c["groups"], *c["k"])).astype(dtype)
+    b = rng.standard_normal(c["cout"]).astype(dtype) if c["bias"] else None
+    return x, w, b
+
+
+@SETTINGS
+@given(conv_case())
+def test_conv2d_gradcheck_every_option(c):
+    x, w, b = _arrays(c)
+    inputs = [tf.tensor(x, dtype=tf.float64, requires_grad=True),
+              tf.tensor(w, dtype=tf.float64, requires_grad=True)]
+    if b is not None:
+        inputs.append(tf.tensor(b, dtype=tf.float64, requires_grad=True))
+
+    def fn(x, w, b=None):
+        return F.conv2d(x, w, b, stride=c["s"], padding=c["p"], dilation=c["d"], groups=c["groups"])
+
+    gradcheck(fn, inputs)
+
+
+@SETTINGS
+@given(conv_case())
+def test_conv2d_matches_pytorch_forward_and_backward(c):
+    torch = pytest.importorskip("torch")
+    x, w, b = _arrays(c, np.float32)
+    tx, tw = tf.tensor(x, requires_grad=True), tf.tensor(w, requires_grad=True)
+    tb = tf.tensor(b, requires_grad=True) if b is not None else None
+    y = F.conv2d(tx, tw, tb, stride=c["s"], padding=c["p"], dilation=c["d"], groups=c["groups"])
+    g = np.random.default_rng(1).standard_normal(y.shape).astype(np.float32)
+    y.backward(tf.tensor(g))
+
+    px, pw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    pb = torch.tensor(b, requires_grad=True) if b is not None else None
+    py = torch.nn.functional.conv2d(px, pw, pb, stride=c["s"], padding=c["p"], dilation=c["d"],
+                                    groups=c["groups"])
+    py.backward(torch.tensor(g))
+    assert y.dtype == tf.float32 and tx.grad.dtype == tf.float32
+    np.testing.assert_allclose(y.numpy(), py.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(tw.grad.numpy(), pw.grad.numpy(), rtol=1e-4, atol=1e-4)
+    if b is not None:
+        np.testing.assert_allclose(tb.grad.numpy(), pb.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_alexnet_conv1_geometry_matches_pytorch():
+    """A real layer: 11x11 stride 4 padding 2 on 3x35x35, the conv1 of AlexNet (batch 2)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 35, 35)).astype(np.float32)
+    w = rng.standard_normal((8, 3, 11, 11)).astype(np.float32) * 0.1
+    y = F.conv2d(tf.tensor(x), tf.tensor(w), stride=4, padding=2)
+    ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), stride=4, padding=2)
+    assert y.shape == (2, 8, 8, 8)
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_unbatched_and_string_padding():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 5, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    for padding in ("same", "valid"):
+        y = F.conv2d(tf.tensor(x), tf.tensor(w), padding=padding)
+        ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), padding=padding)
+        assert y.shape == tuple(ref.shape)
+        np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_conv2d_layer_matches_torch_layer_after_loading_its_weights():
+    torch = pytest.importorskip("torch")
+    ref = torch.nn.Conv2d(4, 6, (3, 2), stride=(2, 1), padding=1, dilation=(1, 2), groups=2)
+    layer = nn.Conv2d(4, 6, (3, 2), stride=(2, 1), padding=1, dilation=(1, 2), groups=2)
+    assert [(k, tuple(v.shape)) for k, v in layer.state_dict().items()] == \
+        [(k, tuple(v.shape)) for k, v in ref.state_dict().items()]
+    layer.load_state_dict(ref.state_dict())
+    x = np.random.default_rng(0).standard_normal((2, 4, 7, 7)).astype(np.float32)
+    np.testing.assert_allclose(layer(tf.tensor(x)).numpy(), ref(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_conv2d_default_init_has_pytorch_bounds():
+    tf.manual_seed(0)
+    layer = nn.Conv2d(16, 8, 3)
+    bound = 1 / np.sqrt(16 * 9)
+    w = layer.weight.numpy()
+    assert layer.weight.dtype == tf.float32
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
+    assert np.abs(layer.bias.numpy()).max() <= bound
+
+
+def test_conv2d_skips_input_gradient_work_for_images():
+    """The first layer's input needs no gradient: backward must still give the weight's."""
+    x = tf.randn(2, 3, 8, 8)
+    layer = nn.Conv2d(3, 4, 3)
+    layer(x).sum().backward()
+    assert x.grad is None and layer.weight.grad.shape == (4, 3, 3, 3)
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, kwargs, words",
+    [
+        ((2, 3, 8, 8), (4, 5, 3, 3), {}, ["conv2d", "(2, 3, 8, 8)", "(4, 5, 3, 3)", "channels"]),
+        ((2, 4, 8, 8), (4, 3, 3, 3), {"groups": 2}, ["conv2d", "(2, 4, 8, 8)", "(4, 3, 3, 3)", "groups=2"]),
+        ((2, 4, 8, 8), (3, 2, 3, 3), {"groups": 2}, ["conv2d", "groups=2", "(3, 2, 3, 3)"]),
+        ((2, 3, 2, 2), (4, 3, 5, 5), {}, ["conv2d", "(2, 3, 2, 2)", "too small"]),
+        ((3, 8, 8), (4, 3, 3, 3, 1), {}, ["conv2d", "weight", "(4, 3, 3, 3, 1)"]),
+        ((8, 8), (4, 1, 3, 3), {}, ["conv2d", "(8, 8)"]),
+        ((2, 3, 8, 8), (4, 3, 3, 3), {"stride": 0}, ["conv2d", "stride"]),
+        ((2, 3, 8, 8), (4, 3, 3, 3), {"padding": "full"}, ["conv2d", "padding"]),
+        ((2, 3, 8, 8), (4, 3, 2, 2), {"padding": "same"}, ["conv2d", "same"]),
+    ],
+)
+def test_conv2d_bad_input_raises_value_error_naming_op_and_shapes(x_shape, w_shape, kwargs, words):
+    with pytest.raises(ValueError) as err:
+        F.conv2d(tf.zeros(*x_shape), tf.zeros(*w_shape), **kwargs)
+    for word in words:
+        assert word in str(err.value)
+
+
+def test_conv2d_bias_shape_and_dtype_mismatch():
+    with pytest.raises(ValueError, match=r"conv2d: bias shape \(3,\) must be \(4,\)"):
+        F.conv2d(tf.zeros(1, 3, 5, 5), tf.zeros(4, 3, 3, 3), tf.zeros(3))
+    with pytest.raises(ValueError, match="conv2d: input dtype float64 and weight dtype float32"):
+        F.conv2d(tf.zeros(1, 3, 5, 5, dtype=tf.float64), tf.zeros(4, 3, 3, 3))
+
+
+def test_conv_layer_rejects_bad_groups():
+    with pytest.raises(ValueError, match="divisible by groups=2"):
+        nn.Conv2d(3, 4, 3, groups=2)
+
+
+def test_conv2d_empty_batch_and_non_contiguous_input():
+    x = tf.zeros(0, 4, 8, 8, requires_grad=True)
+    w = tf.randn(4, 2, 3, 3, requires_grad=True)
+    y = F.conv2d(x, w, padding=1, groups=2)
+    y.sum().backward()
+    assert y.shape == (0, 4, 8, 8) and x.grad.shape == (0, 4, 8, 8)
+    np.testing.assert_array_equal(w.grad.numpy(), 0)
+    xt = tf.randn(2, 8, 8, 4).permute(0, 3, 1, 2)  # an NHWC array viewed as NCHW
+    expected = F.conv2d(tf.tensor(np.ascontiguousarray(xt.numpy())), w, groups=2)
+    np.testing.assert_allclose(F.conv2d(xt, w, groups=2).numpy(), expected.numpy(), rtol=1e-6)
+
+
+def test_conv2d_threaded_path_matches_inline(monkeypatch):
+    """The channel-split transposes and kernels (forced with tiny chunks) change nothing."""
+    from tinyflow.kernels import _cpu
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+
+    def run():
+        tx, tw, tb = (tf.tensor(a, requires_grad=True) for a in (x, w, b))
+        y = F.conv2d(tx, tw, tb, stride=(2, 1), padding=1, groups=2)
+        (y * y).sum().backward()
+        return [y.numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()]
+
+    monkeypatch.setenv("TINYFLOW_NUM_THREADS", "1")
+    inline = run()
+    monkeypatch.setattr(_cpu, "MIN_CHUNK", 1)
+    monkeypatch.setenv("TINYFLOW_NUM_THREADS", "3")
+    for a, b_ in zip(run(), inline):
+        np.testing.assert_allclose(a, b_, rtol=1e-6, atol=1e-6)

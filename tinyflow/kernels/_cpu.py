@@ -1,0 +1,113 @@
+"""CPU helpers for the reference kernels: reusable scratch buffers and a small thread pool.
+
+NumPy runs one ufunc or copy on one core, while BLAS (and PyTorch) use them all. The slab
+kernels (im2col, col2im, pooling) therefore split their work by channel over a few threads with
+``parallel_for``: NumPy releases the GIL inside its copies and ufuncs, so the chunks run in
+parallel. The number of threads follows ``TINYFLOW_NUM_THREADS``, else ``OMP_NUM_THREADS`` /
+``OPENBLAS_NUM_THREADS``, else the CPUs this process may use - the same budget BLAS uses.
+
+``workspace`` hands out per-thread scratch arrays that are reused from call to call: fresh
+100 MB temporaries every training step cost as much in page faults as the copies themselves.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+__all__ = ["workspace", "release_workspace", "num_threads", "parallel_for"]
+
+
+# ------------------------------------------------------------------------------- workspace
+class _Workspace(threading.local):
+    """Grow-only scratch buffers, one per name and dtype, private to each thread."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[tuple[str, Any], np.ndarray] = {}
+
+
+_workspace = _Workspace()
+
+
+def workspace(xp: Any, name: str, shape: tuple[int, ...], dtype: Any) -> Any:
+    """A scratch array of ``shape`` that stays valid until the next request for ``name``.
+
+    Only for temporaries that do not outlive the caller's use of them. On the CPU the memory is
+    reused across calls; other array modules (CuPy, with its own memory pool) get a new array.
+    """
+    if xp is not np:
+        return xp.empty(shape, dtype=dtype)
+    size = math.prod(shape)
+    key = (name, np.dtype(dtype))
+    buf = _workspace.buffers.get(key)
+    if buf is None or buf.size < size:
+        buf = np.empty(size, dtype=dtype)
+        _workspace.buffers[key] = buf
+    return buf[:size].reshape(shape)
+
+
+def release_workspace() -> None:
+    """Free this thread's scratch buffers (they are re-created on demand)."""
+    _workspace.buffers.clear()
+
+
+# ------------------------------------------------------------------------------- threads
+def num_threads() -> int:
+    """Threads the CPU kernels may use (see the module docstring)."""
+    for var in ("TINYFLOW_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        value = os.environ.get(var, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+MIN_CHUNK = 1 << 16  # elements; below this a thread handoff costs more than it saves
+
+
+def _forget_pool() -> None:
+    """In a forked child the pool's threads do not exist: start a new pool on demand."""
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < workers:
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tinyflow-cpu")
+            _pool_size = workers
+        return _pool
+
+
+def parallel_for(xp: Any, n: int, body: Callable[[int, int], None], work: int = 0) -> None:
+    """Run ``body(start, stop)`` over contiguous chunks of ``range(n)`` on several threads.
+
+    ``work`` is the number of elements the whole loop touches; small loops, and arrays that are
+    not NumPy's (CuPy queues its work on the GPU anyway), run inline. Chunks must write disjoint
+    memory. The calling thread runs the last chunk itself.
+    """
+    threads = min(num_threads(), n, max(1, work // MIN_CHUNK)) if xp is np else 1
+    if threads <= 1:
+        body(0, n)
+        return
+    bounds = [n * t // threads for t in range(threads + 1)]
+    pool = _executor(threads - 1)
+    futures = [pool.submit(body, bounds[t], bounds[t + 1]) for t in range(threads - 1)]
+    body(bounds[-2], bounds[-1])
+    for f in futures:
+        f.result()
