@@ -21,5 +21,11 @@ def write_folder(root: Path, classes: dict[str, int], size: tuple[int, int] = (2
 
 
 @pytest.fixture
+def make_folder():  # noqa: ANN201
+    """The ``write_folder`` helper, as a fixture (tests run with --import-mode=importlib)."""
+    return write_folder
+
+
+@pytest.fixture
 def image_folder(tmp_path: Path) -> Path:
     return write_folder(tmp_path / "imgs", {"cat": 3, "ant": 4, "bee": 2})

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_folder
 
 from tinyflow.data import DataLoader, EmptyDatasetError, ImageFolder, SkippedSampleWarning
 from tinyflow.data import transforms as T
@@ -76,8 +75,8 @@ def test_grayscale_images_are_converted_to_rgb(tmp_path: Path) -> None:
     assert x1.shape == (1, 5, 6)
 
 
-def test_jpeg_folder_with_workers(tmp_path: Path) -> None:
-    root = write_folder(tmp_path / "j", {"x": 3, "y": 3}, ext="jpg")
+def test_jpeg_folder_with_workers(make_folder, tmp_path: Path) -> None:
+    root = make_folder(tmp_path / "j", {"x": 3, "y": 3}, ext="jpg")
     ds = ImageFolder(root, transform=T.Compose([T.CenterCrop(8), T.ToTensor()]))
     xs, ys = next(iter(DataLoader(ds, batch_size=6, num_workers=2, as_tensors=False)))
     assert xs.shape == (6, 3, 8, 8) and ys.tolist() == [0, 0, 0, 1, 1, 1]

@@ -64,10 +64,9 @@ def test_iterating_again_advances_the_epoch() -> None:
     assert _same([first], _epoch(DataLoader(ds, batch_size=12, shuffle=True, seed=1, as_tensors=False), 0))
 
 
-def test_workers_give_the_same_batches_as_in_process(tmp_path: Path) -> None:
-    from conftest import write_folder
+def test_workers_give_the_same_batches_as_in_process(make_folder, tmp_path: Path) -> None:
 
-    root = write_folder(tmp_path / "f", {"a": 6, "b": 5, "c": 4}, size=(24, 20))
+    root = make_folder(tmp_path / "f", {"a": 6, "b": 5, "c": 4}, size=(24, 20))
     tf_ = T.Compose([T.RandomResizedCrop(12, scale=(0.3, 1.0)), T.RandomHorizontalFlip(), T.ToTensor()])
     ds = ImageFolder(root, transform=tf_)
     ref = _epoch(DataLoader(ds, batch_size=4, shuffle=True, seed=3, as_tensors=False), 2)

@@ -6,15 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_folder
 
 from tinyflow.data import DataLoader, ImageFolder, PackedDataset, is_packed, pack_folder
 from tinyflow.data import transforms as T
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_pack_round_trip(tmp_path: Path, workers: int) -> None:
-    src = write_folder(tmp_path / "src", {"b": 3, "a": 2}, size=(21, 14))
+def test_pack_round_trip(make_folder, tmp_path: Path, workers: int) -> None:
+    src = make_folder(tmp_path / "src", {"b": 3, "a": 2}, size=(21, 14))
     (src / "a" / "bad.jpg").write_bytes(b"garbage")
     with pytest.warns(UserWarning, match=r"bad\.jpg"):
         meta = pack_folder(src, tmp_path / "packed", size=10, workers=workers)
@@ -34,8 +33,8 @@ def test_pack_round_trip(tmp_path: Path, workers: int) -> None:
         np.testing.assert_array_equal(img, np.asarray(ref))
 
 
-def test_packed_dataset_through_loader_with_augmentation(tmp_path: Path) -> None:
-    src = write_folder(tmp_path / "src", {"x": 4, "y": 4}, size=(16, 16))
+def test_packed_dataset_through_loader_with_augmentation(make_folder, tmp_path: Path) -> None:
+    src = make_folder(tmp_path / "src", {"x": 4, "y": 4}, size=(16, 16))
     pack_folder(src, tmp_path / "p", size=16)
     tf_ = T.Compose([T.RandomResizedCrop(8), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize([0.5] * 3, [0.5] * 3)])
     ds = PackedDataset(tmp_path / "p", transform=tf_)
@@ -45,8 +44,8 @@ def test_packed_dataset_through_loader_with_augmentation(tmp_path: Path) -> None
     assert a[0].shape == (3, 3, 8, 8)
 
 
-def test_pack_refuses_a_non_empty_destination_and_reading_a_non_packed_folder(tmp_path: Path) -> None:
-    src = write_folder(tmp_path / "src", {"x": 1})
+def test_pack_refuses_a_non_empty_destination_and_reading_a_non_packed_folder(make_folder, tmp_path: Path) -> None:
+    src = make_folder(tmp_path / "src", {"x": 1})
     (tmp_path / "dst").mkdir()
     (tmp_path / "dst" / "keep.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="not empty"):

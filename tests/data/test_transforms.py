@@ -39,7 +39,10 @@ def test_center_crop_matches_slicing_and_pads_small_images(h: int, w: int, ch: i
 
 def test_random_transforms_are_seeded_and_agree_between_pil_and_array() -> None:
     img = _img(37, 29)
-    make = lambda: T.Compose([T.RandomResizedCrop(16, scale=(0.2, 1.0), generator=7), T.RandomHorizontalFlip(generator=8)])
+
+    def make() -> T.Compose:
+        return T.Compose([T.RandomResizedCrop(16, scale=(0.2, 1.0), generator=7), T.RandomHorizontalFlip(generator=8)])
+
     a = [make()(img) for _ in range(1)]
     t1, t2 = make(), make()
     outs1 = [t1(img) for _ in range(10)]

@@ -5,7 +5,8 @@ DataLoader stacks samples into batches and turns them into tinyflow tensors.
 """
 from __future__ import annotations
 
-from typing import Any, Generic, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 

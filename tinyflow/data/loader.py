@@ -13,21 +13,19 @@ Workers. With ``num_workers > 0`` a pool of processes decodes and collates whole
 from __future__ import annotations
 
 import collections
-import logging
 import multiprocessing
 import numbers
 import signal
 import traceback
 import warnings
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from tinyflow.data.dataset import Dataset, SkippedSample
 from tinyflow.data.sampler import RandomSampler, Sampler, SequentialSampler
 from tinyflow.data.transforms import sample_rng
-
-log = logging.getLogger("tinyflow.data")
 
 __all__ = ["DataLoader", "default_collate", "SkippedSampleWarning", "DataLoaderWorkerError"]
 
@@ -197,15 +195,18 @@ class DataLoader:
     # ------------------------------------------------------------------ iteration
 
     def __iter__(self) -> Iterator[Any]:
+        """The batches of the next epoch (then the epoch counter moves on by one)."""
         epoch, start = self._epoch, self._start_batch
         self._epoch, self._start_batch = epoch + 1, 0
         batches = self._batches(epoch)[start:]
         if self.num_workers == 0:
-            for indices in batches:
-                batch, skipped = _load_batch(self.dataset, self.collate_fn, indices, self.seed, epoch)
-                yield from self._deliver(batch, skipped)
-            return
-        yield from self._iter_workers(batches, epoch)
+            return self._iter_inline(batches, epoch)
+        return self._iter_workers(batches, epoch)
+
+    def _iter_inline(self, batches: list[list[int]], epoch: int) -> Iterator[Any]:
+        for indices in batches:
+            batch, skipped = _load_batch(self.dataset, self.collate_fn, indices, self.seed, epoch)
+            yield from self._deliver(batch, skipped)
 
     def _iter_workers(self, batches: list[list[int]], epoch: int) -> Iterator[Any]:
         ctx = multiprocessing.get_context(self.multiprocessing_context)
@@ -243,7 +244,6 @@ class DataLoader:
         self.skipped.append((path, reason))
         msg = f"skipped unreadable sample {path}: {reason}"
         warnings.warn(msg, SkippedSampleWarning, stacklevel=3)
-        log.warning(msg)
         if self.skip_log:
             with open(self.skip_log, "a", encoding="utf-8") as f:
                 f.write(f"{path}\t{reason}\n")

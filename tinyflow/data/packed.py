@@ -14,8 +14,9 @@ import multiprocessing
 import os
 import shutil
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 

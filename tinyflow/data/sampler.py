@@ -6,7 +6,7 @@ what lets a resumed run see exactly the batches an uninterrupted one would have 
 """
 from __future__ import annotations
 
-from typing import Iterator, Sized
+from collections.abc import Iterator, Sized
 
 import numpy as np
 

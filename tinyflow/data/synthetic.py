@@ -2,9 +2,11 @@
 
 ``root/train/<class>/*.jpg`` and ``root/val/<class>/*.jpg``: ten classes of shapes and
 textures (circle, square, triangle, star, cross, ring, crescent, stripes, checker, dots), each
-drawn with a random colour, position, scale and rotation on a noisy gradient background with
-clutter (small distractor blobs and lines). Learnable (a small CNN gets well above chance in a
-few epochs) but not trivial (colour says nothing, clutter and noise get in the way).
+drawn at a random position, scale and rotation on a noisy random gradient background with
+clutter (small distractor blobs and lines). Each class has its own hue band, but neighbouring
+bands overlap (an object's hue is the class's plus noise of std 0.1 on a 0..1 hue circle where
+classes sit 0.1 apart), so colour gets a CNN off the ground quickly but only shape and texture
+get it far: learnable in a few CPU epochs, not trivial.
 
 Generation is deterministic (seeded per image), takes a few seconds, and writes into a
 temporary folder that is renamed into place, so concurrent first runs are safe.
@@ -13,12 +15,14 @@ else ~/.cache/tinyflow/datasets.
 """
 from __future__ import annotations
 
+import colorsys
 import json
 import math
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +31,9 @@ from PIL import Image, ImageDraw
 __all__ = ["CLASSES", "cache_dir", "default_dataset", "generate", "render"]
 
 CLASSES = ("circle", "square", "triangle", "star", "cross", "ring", "crescent", "stripes", "checker", "dots")
-VERSION = 1
+VERSION = 3
 SUPERSAMPLE = 2  # draw at 2x and downsample: anti-aliased edges
+HUE_SPREAD = 0.1  # std of an object's hue around its class's (classes are 0.1 apart)
 
 
 def cache_dir() -> Path:
@@ -121,16 +126,29 @@ def _background(size: int, rng: np.random.Generator) -> np.ndarray:
 def _clutter(img: Image.Image, size: int, rng: np.random.Generator) -> None:
     """Small distractors: blobs and line segments in random colours."""
     draw = ImageDraw.Draw(img)
-    for _ in range(int(rng.integers(2, 6))):
+    for _ in range(int(rng.integers(1, 4))):
         colour = tuple(int(c) for c in rng.integers(0, 256, 3))
         x, y = rng.uniform(0, size, 2)
         if rng.random() < 0.5:
-            s = rng.uniform(0.02, 0.08) * size
+            s = rng.uniform(0.02, 0.06) * size
             draw.ellipse((x - s, y - s, x + s, y + s), fill=colour)
         else:
             length, a = rng.uniform(0.1, 0.3) * size, rng.uniform(0, 2 * math.pi)
             draw.line((x, y, x + length * math.cos(a), y + length * math.sin(a)), fill=colour,
                       width=max(1, int(size * 0.015)))
+
+
+def _class_colour(label: int, rng: np.random.Generator, background: np.ndarray) -> np.ndarray:
+    """The object's RGB colour: a hue near the class's own (bands of neighbouring classes overlap,
+    so colour hints at the class without deciding it), brightness chosen to stand out."""
+    hue = (label / len(CLASSES) + rng.normal(0, HUE_SPREAD)) % 1.0
+    sat = rng.uniform(0.5, 1.0)
+    val = rng.uniform(0.45, 1.0)
+    fg = np.array(colorsys.hsv_to_rgb(hue, sat, val), dtype=np.float32) * 255
+    if np.abs(fg - background).mean() < 60:  # too close to the background: go dark or bright
+        val = 1.0 if background.mean() < 128 else 0.3
+        fg = np.array(colorsys.hsv_to_rgb(hue, sat, val), dtype=np.float32) * 255
+    return fg
 
 
 def render(label: int, size: int, rng: np.random.Generator) -> Image.Image:
@@ -142,16 +160,14 @@ def render(label: int, size: int, rng: np.random.Generator) -> Image.Image:
     _clutter(canvas, big, rng)
     bg = np.asarray(canvas, dtype=np.float32)
 
-    r = big * rng.uniform(0.17, 0.32)
+    r = big * rng.uniform(0.22, 0.36)
     cx, cy = rng.uniform(r, big - r, 2)
     angle = rng.uniform(0, 2 * math.pi)
-    fg = rng.uniform(0, 255, 3).astype(np.float32)
-    if np.abs(fg - bg[int(cy), int(cx)]).mean() < 60:  # keep the object visible against its background
-        fg = 255.0 - fg
+    fg = _class_colour(label, rng, bg[int(cy), int(cx)])
     mask = _shape_mask(kind, big, cx, cy, r, angle, rng)[..., None]  # (big, big, 1)
     img = bg * (1 - mask) + _texture(kind, big, cx, cy, r, angle, fg, rng) * mask
     img = Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).resize((size, size), Image.BILINEAR)
-    noisy = np.asarray(img, dtype=np.float32) + rng.normal(0, rng.uniform(4, 14), (size, size, 3))
+    noisy = np.asarray(img, dtype=np.float32) + rng.normal(0, rng.uniform(2, 8), (size, size, 3))
     return Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8))
 
 
@@ -159,17 +175,24 @@ def render(label: int, size: int, rng: np.random.Generator) -> Image.Image:
 
 
 def generate(root: str | os.PathLike, train_per_class: int = 300, val_per_class: int = 60,
-             size: int = 64, seed: int = 0, quality: int = 90) -> Path:
-    """Write the data set under ``root`` (``train/`` and ``val/`` of class folders of JPEGs)."""
+             size: int = 64, seed: int = 0, quality: int = 90, classes: Sequence[str] = CLASSES) -> Path:
+    """Write the data set under ``root`` (``train/`` and ``val/`` of class folders of JPEGs).
+
+    ``classes`` picks a subset of CLASSES (e.g. for small, quick experiments).
+    """
     root = Path(root)
+    unknown = [c for c in classes if c not in CLASSES]
+    if unknown:
+        raise ValueError(f"synthetic.generate: unknown classes {unknown}; choose from {list(CLASSES)}")
     for split_id, (split, count) in enumerate((("train", train_per_class), ("val", val_per_class))):
-        for label, name in enumerate(CLASSES):
+        for name in classes:
+            label = CLASSES.index(name)
             folder = root / split / name
             folder.mkdir(parents=True, exist_ok=True)
             for i in range(count):
                 rng = np.random.default_rng([seed, split_id, label, i])
                 render(label, size, rng).save(folder / f"{name}_{i:04d}.jpg", quality=quality)
-    info = {"version": VERSION, "classes": list(CLASSES), "size": size, "seed": seed,
+    info = {"version": VERSION, "classes": list(classes), "size": size, "seed": seed,
             "train_per_class": train_per_class, "val_per_class": val_per_class}
     (root / "info.json").write_text(json.dumps(info, indent=1))
     return root

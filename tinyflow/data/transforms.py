@@ -17,7 +17,8 @@ import contextlib
 import math
 import numbers
 import threading
-from typing import Any, Callable, Iterator, Sequence, Union
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Union
 
 import numpy as np
 from PIL import Image

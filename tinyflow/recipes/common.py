@@ -21,13 +21,15 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -94,6 +96,19 @@ def load_model_state(model: Any, state_dict: dict[str, Any], path: str) -> None:
     model.load_state_dict(state_dict)
 
 
+def _link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Make ``dst`` a copy of ``src`` atomically; a hard link where the file system allows
+    (``src`` is later replaced by a new file, never written in place, so the link stays valid)."""
+    tmp = f"{os.fspath(dst)}.tmp"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
 def rng_state() -> dict[str, Any]:
     """The state of every generator a run draws from: tinyflow's, NumPy's global, Python's."""
     import tinyflow
@@ -148,6 +163,7 @@ def plot_metrics(records: Sequence[dict[str, Any]], path: str | os.PathLike) -> 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     epochs = [r["epoch"] for r in records]
     keys = [k for k in records[-1] if k not in ("epoch", "time_s", "lr", "step") and isinstance(records[-1][k], (int, float))]
@@ -158,6 +174,7 @@ def plot_metrics(records: Sequence[dict[str, Any]], path: str | os.PathLike) -> 
         for k in group:
             ax.plot(epochs, [r.get(k, math.nan) for r in records], marker="o", label=k)
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(title)
         ax.grid(alpha=0.3)
         if group:
@@ -292,6 +309,8 @@ def evaluate(model: Any, loader: Iterable, loss_fn: Callable | None = None,
     loss_fn = loss_fn or F.cross_entropy
     sums = _Sums()
     was_training = getattr(model, "training", True)
+    if hasattr(loader, "set_epoch"):
+        loader.set_epoch(0)  # the same batches (and any augmentation) at every evaluation
     model.eval()
     try:
         with tinyflow.no_grad():
@@ -381,6 +400,9 @@ def fit(
     guard = guard or InterruptGuard()
     with guard:
         for epoch in range(start_epoch, epochs):
+            if guard.interrupted:  # Ctrl-C came during the last evaluation: its checkpoint is saved
+                result.interrupted = True
+                return result
             model.train()
             train_loader.set_epoch(epoch, start_batch=start_step)
             bar = Progress(len(train_loader), start_step, f"epoch {epoch + 1}/{epochs}", enabled=progress and is_main)
@@ -438,7 +460,7 @@ def fit(
             improved = score > best
             best = max(best, score)
             result.checkpoint = checkpoint(epoch + 1, 0)
-            if improved:
-                checkpoint(epoch + 1, 0, BEST)
+            if improved and result.checkpoint is not None:
+                _link_or_copy(result.checkpoint, ckpt_dir / BEST)
             result.epoch, result.step = epoch + 1, 0
     return result
