@@ -107,17 +107,26 @@ def _conv_geometry(x_shape: tuple[int, ...], kernel_size: Pair, stride: Pair, pa
 
 
 def im2col(x: Array, kernel_size: Pair, stride: Pair = (1, 1), padding: Pair = (0, 0),
-           dilation: Pair = (1, 1)) -> Array:
-    """Unfold ``x`` (N, C, H, W) into the column matrix (C*kh*kw, N*OH*OW), one launch."""
+           dilation: Pair = (1, 1), out: Array | None = None) -> Array:
+    """Unfold ``x`` (N, C, H, W) into the column matrix (C*kh*kw, N*OH*OW), one launch.
+
+    ``out``, if given, is a C-contiguous workspace of that shape to write into.
+    """
     suffix = _suffix(x)
-    if suffix is None:
-        return _reference("im2col")(x, kernel_size, stride, padding, dilation)
+    if suffix is None or (out is not None and not out.flags.c_contiguous):
+        return _reference("im2col")(x, kernel_size, stride, padding, dilation, out=out)
     rt = current()
     with rt.on_device_of(x):
         x = rt.xp.ascontiguousarray(x)
         geo = _conv_geometry(x.shape, kernel_size, stride, padding, dilation)
         n, c, kh, kw, oh, ow = geo[0], geo[1], geo[4], geo[5], geo[12], geo[13]
-        cols = _empty(rt.xp, "im2col", (c * kh * kw, n * oh * ow), x.dtype)
+        shape = (c * kh * kw, n * oh * ow)
+        if out is None:
+            cols = _empty(rt.xp, "im2col", shape, x.dtype)
+        elif tuple(out.shape) != shape or out.dtype != x.dtype:
+            raise ValueError(f"im2col: out must be a {x.dtype} array of shape {shape}, got {out.dtype} {tuple(out.shape)}")
+        else:
+            cols = out
         # strides of (image n, row k, column l): column index is n * OH*OW + l
         strides = [oh * ow, n * oh * ow, 1]
         _launch_1d(f"im2col_{suffix}", cols.size, [x, cols, *geo, *strides])
