@@ -17,17 +17,17 @@ class FCNConfig:
 
     sizes: tuple[int, ...] = (784, 2048, 4096, 1024, 10)
     activation: str = "sigmoid"  # "sigmoid" (dlbench) or "relu"
+    num_classes: int | None = None  # when given, replaces sizes[-1] (as every model's num_classes does)
 
     def __post_init__(self) -> None:
         self.sizes = tuple(self.sizes)
+        if self.num_classes is None:
+            self.num_classes = self.sizes[-1]
+        self.sizes = self.sizes[:-1] + (int(self.num_classes),)
         if len(self.sizes) < 2:
             raise ValueError(f"FCNConfig: need at least an input and an output size, got {self.sizes}")
         if self.activation not in ("sigmoid", "relu"):
             raise ValueError(f"FCNConfig: activation must be 'sigmoid' or 'relu', got {self.activation!r}")
-
-    @property
-    def num_classes(self) -> int:
-        return self.sizes[-1]
 
 
 class FCN(nn.Module):

@@ -18,7 +18,7 @@ class Device:
 
     __slots__ = ("type", "index")
 
-    def __init__(self, spec: Union[str, "Device"] = "cpu", index: int | None = None):
+    def __init__(self, spec: Union[str, Device] = "cpu", index: int | None = None):
         if isinstance(spec, Device):
             self.type, self.index = spec.type, spec.index
             return

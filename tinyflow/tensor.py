@@ -7,12 +7,13 @@ method here is a thin call into an op in ``tinyflow.ops``; the maths lives there
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from tinyflow import amp, autograd
-from tinyflow.device import CPU, Device, array_module, device_of, move
+from tinyflow.device import CPU, Device, device_of, move
 
 __all__ = [
     "Tensor",

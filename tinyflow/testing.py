@@ -1,10 +1,12 @@
 """Testing helpers: numerical gradient checks for ops and user-written Functions."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from tinyflow.autograd import no_grad
 from tinyflow.tensor import Tensor, tensor
 
 __all__ = ["gradcheck", "numerical_grad"]
@@ -77,11 +79,9 @@ def gradcheck(
         # nothing see exactly the perturbed value.
         base = x.numpy().astype(np.float64).copy()
 
-        def f() -> float:
+        def f(i: int = i, base: np.ndarray = base, device: Any = x.device) -> float:
             args = list(inputs)
-            args[i] = tensor(base, dtype=np.float64, device=x.device)
-            from tinyflow.autograd import no_grad
-
+            args[i] = tensor(base, dtype=np.float64, device=device)
             with no_grad():
                 out = _scalar_output(fn(*args), weights)
             return float(out.item())

@@ -24,6 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lm.add_argument("--text", default=None, help="training text file (default: an embedded corpus)")
     lm.add_argument("--seq-len", type=int, default=None, help="truncated-BPTT segment length")
     lm.add_argument("--clip", type=float, default=None, help="clip the gradient norm to this value")
+    lm.add_argument("--level", choices=("char", "word"), default=None, help="tokens: characters or words (default: char)")
+    lm.add_argument("--embedding-dim", type=int, default=None, help="embedding size (default: the preset's)")
+    lm.add_argument("--hidden-size", type=int, default=None, help="LSTM hidden size (default: the preset's)")
+    lm.add_argument("--num-layers", type=int, default=None, help="LSTM layers (default: the preset's)")
+    lm.add_argument("--dropout", type=float, default=None, help="dropout between LSTM layers")
+    lm.add_argument("--tie-weights", action="store_true", default=None,
+                    help="share the embedding and output weights (needs embedding-dim == hidden-size)")
     dp = parser.add_argument_group("data parallel")
     dp.add_argument("--nproc", type=int, default=1, help="local worker processes (launched with mpirun)")
     dp.add_argument("--allreduce", choices=("ring", "tree", "naive", "native"), default="ring",

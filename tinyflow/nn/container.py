@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from tinyflow.nn.module import Module
 

@@ -123,6 +123,6 @@ def one_hot(target: Tensor, num_classes: int = -1) -> Tensor:
 
 # Families written elsewhere add their import line below.
 from tinyflow.ops.conv import conv2d  # noqa: F401,E402
-from tinyflow.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401,E402
-from tinyflow.ops.norm import batch_norm, local_response_norm  # noqa: F401,E402
 from tinyflow.ops.embedding import embedding  # noqa: F401,E402
+from tinyflow.ops.norm import batch_norm, local_response_norm  # noqa: F401,E402
+from tinyflow.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401,E402

@@ -53,9 +53,9 @@ def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, generator: Generator
 def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
                   generator: Generator | None = None) -> Tensor:
     """Normal samples redrawn until they fall in [a, b]."""
-    from tinyflow.random import rng
-
     import numpy as np
+
+    from tinyflow.random import rng
 
     g = rng(generator)
     vals = g.normal(mean, std, size=t.shape)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinyflow.nn import functional as F
 from tinyflow.nn import init
 from tinyflow.nn.module import Module
 from tinyflow.nn.parameter import Parameter
-from tinyflow.nn import functional as F
 from tinyflow.tensor import Tensor, empty
 
 

@@ -7,7 +7,8 @@ attribute path (``features.0.weight``), so state dicts move between tinyflow and
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 

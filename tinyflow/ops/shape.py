@@ -2,7 +2,8 @@
 split, pad. Most forwards return views; backward maps the gradient back to the input layout."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tinyflow.autograd import Context, Function
 

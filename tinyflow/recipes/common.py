@@ -17,6 +17,7 @@ one.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -341,6 +342,7 @@ def fit(
     after_backward: Callable[[], None] | None = None,
     on_step: Callable[[int, int, float], None] | None = None,
     guard: InterruptGuard | None = None,
+    amp: str | None = None,
 ) -> FitResult:
     """Train a classifier for ``epochs`` epochs; evaluate, log, plot and checkpoint each epoch.
 
@@ -349,9 +351,11 @@ def fit(
     checkpoint to continue from. For data-parallel runs: ``rank`` (only rank 0 writes files and
     shows a bar), ``allreduce_sum`` (sums a float64 vector over ranks, for the metrics) and
     ``after_backward`` (e.g. wait for the gradient all-reduce). ``on_step(epoch, step, loss)``
-    is called after each optimizer step.
+    is called after each optimizer step. ``amp`` ("bf16" or "fp16") runs forward in mixed
+    precision (float32 master weights; fp16 adds dynamic loss scaling).
     """
     import tinyflow.nn.functional as F
+    from tinyflow.amp import GradScaler, autocast
 
     loss_fn = loss_fn or F.cross_entropy
     meta = dict(meta or {})
@@ -360,6 +364,7 @@ def fit(
     if ckpt_dir is not None and is_main:
         ckpt_dir.mkdir(parents=True, exist_ok=True)
     batch_size = getattr(train_loader, "batch_size", None)
+    scaler = GradScaler(enabled=amp == "fp16")
 
     start_epoch, start_step, global_step = 0, 0, 0
     sums = _Sums()
@@ -372,6 +377,8 @@ def fit(
         if scheduler is not None and state.get("scheduler") is not None:
             scheduler.load_state_dict(state["scheduler"])
         set_rng_state(state["rng"])
+        if state.get("scaler") is not None:
+            scaler.load_state_dict(state["scaler"])
         start_epoch, start_step, global_step = state["epoch"], state["step"], state["global_step"]
         sums = _Sums(**state["sums"])
         history = list(state["history"])
@@ -391,6 +398,7 @@ def fit(
             "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
             "rng": rng_state(),
+            "scaler": scaler.state_dict() if scaler.enabled else None,
             "epoch": epoch, "step": step, "global_step": global_step,
             "sums": sums.__dict__.copy(), "history": log.records, "best": best,
         })
@@ -412,13 +420,16 @@ def fit(
             try:
                 for x, y in train_loader:
                     try:
-                        logits = model(x)  # (N, num_classes)
+                        with autocast(amp or "bf16", enabled=amp is not None):
+                            logits = model(x)  # (N, num_classes)
+                        logits = logits.float()  # the loss is always computed in float32
                         loss = loss_fn(logits, y)
                         optimizer.zero_grad()
-                        loss.backward()
+                        scaler.scale(loss).backward()
                         if after_backward is not None:
                             after_backward()
-                        optimizer.step()
+                        scaler.step(optimizer)  # = optimizer.step() without fp16
+                        scaler.update()
                     except MemoryError as exc:
                         raise MemoryError(out_of_memory_message(batch_size or len(y), f"training step of epoch {epoch + 1}")) from exc
                     loss_value = float(loss.item())
@@ -464,3 +475,28 @@ def fit(
                 _link_or_copy(result.checkpoint, ckpt_dir / BEST)
             result.epoch, result.step = epoch + 1, 0
     return result
+
+
+def make_optimizer(name: str, params: Any, lr: float, momentum: float, weight_decay: float) -> Any:
+    """The optimizer named on the command line (sgd or adam) over ``params``."""
+    import tinyflow.optim as optim
+
+    if name == "sgd":
+        return optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if name == "adam":
+        return optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {name!r}: choose sgd or adam")
+
+
+def resume_path(args: argparse.Namespace) -> str | None:
+    """The checkpoint --resume points to (``auto``: the last one in --checkpoint-dir), or None."""
+    if not getattr(args, "resume", None):
+        return None
+    if args.resume == "auto":
+        if not args.checkpoint_dir:
+            raise FileNotFoundError("--resume without a path needs --checkpoint-dir")
+        path = os.path.join(args.checkpoint_dir, LAST)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"--resume: no checkpoint {path!r} to resume from (train without --resume first)")
+        return path
+    return args.resume

@@ -129,15 +129,13 @@ def _train_worker(args: argparse.Namespace, w: Any, comm: Any) -> int:
     from tinyflow.parallel.allreduce import all_gather_object, allreduce
     from tinyflow.parallel.data_parallel import DataParallel
     from tinyflow.parallel.trace import ChromeTracer, merge_traces
-    from tinyflow.recipes.common import fit
+    from tinyflow.recipes.common import fit, make_optimizer, resume_path
     from tinyflow.recipes.vision import (
-        _resume_path,
         build_data,
         build_model,
         check_input,
         default_image_size,
         fill_defaults,
-        make_optimizer,
         model_config,
     )
 
@@ -173,9 +171,11 @@ def _train_worker(args: argparse.Namespace, w: Any, comm: Any) -> int:
     model = build_model(args.model, num_classes=len(data.classes)).to(device)
     workers = getattr(args, "workers", 0)
     train_sampler = DistributedSampler(data.train, size, rank, shuffle=True, seed=args.seed)
+    # The same seed on every rank: augmentation depends on (seed, epoch, sample), not on the rank,
+    # so N workers see exactly what one worker of batch N*b would.
     train_loader = DataLoader(data.train, batch_size=args.batch_size, sampler=train_sampler,
                               drop_last=len(train_sampler) > args.batch_size, num_workers=workers,
-                              seed=args.seed + rank, device=device)
+                              seed=args.seed, device=device)
     val_loader = None
     if data.val is not None:
         val_sampler = DistributedSampler(data.val, size, rank, shuffle=False)
@@ -208,8 +208,8 @@ def _train_worker(args: argparse.Namespace, w: Any, comm: Any) -> int:
     try:
         result = fit(dp, optimizer, train_loader, val_loader, epochs=args.epochs,
                      checkpoint_dir=args.checkpoint_dir, meta=meta, scheduler=scheduler,
-                     resume=_resume_path(args), progress=is_main and not getattr(args, "quiet", False),
-                     rank=rank, allreduce_sum=allreduce_sum, **fit_kwargs)
+                     resume=resume_path(args), progress=is_main and not getattr(args, "quiet", False),
+                     rank=rank, allreduce_sum=allreduce_sum, amp=getattr(args, "amp", None), **fit_kwargs)
     finally:
         if timer is not None:
             timer.close()

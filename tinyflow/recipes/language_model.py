@@ -33,11 +33,12 @@ from tinyflow.recipes.common import (
     Progress,
     load_checkpoint,
     load_model_state,
+    make_optimizer,
+    resume_path,
     rng_state,
     save_checkpoint,
     set_rng_state,
 )
-from tinyflow.recipes.vision import _resume_path, make_optimizer
 
 MODEL_NAME = "lstm-lm"
 DEFAULTS = {"epochs": 3, "batch_size": 32, "optimizer": "adam", "clip": 1.0, "momentum": 0.9, "weight_decay": 0.0}
@@ -116,12 +117,15 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
     import models
     import tinyflow
     import tinyflow.nn.functional as F
+    from tinyflow.amp import GradScaler, autocast
     from tinyflow.optim import clip_grad_norm_
 
     level = getattr(args, "level", None) or "char"
     device = getattr(args, "device", None) or "cpu"
+    amp = getattr(args, "amp", None)
+    scaler = GradScaler(enabled=amp == "fp16")
     ckpt_dir = Path(args.checkpoint_dir)
-    resume = _resume_path(args)
+    resume = resume_path(args)
     state: dict[str, Any] | None = None
     if resume is not None:
         state = load_checkpoint(resume, MODEL_NAME)
@@ -185,13 +189,17 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
                         continue
                     if step == start_step and carried is not None:
                         bptt.state = carried
-                    logits, bptt.state = model(x, bptt.state)  # (T, B, V); the state is stored detached
+                    with autocast(amp or "bf16", enabled=amp is not None):
+                        logits, bptt.state = model(x, bptt.state)  # (T, B, V); the state is stored detached
+                    logits = logits.float()  # the loss is always computed in float32
                     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
                     optimizer.zero_grad()
-                    loss.backward()
+                    scaler.scale(loss).backward()
                     if args.clip and args.clip > 0:
+                        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
                         clip_grad_norm_(model.parameters(), args.clip)
-                    optimizer.step()
+                    scaler.step(optimizer)  # = optimizer.step() without fp16
+                    scaler.update()
                     value = float(loss.item())
                     if not math.isfinite(value):
                         raise FloatingPointError(f"the training loss became {value} at epoch {epoch + 1}, "

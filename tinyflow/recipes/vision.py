@@ -33,13 +33,14 @@ from tinyflow.data import (
 )
 from tinyflow.data import transforms as T
 from tinyflow.recipes.common import (
-    LAST,
     CheckpointMismatchError,
     evaluate,
     fit,
     load_checkpoint,
     load_model_state,
+    make_optimizer,
     out_of_memory_message,
+    resume_path,
 )
 
 MEAN = (0.485, 0.456, 0.406)
@@ -254,16 +255,6 @@ def probe_forward(model: Any, name: str, sample: np.ndarray, source: str, device
 # ----------------------------------------------------------------------------- commands
 
 
-def make_optimizer(name: str, params: Any, lr: float, momentum: float, weight_decay: float) -> Any:
-    import tinyflow.optim as optim
-
-    if name == "sgd":
-        return optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    if name == "adam":
-        return optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    raise ValueError(f"unknown optimizer {name!r}: choose sgd or adam")
-
-
 # Defaults tuned so that `tinyflow train alexnet` (synthetic data, CPU) is clearly above chance after a
 # few minutes: AlexNet has no batch norm and plain SGD leaves it on the loss plateau for longer.
 DEFAULT_LR = {"sgd": 0.02, "adam": 3e-4}
@@ -307,22 +298,10 @@ def train_classifier(model: Any, model_name: str, data: VisionData, args: argpar
     scheduler = optim.CosineAnnealingLR(optimizer, T_max=max(args.epochs, 1)) if args.schedule == "cosine" else None
     meta = {"model_name": model_name, "model_config": model_config(model), "classes": data.classes,
             "num_classes": len(data.classes), "image_size": args.image_size, "seed": args.seed}
-    resume = _resume_path(args)
+    resume = resume_path(args)
     return fit(model, optimizer, train_loader, val_loader, epochs=args.epochs, checkpoint_dir=args.checkpoint_dir,
-               meta=meta, scheduler=scheduler, resume=resume, progress=progress, **fit_kwargs)
-
-
-def _resume_path(args: argparse.Namespace) -> str | None:
-    if not getattr(args, "resume", None):
-        return None
-    if args.resume == "auto":
-        if not args.checkpoint_dir:
-            raise FileNotFoundError("--resume without a path needs --checkpoint-dir")
-        path = os.path.join(args.checkpoint_dir, LAST)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"--resume: no checkpoint {path!r} to resume from (train without --resume first)")
-        return path
-    return args.resume
+               meta=meta, scheduler=scheduler, resume=resume, progress=progress,
+               amp=getattr(args, "amp", None), **fit_kwargs)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -422,3 +401,6 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=min(2, max(0, (os.cpu_count() or 1) - 1)),
                         help="data-loading processes, 0 = in the training process (default: %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--amp", choices=("bf16", "fp16"), default=None,
+                        help="mixed precision: GEMMs and convolutions in bf16/fp16, float32 master weights "
+                             "(fp16 adds dynamic loss scaling); for GPUs")
