@@ -21,7 +21,7 @@ from tinyflow.kernels.rnn import (
 )
 from tinyflow.ops.embedding import embedding
 from tinyflow.ops.rnn import GRULayer, LSTMLayer, gru_cell, gru_layer, lstm_cell, lstm_layer
-from tinyflow.testing import gradcheck
+from tinyflow.testing import gradcheck, numerical_grad
 
 SETTINGS = settings(max_examples=25, deadline=None)
 
@@ -44,20 +44,6 @@ def gru_reference(gi: np.ndarray, gh: np.ndarray, h_prev: np.ndarray) -> np.ndar
     r, z = sigmoid(ir + hr), sigmoid(iz + hz)
     n = np.tanh(in_ + r * hn)
     return (1 - z) * n + z * h_prev
-
-
-def numeric_grad(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """Central differences of the scalar function f at x (float64)."""
-    grad = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        old = x[idx]
-        x[idx] = old + eps
-        up = f()
-        x[idx] = old - eps
-        down = f()
-        x[idx] = old
-        grad[idx] = (up - down) / (2 * eps)
-    return grad
 
 
 cell_shapes = st.tuples(st.integers(1, 4), st.integers(1, 5), st.integers(0, 2**31 - 1))
@@ -83,8 +69,8 @@ def test_lstm_cell_kernel_matches_reference_and_finite_differences(shape, scale)
         return float((h_ * wh).sum() + (c_ * wc).sum())
 
     dgates, dc_prev = lstm_cell_backward(wh, wc, acts, c_prev, c)
-    np.testing.assert_allclose(dgates, numeric_grad(loss, gates), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(dc_prev, numeric_grad(loss, c_prev), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(dgates, numerical_grad(loss, gates), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(dc_prev, numerical_grad(loss, c_prev), rtol=1e-5, atol=1e-7)
 
 
 def test_lstm_cell_kernel_writes_into_given_buffers_and_accepts_no_dc():
@@ -124,10 +110,10 @@ def test_gru_cell_kernel_matches_reference_and_finite_differences(shape, scale):
         return float((gru_reference(gi, gh, h_prev) * w).sum())
 
     dgi, dgh, dh_direct = gru_cell_backward(w, acts, gh, h_prev)
-    np.testing.assert_allclose(dgi, numeric_grad(loss, gi), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(dgh, numeric_grad(loss, gh), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(dgi, numerical_grad(loss, gi), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(dgh, numerical_grad(loss, gh), rtol=1e-5, atol=1e-7)
     # dh_prev = dh * z plus the path through gh, which the op adds as dgh @ W_hh; here gh is fixed.
-    np.testing.assert_allclose(dh_direct, numeric_grad(loss, h_prev), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(dh_direct, numerical_grad(loss, h_prev), rtol=1e-5, atol=1e-7)
 
 
 @SETTINGS
