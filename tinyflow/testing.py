@@ -25,18 +25,20 @@ def _scalar_output(out: Any, weights: list[np.ndarray]) -> Any:
     return total
 
 
-def numerical_grad(f: Callable[[], float], x: np.ndarray, eps: float) -> np.ndarray:
-    """Central differences of the scalar ``f()`` with respect to every entry of ``x`` (in place)."""
-    grad = np.zeros_like(x)
-    flat, gflat = x.reshape(-1), grad.reshape(-1)
-    for i in range(flat.size):
-        old = flat[i]
-        flat[i] = old + eps
+def numerical_grad(f: Callable[[], float], x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of the scalar ``f()`` with respect to every entry of ``x``.
+
+    ``x`` is perturbed in place (and restored), so ``f`` must read it; views work too.
+    """
+    grad = np.zeros(x.shape, dtype=np.float64)
+    for idx in np.ndindex(x.shape):
+        old = x[idx]
+        x[idx] = old + eps
         hi = f()
-        flat[i] = old - eps
+        x[idx] = old - eps
         lo = f()
-        flat[i] = old
-        gflat[i] = (hi - lo) / (2 * eps)
+        x[idx] = old
+        grad[idx] = (hi - lo) / (2 * eps)
     return grad
 
 
