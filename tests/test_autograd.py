@@ -164,3 +164,29 @@ def test_grad_arrays_are_owned_by_each_leaf():
     (a + b).sum().backward()
     a.grad.data *= 5  # clipping does this in place; b's gradient must not change
     assert b.grad.tolist() == [1.0]
+
+
+def test_modifying_a_saved_tensor_in_place_is_an_error_at_backward():
+    w = tf.tensor([1.0, 2.0], requires_grad=True)
+    x = tf.tensor([1.0, 1.0])
+    y = (w * x).sum()
+    x += 10  # x does not need grad, but Mul saved it for w's gradient
+    with pytest.raises(RuntimeError, match="Mul.backward: one of the tensors it needs was modified"):
+        y.backward()
+    a = tf.tensor([0.5, 1.0], requires_grad=True)
+    b = a.exp()
+    b.detach().add_(100)  # detach shares the data and the in-place counter
+    with pytest.raises(RuntimeError, match="Exp.backward"):
+        b.sum().backward()
+    r = tf.tensor([[1.0, -1.0]], requires_grad=True)
+    s = r.relu()
+    s.reshape(2).detach().mul_(0)  # views share the counter too
+    with pytest.raises(RuntimeError, match="ReLU.backward"):
+        s.sum().backward()
+
+
+def test_inplace_shape_errors_name_the_op():
+    with pytest.raises(ValueError, match=r"setitem: a value of shape \(4,\) cannot be assigned"):
+        tf.zeros(3)[:] = tf.ones(4)
+    with pytest.raises(ValueError, match=r"add_: shapes \(3,\) and \(4,\)"):
+        tf.zeros(3).add_(tf.ones(4))

@@ -130,6 +130,7 @@ class Context:
         self._saved: tuple = ()
         self.freed = False
         self.watched: dict[int, Any] = {}  # output index -> weakref of a tensor with hooks
+        self.versions: list[tuple[list[int], int]] = []  # (shared counter, value when recorded)
 
     def save_for_backward(self, *arrays: Any) -> None:
         self._saved = arrays
@@ -164,6 +165,7 @@ class Function:
     """Base class of every differentiable op. Subclasses define static forward/backward."""
 
     moves_device = False  # True for ops whose outputs live on another device than their inputs
+    returns_view = False  # True for ops whose output is a view of the first input's data
 
     @staticmethod
     def forward(ctx: Context, *args: Any, **kwargs: Any) -> Any:
@@ -215,9 +217,14 @@ class Function:
                 t._ctx = ctx
                 t._out_index = i
             results.append(t)
+        if cls.returns_view and first is not None:
+            for r in results:
+                r._versions = first._versions  # an in-place edit of either is an edit of both
         if record:
             ctx.num_outputs = len(outs)
             ctx.output_meta = [(r.data.shape, r.data.dtype) for r in results]
+            # What backward may read must not change in place before it runs: remember versions.
+            ctx.versions = [(t._versions, t._versions[0]) for t in (*ctx.inputs, *results) if t is not None]
         return tuple(results) if multi else results[0]
 
 
@@ -343,6 +350,12 @@ def run_backward(
             ]
         if node.watched:
             slots = _run_watchers(node, slots)
+        for counter, seen in node.versions:
+            if counter[0] != seen:
+                raise RuntimeError(
+                    f"{node.fn.__name__}.backward: one of the tensors it needs was modified by an in-place "
+                    "operation after the forward pass; use an out-of-place op (x = x + y) or .clone() first"
+                )
         if node.xp is np:
             in_grads = node.fn.backward(node, *slots)
         else:

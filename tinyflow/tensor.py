@@ -94,7 +94,7 @@ class Tensor:
         t.grad = None
         t._ctx = None
         t._out_index = 0
-        t._version = 0
+        t._versions = [0]  # in-place edits so far; shared with detach() and views of this data
         t._grad_hooks = []
         t._post_accumulate_hooks = []
         t._retains_grad = False
@@ -226,8 +226,10 @@ class Tensor:
         return self.numpy().tolist()
 
     def detach(self) -> Tensor:
-        """The same data, cut from the graph (shares memory, as PyTorch)."""
-        return Tensor._from_array(self.data, device=self._device)
+        """The same data, cut from the graph (shares memory and the in-place counter, as PyTorch)."""
+        t = Tensor._from_array(self.data, device=self._device)
+        t._versions = self._versions
+        return t
 
     def clone(self) -> Tensor:
         return _ops().Clone.apply(self)
@@ -333,13 +335,21 @@ class Tensor:
                 f"{op}: in-place operation on {kind} (shape {self.shape}); wrap it in "
                 "tinyflow.no_grad() or work on a copy (x = x + ...)"
             )
-        self._version += 1
+        self._versions[0] += 1
+
+    @property
+    def _version(self) -> int:
+        return self._versions[0]
 
     def _inplace(self, op: str, value: Any, fn: Callable[[Any, Any], Any]) -> Tensor:
         self._check_inplace(op)
         other = value.data if isinstance(value, Tensor) else value
-        result = fn(self.data, other)
-        self.data[...] = result
+        try:
+            self.data[...] = fn(self.data, other)
+        except ValueError:
+            from tinyflow.ops.elementwise import broadcast_error
+
+            raise broadcast_error(op, self.data, other) from None
         return self
 
     def add_(self, other: Any, alpha: float = 1.0) -> Tensor:
@@ -393,7 +403,14 @@ class Tensor:
     def __setitem__(self, index: Any, value: Any) -> None:
         self._check_inplace("setitem")
         v = value.data if isinstance(value, Tensor) else value
-        self.data[_raw_index(index)] = v
+        target = self.data[_raw_index(index)]
+        try:
+            self.data[_raw_index(index)] = v
+        except ValueError:
+            raise ValueError(
+                f"setitem: a value of shape {tuple(getattr(v, 'shape', ()))} cannot be assigned to "
+                f"the selected shape {tuple(getattr(target, 'shape', ()))} of a tensor of shape {self.shape}"
+            ) from None
 
     # ---------------------------------------------------------------- arithmetic
     def _wrap(self, other: Any) -> Tensor:

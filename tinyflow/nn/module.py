@@ -215,7 +215,7 @@ class Module:
                     dst = named[k]
                     src = _to_numpy(state_dict[k])
                     dst.data[...] = dst.device.xp.asarray(src).astype(dst.dtype, copy=False)
-                    dst._version += 1
+                    dst._versions[0] += 1
         return _IncompatibleKeys((missing, unexpected))
 
     # ------------------------------------------------------------------ modes, devices, grads

@@ -9,6 +9,7 @@ from tinyflow.autograd import Context, Function
 
 
 class Reshape(Function):
+    returns_view = True
     @staticmethod
     def forward(ctx: Context, a: Any, shape: tuple[int, ...]) -> Any:
         ctx.shape = a.shape
@@ -26,6 +27,7 @@ class Reshape(Function):
 
 
 class Permute(Function):
+    returns_view = True
     @staticmethod
     def forward(ctx: Context, a: Any, axes: tuple[int, ...]) -> Any:
         if sorted(ax % max(a.ndim, 1) for ax in axes) != list(range(a.ndim)):
@@ -42,6 +44,7 @@ class Permute(Function):
 
 
 class Expand(Function):
+    returns_view = True
     @staticmethod
     def forward(ctx: Context, a: Any, shape: tuple[int, ...]) -> Any:
         try:
@@ -62,6 +65,8 @@ def _is_basic(index: Any) -> bool:
 
 class GetItem(Function):
     """a[index]; the gradient is scattered back, summing where an index repeats."""
+
+    returns_view = True  # for basic indexing; a copy (advanced indexing) shares the counter harmlessly
 
     @staticmethod
     def forward(ctx: Context, a: Any, index: Any) -> Any:
@@ -133,6 +138,8 @@ class Stack(Function):
 
 class Split(Function):
     """Split along ``dim`` into pieces of the given sizes (one output per piece)."""
+
+    returns_view = True
 
     @staticmethod
     def forward(ctx: Context, a: Any, sizes: Sequence[int], dim: int = 0) -> tuple:
