@@ -110,6 +110,21 @@ def test_worker_errors_carry_the_worker_traceback() -> None:
         list(DataLoader(Broken(8), batch_size=2, as_tensors=False))
 
 
+def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
+    import os
+
+    class Dies(NoisyDataset):
+        def __getitem__(self, i: int):
+            if i == 5:
+                os._exit(1)  # what the OOM killer or a segfault in a decoder looks like
+            return super().__getitem__(i)
+
+    from tinyflow.data import DataLoaderWorkerError
+
+    with pytest.raises(DataLoaderWorkerError, match="worker process died"):
+        list(DataLoader(Dies(16), batch_size=2, num_workers=2, as_tensors=False))
+
+
 def test_collate_of_mismatched_shapes_names_them_and_the_fix() -> None:
     with pytest.raises(ValueError, match=r"different shapes.*Resize"):
         default_collate([(np.zeros((3, 4, 4)), 0), (np.zeros((3, 5, 4)), 1)])

@@ -19,6 +19,8 @@ import signal
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 import numpy as np
@@ -210,7 +212,10 @@ class DataLoader:
 
     def _iter_workers(self, batches: list[list[int]], epoch: int) -> Iterator[Any]:
         ctx = multiprocessing.get_context(self.multiprocessing_context)
-        pool = ctx.Pool(self.num_workers, initializer=_worker_init, initargs=(self.dataset, self.collate_fn))
+        # A process pool that notices a worker dying (OOM killer, a crash in a decoder): its
+        # futures then raise BrokenProcessPool instead of waiting forever for a lost batch.
+        pool = ProcessPoolExecutor(self.num_workers, mp_context=ctx, initializer=_worker_init,
+                                   initargs=(self.dataset, self.collate_fn))
         try:
             pending: collections.deque = collections.deque()
             todo = iter(batches)
@@ -219,17 +224,26 @@ class DataLoader:
             def submit() -> None:
                 indices = next(todo, None)
                 if indices is not None:
-                    pending.append(pool.apply_async(_worker_load, (indices, self.seed, epoch)))
+                    pending.append(pool.submit(_worker_load, indices, self.seed, epoch))
 
             for _ in range(limit):
                 submit()
             while pending:
-                batch, skipped = pending.popleft().get()
+                try:
+                    batch, skipped = pending.popleft().result()
+                except BrokenProcessPool:
+                    raise DataLoaderWorkerError(
+                        f"a DataLoader worker process died while loading epoch {epoch + 1} (killed by the "
+                        "system, e.g. out of memory, or crashed in native code); rerun with --workers 0 "
+                        "to load in this process and see the error"
+                    ) from None
                 submit()
                 yield from self._deliver(batch, skipped)
         finally:
-            pool.terminate()
-            pool.join()
+            workers = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in workers:  # don't wait for batches prefetched for nobody
+                proc.terminate()
 
     def _deliver(self, batch: Any, skipped: list[tuple[str, str]]) -> Iterator[Any]:
         for path, reason in skipped:
