@@ -234,3 +234,57 @@ def _im2col_in_child(x):
 
     _cpu.MIN_CHUNK = 1
     return im2col(x, (3, 3))
+
+
+# ----------------------------------------------------------------- Winograd F(2x2, 3x3) transforms
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from([(3, 3), (5, 5), (6, 3), (3, 5)]), st.integers(0, 2), st.integers(0, 3),
+       st.integers(0, 2**31 - 1))
+def test_winograd_transforms_are_adjoint_pairs(k, p, extra, seed):
+    """Each backward transform is the exact transpose of its forward one: <F(a), b> == <a, F^T(b)>."""
+    from tinyflow.kernels.conv import (
+        winograd_input,
+        winograd_input_grad,
+        winograd_output,
+        winograd_output_grad,
+        winograd_parts,
+        winograd_tiles,
+        winograd_weight,
+        winograd_weight_grad,
+    )
+
+    rng = np.random.default_rng(seed)
+    n, c, o = 2, 3, 4
+    h, w = max(1, k[0] - 2 * p) + extra, max(1, k[1] - 2 * p) + (extra + 1) % 3
+    oh, ow, th, tw = winograd_tiles(h, w, (p, p), k)
+    q = int(np.prod(winograd_parts(k)))
+    t = n * th * tw
+    x = rng.standard_normal((n, c, h, w))
+    gv = rng.standard_normal((16, q * c, t))
+    v = winograd_input(x, (p, p), np.empty((16, q * c, t)), k)
+    np.testing.assert_allclose(np.vdot(v, gv), np.vdot(x, winograd_input_grad(gv, x.shape, (p, p), k)), rtol=1e-10)
+    wt = rng.standard_normal((o, c, *k))
+    gu = rng.standard_normal((16, o, q * c))
+    np.testing.assert_allclose(np.vdot(winograd_weight(wt), gu), np.vdot(wt, winograd_weight_grad(gu, wt.shape)),
+                               rtol=1e-10)
+    m = rng.standard_normal((16, o, t))
+    gy = rng.standard_normal((n, o, oh, ow))
+    gm, _ = winograd_output_grad(gy, np.empty((16, o, t)))
+    np.testing.assert_allclose(np.vdot(winograd_output(m, gy.shape), gy), np.vdot(m, gm), rtol=1e-10)
+
+
+def test_winograd_input_tiles_are_the_padded_image():
+    """With B^T's inverse applied, V gives back every 4x4 tile of the zero-padded input."""
+    from tinyflow.kernels.conv import _BT, winograd_input
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5, 6))
+    v = winograd_input(x, (1, 1), np.empty((16, 3, 2 * 3 * 3)))  # OH, OW = 5, 6 -> TH, TW = 3, 3
+    binv = np.linalg.inv(np.array(_BT, dtype=float))
+    d = np.einsum("ka,abctun,lb->kltucn", binv, v.reshape(4, 4, 3, 3, 3, 2), binv)  # (4, 4, TH, TW, C, N)
+    xpad = np.zeros((2, 3, 8, 8))
+    xpad[:, :, 1:6, 1:7] = x
+    for th in range(3):
+        for tw in range(3):
+            np.testing.assert_allclose(d[:, :, th, tw].transpose(3, 2, 0, 1),
+                                       xpad[:, :, 2 * th:2 * th + 4, 2 * tw:2 * tw + 4], atol=1e-12)

@@ -123,3 +123,23 @@ def test_maxpool_with_more_than_256_window_offsets_uses_wide_indices():
     for (b, ci, _, _), (hy, wz) in winners.items():
         ref_gx[b, ci, hy, wz] += 1
     np.testing.assert_array_equal(gx, ref_gx)
+
+
+@settings(max_examples=25, deadline=None)
+@given(pool_geometry(), st.integers(0, 2**31 - 1))
+def test_maxpool_backward_scatter_and_slab_paths_agree(geom, seed):
+    """NumPy's add.at path and the per-offset slab path (CuPy's fallback) route the same gradient."""
+    from tinyflow.kernels import pool
+
+    shape, k, s, p, d, ceil_mode = geom
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    _, argmax = maxpool2d_forward(x, k, s, p, d, ceil_mode)
+    g = rng.standard_normal(argmax.shape)
+    scatter = maxpool2d_backward(g, argmax, shape, k, s, p, d)
+    pool.SCATTER_ON_CPU = False
+    try:
+        slabs = maxpool2d_backward(g, argmax, shape, k, s, p, d)
+    finally:
+        pool.SCATTER_ON_CPU = True
+    np.testing.assert_allclose(scatter, slabs, rtol=1e-12, atol=1e-12)

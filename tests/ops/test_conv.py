@@ -199,3 +199,131 @@ def test_conv2d_threaded_path_matches_inline(monkeypatch):
     monkeypatch.setenv("TINYFLOW_NUM_THREADS", "3")
     for a, b_ in zip(run(), inline):
         np.testing.assert_allclose(a, b_, rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------- the Winograd F(2x2, 3x3) path
+class _winograd_everywhere:
+    """Lower the Winograd thresholds so that small test shapes take that path (restored after)."""
+
+    def __enter__(self):
+        from tinyflow.ops import conv as conv_ops
+
+        self.mod, self.saved = conv_ops, (conv_ops.WINOGRAD_MIN_CHANNELS, conv_ops.WINOGRAD_MIN_BATCH)
+        conv_ops.WINOGRAD_MIN_CHANNELS, conv_ops.WINOGRAD_MIN_BATCH = 1, 1
+        return conv_ops
+
+    def __exit__(self, *exc):
+        self.mod.WINOGRAD_MIN_CHANNELS, self.mod.WINOGRAD_MIN_BATCH = self.saved
+
+
+@st.composite
+def winograd_case(draw):
+    """A stride-1 ungrouped geometry with 3x3 / 5x5 / 6x6-like kernels, odd and even outputs."""
+    k = (draw(st.sampled_from([3, 5, 6])), draw(st.sampled_from([3, 5])))
+    p = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    h = draw(st.integers(max(1, k[0] - 2 * p[0]), k[0] + 3))
+    w = draw(st.integers(max(1, k[1] - 2 * p[1]), k[1] + 3))
+    return dict(n=draw(st.integers(1, 2)), cin=draw(st.integers(1, 3)), cout=draw(st.integers(1, 3)),
+                h=h, w=w, k=k, s=(1, 1), p=p, d=(1, 1), groups=1, bias=draw(st.booleans()),
+                seed=draw(st.integers(0, 2**31 - 1)))
+
+
+@SETTINGS
+@given(winograd_case())
+def test_conv2d_winograd_path_gradcheck(c):
+    x, w, b = _arrays(c)
+    inputs = [tf.tensor(x, dtype=tf.float64, requires_grad=True),
+              tf.tensor(w, dtype=tf.float64, requires_grad=True)]
+    if b is not None:
+        inputs.append(tf.tensor(b, dtype=tf.float64, requires_grad=True))
+
+    def fn(x, w, b=None):
+        return F.conv2d(x, w, b, padding=c["p"])
+
+    with _winograd_everywhere() as conv_ops:
+        geom = (c["k"], (1, 1), c["p"], (1, 1))
+        assert conv_ops._use_winograd(np, x.shape, w.shape, geom, 1)
+        gradcheck(fn, inputs)
+
+
+@pytest.mark.parametrize("k, p, size", [(3, 1, 7), (3, 1, 8), (3, 0, 9), (5, 2, 15), (5, 2, 6)])
+def test_conv2d_winograd_path_matches_pytorch_at_alexnet_like_shapes(k, p, size):
+    """Default thresholds (16 channels, batch 8): the path AlexNet's conv2-5 take, vs PyTorch."""
+    torch = pytest.importorskip("torch")
+    from tinyflow.ops import conv as conv_ops
+
+    rng = np.random.default_rng(k * 100 + size)
+    x = rng.standard_normal((8, 16, size, size)).astype(np.float32)
+    w = (rng.standard_normal((24, 16, k, k)) / np.sqrt(16 * k * k)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    assert conv_ops._use_winograd(np, x.shape, w.shape, ((k, k), (1, 1), (p, p), (1, 1)), 1)
+    tx, tw, tb = (tf.tensor(a, requires_grad=True) for a in (x, w, b))
+    y = F.conv2d(tx, tw, tb, padding=p)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    y.backward(tf.tensor(g))
+    px, pw, pb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    py = torch.nn.functional.conv2d(px, pw, pb, padding=p)
+    py.backward(torch.tensor(g))
+    assert y.dtype == tw.grad.dtype == tx.grad.dtype == tf.float32
+    np.testing.assert_allclose(y.numpy(), py.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(tw.grad.numpy(), pw.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tb.grad.numpy(), pb.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_winograd_path_equals_im2col_path_and_threads_change_nothing(monkeypatch):
+    """Both algorithms agree to float rounding; the channel-split transforms match inline ones."""
+    from tinyflow.kernels import _cpu
+    from tinyflow.ops import conv as conv_ops
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((9, 16, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((20, 16, 5, 3)).astype(np.float32)
+    b = rng.standard_normal(20).astype(np.float32)
+
+    def run():
+        tx, tw, tb = (tf.tensor(a, requires_grad=True) for a in (x, w, b))
+        y = F.conv2d(tx, tw, tb, padding=(2, 1))
+        (y * y).sum().backward()
+        return [y.numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()]
+
+    assert conv_ops._use_winograd(np, x.shape, w.shape, ((5, 3), (1, 1), (2, 1), (1, 1)), 1)
+    monkeypatch.setenv("TINYFLOW_NUM_THREADS", "1")
+    inline = run()
+    monkeypatch.setattr(conv_ops, "WINOGRAD_MIN_CHANNELS", 0)  # off: im2col + GEMM
+    for a, b_ in zip(run(), inline):
+        np.testing.assert_allclose(a, b_, rtol=1e-4, atol=1e-3 * np.abs(b_).max())
+    monkeypatch.setattr(conv_ops, "WINOGRAD_MIN_CHANNELS", 16)
+    monkeypatch.setattr(_cpu, "MIN_CHUNK", 1)
+    monkeypatch.setenv("TINYFLOW_NUM_THREADS", "3")
+    for a, b_ in zip(run(), inline):
+        np.testing.assert_allclose(a, b_, rtol=1e-6, atol=1e-6 * np.abs(b_).max())
+
+
+def test_conv2d_winograd_path_only_where_it_pays():
+    from tinyflow.ops import conv as conv_ops
+
+    use = conv_ops._use_winograd
+    g3 = ((3, 3), (1, 1), (1, 1), (1, 1))
+    assert use(np, (64, 192, 7, 7), (384, 192, 3, 3), g3, 1)
+    assert not use(np, (64, 192, 7, 7), (384, 96, 3, 3), g3, 2)  # grouped
+    assert not use(np, (64, 3, 64, 64), (64, 3, 3, 3), g3, 1)  # too few channels
+    assert not use(np, (1, 192, 7, 7), (384, 192, 3, 3), g3, 1)  # batch too small
+    assert not use(np, (64, 192, 7, 7), (384, 192, 3, 3), ((3, 3), (2, 2), (1, 1), (1, 1)), 1)
+    assert not use(np, (64, 192, 7, 7), (384, 192, 3, 3), ((3, 3), (1, 1), (1, 1), (2, 2)), 1)
+    assert not use(np, (64, 64, 35, 35), (64, 64, 11, 11), ((11, 11), (1, 1), (2, 2), (1, 1)), 1)
+
+
+def test_conv2d_winograd_path_backward_twice_with_retain_graph():
+    """Backward hands its saved transformed input back for reuse; a second backward rebuilds it."""
+    rng = np.random.default_rng(5)
+    x = tf.tensor(rng.standard_normal((8, 16, 7, 7)).astype(np.float32), requires_grad=True)
+    w = tf.tensor(rng.standard_normal((16, 16, 3, 3)).astype(np.float32), requires_grad=True)
+    y = F.conv2d(x, w, padding=1)
+    loss = (y * y).sum()
+    loss.backward(retain_graph=True)
+    gx1, gw1 = x.grad.numpy().copy(), w.grad.numpy().copy()
+    F.conv2d(x, w, padding=1).sum()  # another forward in between takes the recycled buffer
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * gx1, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(w.grad.numpy(), 2 * gw1, rtol=1e-5, atol=1e-2)

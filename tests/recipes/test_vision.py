@@ -168,7 +168,8 @@ def test_data_layouts_class_root_and_packed(easy_data: Path, tmp_path: Path) -> 
     x, y = flat.train[0]
     assert x.shape == (3, 32, 32) and x.dtype == np.float32
     assert cli.main(["data", "pack", str(easy_data), str(tmp_path / "packed"), "--size", "32", "--workers", "0"]) == 0
-    assert isinstance(PackedDataset(tmp_path / "packed" / "train"), PackedDataset)
+    packed_train = PackedDataset(tmp_path / "packed" / "train")
+    assert len(packed_train) == 200 and packed_train.classes == sorted(EASY)
     packed = vision.build_data(str(tmp_path / "packed"), 32, seed=0)
     split = vision.build_data(str(easy_data), 32, seed=0)
     assert packed.classes == split.classes and len(packed.train) == len(split.train) == 200

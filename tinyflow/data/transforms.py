@@ -9,7 +9,7 @@ Randomness. A random transform draws from, in order of preference:
 2. the per-sample generator that the DataLoader installs while it loads sample ``i`` of
    epoch ``e`` (seeded from the loader's seed, ``e`` and ``i``), so that augmentations are the
    same whatever the number of worker processes and whichever worker loads the sample;
-3. a module-wide NumPy generator (``transforms.manual_seed`` reseeds it).
+3. tinyflow's default generator (``tf.manual_seed`` reseeds it).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from PIL import Image
 
 __all__ = [
     "Compose", "Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop", "RandomHorizontalFlip",
-    "ToTensor", "Normalize", "Lambda", "sample_rng", "current_rng", "manual_seed",
+    "ToTensor", "Normalize", "Lambda", "sample_rng", "current_rng",
 ]
 
 ImageLike = Union[Image.Image, np.ndarray]
@@ -39,15 +39,6 @@ _INTERPOLATION = {
 }
 
 _local = threading.local()
-_default_rng = np.random.default_rng()
-
-
-def manual_seed(seed: int) -> None:
-    """Reseed the module-wide generator used when neither a transform nor a loader gives one."""
-    global _default_rng
-    _default_rng = np.random.default_rng(seed)
-
-
 @contextlib.contextmanager
 def sample_rng(rng: np.random.Generator) -> Iterator[np.random.Generator]:
     """Make ``rng`` the generator of random transforms in this thread for the ``with`` block."""
@@ -60,9 +51,14 @@ def sample_rng(rng: np.random.Generator) -> Iterator[np.random.Generator]:
 
 
 def current_rng() -> np.random.Generator:
-    """The per-sample generator installed by the DataLoader, else the module-wide one."""
+    """The per-sample generator installed by the DataLoader, else tinyflow's default generator
+    (so ``tf.manual_seed`` also fixes transforms used outside a loader)."""
     rng = getattr(_local, "rng", None)
-    return rng if rng is not None else _default_rng
+    if rng is not None:
+        return rng
+    from tinyflow.random import rng as default_rng
+
+    return default_rng()
 
 
 def _to_numpy_generator(generator: GeneratorLike) -> np.random.Generator | None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["workspace", "release_workspace", "num_threads", "parallel_for"]
+__all__ = ["workspace", "release_workspace", "take_buffer", "give_buffer", "num_threads", "parallel_for"]
 
 
 # ------------------------------------------------------------------------------- workspace
@@ -52,8 +52,38 @@ def workspace(xp: Any, name: str, shape: tuple[int, ...], dtype: Any) -> Any:
 
 
 def release_workspace() -> None:
-    """Free this thread's scratch buffers (they are re-created on demand)."""
+    """Free this thread's scratch buffers and the recycled saved buffers (re-created on demand)."""
     _workspace.buffers.clear()
+    with _recycled_lock:
+        _recycled.clear()
+
+
+# ------------------------------------------------------------------------------- recycled buffers
+# Arrays an op saves from forward for its backward (which a workspace cannot hold: other layers
+# run in between) and hands back when backward is done. The next step's forward takes them
+# again, so a large saved array costs no fresh allocation and no page faults per step.
+_recycled: dict[tuple[tuple[int, ...], Any], list[np.ndarray]] = {}
+_recycled_lock = threading.Lock()
+_MAX_RECYCLED = 4  # per shape and dtype: bounds what sits unused between steps
+
+
+def take_buffer(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """A NumPy array of ``shape`` (contents undefined): a recycled one if there is one."""
+    key = (tuple(shape), np.dtype(dtype))
+    with _recycled_lock:
+        free = _recycled.get(key)
+        if free:
+            return free.pop()
+    return np.empty(shape, dtype=dtype)
+
+
+def give_buffer(buf: np.ndarray) -> None:
+    """Hand back an array from :func:`take_buffer` that nothing references any more."""
+    key = (buf.shape, buf.dtype)
+    with _recycled_lock:
+        free = _recycled.setdefault(key, [])
+        if len(free) < _MAX_RECYCLED:
+            free.append(buf)
 
 
 # ------------------------------------------------------------------------------- threads

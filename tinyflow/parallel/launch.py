@@ -64,8 +64,3 @@ def launch(nproc: int, argv: Sequence[str], timeout: float | None = None, **pope
     cmd = mpirun_command(nproc, argv)
     proc = subprocess.run(cmd, env=mpirun_env(nproc=nproc), timeout=timeout, **popen_kw)
     return proc.returncode
-
-
-def python_worker_argv(module_or_script: Sequence[str]) -> list[str]:
-    """The argv that starts this same Python on a module (``-m pkg.mod``) or a script."""
-    return [sys.executable, *module_or_script]

@@ -406,9 +406,17 @@ def fit(
 
     result = FitResult(history=log.records)
     guard = guard or InterruptGuard()
+
+    def stop_requested() -> bool:
+        """Ctrl-C on any rank stops every rank after the same step: ranks that disagreed would
+        wait for each other in the next all-reduce."""
+        if allreduce_sum is None:
+            return guard.interrupted
+        return bool(allreduce_sum(np.array([float(guard.interrupted)]))[0] > 0)
+
     with guard:
         for epoch in range(start_epoch, epochs):
-            if guard.interrupted:  # Ctrl-C came during the last evaluation: its checkpoint is saved
+            if stop_requested():  # Ctrl-C came during the last evaluation: its checkpoint is saved
                 result.interrupted = True
                 return result
             model.train()
@@ -417,6 +425,7 @@ def fit(
             t0 = time.perf_counter()
             lr = float(optimizer.param_groups[0]["lr"])
             step = start_step
+            stopped = False
             try:
                 for x, y in train_loader:
                     try:
@@ -443,11 +452,12 @@ def fit(
                     bar.update(len(y), loss_value)
                     if on_step is not None:
                         on_step(epoch, step, loss_value)
-                    if guard.interrupted:
+                    stopped = stop_requested()
+                    if stopped:
                         break
             finally:
                 bar.close()
-            if guard.interrupted:
+            if stopped:
                 result.checkpoint = checkpoint(epoch, step)
                 result.interrupted, result.epoch, result.step = True, epoch, step
                 if is_main and result.checkpoint:

@@ -157,6 +157,8 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
         load_model_state(model, state["model"], os.fspath(resume))
         optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
+        if state.get("scaler") is not None:
+            scaler.load_state_dict(state["scaler"])
         start_epoch, start_step, history = state["epoch"], state["step"], list(state["history"])
         best, sums = state["best"], dict(state["sums"])
         carried = _state_tensors(state.get("hidden"), device)
@@ -171,7 +173,8 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
         path = ckpt_dir / name
         save_checkpoint(path, {**meta, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                "rng": rng_state(), "epoch": epoch, "step": step, "sums": dict(sums),
-                               "history": log.records, "best": best, "hidden": _state_arrays(hidden)})  # fmt: skip
+                               "history": log.records, "best": best, "hidden": _state_arrays(hidden),
+                               "scaler": scaler.state_dict() if scaler.enabled else None})  # fmt: skip
         return str(path)
 
     record: dict[str, Any] = {}
