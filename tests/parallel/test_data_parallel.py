@@ -250,3 +250,23 @@ def test_single_worker_is_a_plain_model():
     for n, p in model.named_parameters():
         np.testing.assert_array_equal(grads[n], p.grad.numpy())
     assert keys == list(model.state_dict())  # no 'module.' prefix in checkpoints
+
+
+def test_batchnorm_statistics_follow_rank_0():
+    """Each rank sees its own shard; rank 0's running statistics are copied to all at each forward."""
+
+    def fn(comm):
+        tf.manual_seed(0)
+        net = nn.Sequential(nn.Conv2d(2, 3, 1), nn.BatchNorm2d(3))
+        dp = DataParallel(net, comm)
+        rng = np.random.default_rng(comm.rank)  # a different shard per rank
+        for _ in range(2):
+            x = tf.tensor(rng.standard_normal((4, 2, 3, 3)).astype(np.float32) + comm.rank)
+            dp(x).sum().backward()
+        # The same last batch everywhere: after the broadcast every rank updates the same statistics.
+        dp(tf.tensor(np.random.default_rng(9).standard_normal((4, 2, 3, 3)).astype(np.float32)))
+        return net[1].running_mean.numpy().copy()
+
+    means = run_local(fn, 3)
+    for m in means[1:]:
+        np.testing.assert_array_equal(m, means[0])

@@ -76,6 +76,8 @@ class DataParallel(Module):
     ``algorithm``: ring | tree | naive | native. ``compression``: None | "fp16" | "1bit".
     ``overlap=False`` all-reduces every bucket after backward instead of during it.
     ``timeout`` (seconds) overrides the communicator's; a silent rank becomes an error naming it.
+    ``broadcast_buffers`` (default True) copies rank 0's buffers (BatchNorm statistics) to every
+    rank at each training forward, as DDP does.
     Move the model to its device before wrapping it: the buckets live where the parameters are.
     """
 
@@ -89,6 +91,7 @@ class DataParallel(Module):
         timeout: float | None = None,
         overlap: bool = True,
         tracer: Any = None,
+        broadcast_buffers: bool = True,
     ) -> None:
         super().__init__()
         if algorithm not in ALGORITHMS:
@@ -103,6 +106,7 @@ class DataParallel(Module):
         self.compression = get_compression(compression)
         self.overlap = overlap
         self.tracer = tracer
+        self.broadcast_buffers = broadcast_buffers
         self.last_step = StepStats()
 
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
@@ -137,6 +141,11 @@ class DataParallel(Module):
                 "DataParallel: the previous backward left gradients un-averaged (some parameters got "
                 "no gradient); call dp.synchronize() after backward on every rank"
             )
+        if self.broadcast_buffers and self.training and self.comm.size > 1:
+            # BatchNorm's running statistics are computed from each rank's shard: keep rank 0's
+            # everywhere, as DDP does, so evaluation and checkpoints agree across ranks.
+            for b in self.module.buffers():
+                broadcast(b.data, self.comm, root=0)
         return self.module(*args, **kwargs)
 
     def state_dict(self, prefix: str = "") -> Any:
