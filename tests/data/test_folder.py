@@ -80,3 +80,14 @@ def test_jpeg_folder_with_workers(make_folder, tmp_path: Path) -> None:
     ds = ImageFolder(root, transform=T.Compose([T.CenterCrop(8), T.ToTensor()]))
     xs, ys = next(iter(DataLoader(ds, batch_size=6, num_workers=2, as_tensors=False)))
     assert xs.shape == (6, 3, 8, 8) and ys.tolist() == [0, 0, 0, 1, 1, 1]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_refill_keeps_every_batch_full_for_data_parallel_ranks(image_folder: Path, workers: int) -> None:
+    bad, empty = _corrupt(image_folder)
+    ds = ImageFolder(image_folder, transform=T.ToTensor())
+    loader = DataLoader(ds, batch_size=4, num_workers=workers, as_tensors=False, refill_skipped=True, drop_last=True)
+    with pytest.warns(SkippedSampleWarning):
+        sizes = [len(y) for _, y in loader]
+    assert sizes == [4, 4]  # 11 indices, 2 unreadable: still two full batches, as the sampler promised
+    assert sorted(p for p, _ in loader.skipped) == sorted([bad, empty])

@@ -69,16 +69,23 @@ def default_collate(samples: Sequence[Any]) -> Any:
 
 
 def _load_batch(
-    dataset: Dataset, collate_fn: Callable, indices: Sequence[int], seed: int, epoch: int
+    dataset: Dataset, collate_fn: Callable, indices: Sequence[int], seed: int, epoch: int,
+    refill: bool = False,
 ) -> tuple[Any, list[tuple[str, str]]]:
-    """Load and collate one batch; corrupt samples are left out and returned as (path, reason)."""
+    """Load and collate one batch; corrupt samples are returned as (path, reason) and left out,
+    or with ``refill`` replaced by the next readable sample (i+1, i+2, ...) so the batch keeps
+    its size."""
     samples, skipped = [], []
+    n = len(dataset)
     for i in indices:
-        with sample_rng(np.random.default_rng([seed, epoch, int(i)])):
-            try:
-                samples.append(dataset[i])
-            except SkippedSample as exc:
-                skipped.append((exc.path, exc.reason))
+        for k in range(n if refill else 1):
+            j = (int(i) + k) % n
+            with sample_rng(np.random.default_rng([seed, epoch, j])):
+                try:
+                    samples.append(dataset[j])
+                    break
+                except SkippedSample as exc:
+                    skipped.append((exc.path, exc.reason))
     return (collate_fn(samples) if samples else None), skipped
 
 
@@ -92,11 +99,11 @@ def _worker_init(dataset: Dataset, collate_fn: Callable) -> None:
     _worker_state = (dataset, collate_fn)
 
 
-def _worker_load(indices: Sequence[int], seed: int, epoch: int) -> tuple[Any, list[tuple[str, str]]]:
+def _worker_load(indices: Sequence[int], seed: int, epoch: int, refill: bool) -> tuple[Any, list[tuple[str, str]]]:
     assert _worker_state is not None
     dataset, collate_fn = _worker_state
     try:
-        return _load_batch(dataset, collate_fn, indices, seed, epoch)
+        return _load_batch(dataset, collate_fn, indices, seed, epoch, refill)
     except Exception as exc:  # re-raised in the main process with the worker's traceback
         raise DataLoaderWorkerError(
             f"DataLoader worker failed on a batch with indices {list(indices)[:8]}...: "
@@ -136,6 +143,7 @@ class DataLoader:
         as_tensors: bool = True,
         skip_log: str | None = None,
         multiprocessing_context: str | None = None,
+        refill_skipped: bool = False,
     ):
         if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
@@ -156,6 +164,9 @@ class DataLoader:
         self.device = device
         self.as_tensors = as_tensors
         self.skip_log = skip_log
+        # Data-parallel ranks must take the same number of steps of the same size: there a
+        # skipped sample is replaced by the next readable one instead of shrinking the batch.
+        self.refill_skipped = refill_skipped
         if multiprocessing_context is None:
             methods = multiprocessing.get_all_start_methods()
             multiprocessing_context = "fork" if "fork" in methods else "spawn"
@@ -207,7 +218,7 @@ class DataLoader:
 
     def _iter_inline(self, batches: list[list[int]], epoch: int) -> Iterator[Any]:
         for indices in batches:
-            batch, skipped = _load_batch(self.dataset, self.collate_fn, indices, self.seed, epoch)
+            batch, skipped = _load_batch(self.dataset, self.collate_fn, indices, self.seed, epoch, self.refill_skipped)
             yield from self._deliver(batch, skipped)
 
     def _iter_workers(self, batches: list[list[int]], epoch: int) -> Iterator[Any]:
@@ -224,7 +235,7 @@ class DataLoader:
             def submit() -> None:
                 indices = next(todo, None)
                 if indices is not None:
-                    pending.append(pool.submit(_worker_load, indices, self.seed, epoch))
+                    pending.append(pool.submit(_worker_load, indices, self.seed, epoch, self.refill_skipped))
 
             for _ in range(limit):
                 submit()

@@ -175,12 +175,12 @@ def _train_worker(args: argparse.Namespace, w: Any, comm: Any) -> int:
     # so N workers see exactly what one worker of batch N*b would.
     train_loader = DataLoader(data.train, batch_size=args.batch_size, sampler=train_sampler,
                               drop_last=len(train_sampler) > args.batch_size, num_workers=workers,
-                              seed=args.seed, device=device)
+                              seed=args.seed, device=device, refill_skipped=True)
     val_loader = None
     if data.val is not None:
         val_sampler = DistributedSampler(data.val, size, rank, shuffle=False)
         val_loader = DataLoader(data.val, batch_size=args.batch_size, sampler=val_sampler,
-                                num_workers=workers, seed=args.seed, device=device)
+                                num_workers=workers, seed=args.seed, device=device, refill_skipped=True)
     sample, _ = data.train[0]
     check_input(model, args.model, tuple(sample.shape), data.source)
 
