@@ -82,6 +82,11 @@ def device_of(arr: Any) -> Device:
     return Device("cuda", tinyflow_cuda.device_index_of(arr))
 
 
+def to_host(arr: Any) -> np.ndarray:
+    """``arr`` as a NumPy array: itself on the CPU, a host copy of a CuPy array."""
+    return arr if isinstance(arr, np.ndarray) else move(arr, CPU)
+
+
 def move(arr: Any, device: Device) -> Any:
     """Copy ``arr`` to ``device`` (no copy when it is already there)."""
     src = device_of(arr)

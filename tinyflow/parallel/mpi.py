@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.device import device_of, move, to_host
 from tinyflow.parallel.communicator import (
     BARRIER_TAG,
     CONTROL_TAG,
@@ -73,7 +74,7 @@ class MPIComm(Communicator):
 
     # ---- point to point ------------------------------------------------------------------
     def _send(self, buf: Any, dest: int, tag: int) -> None:
-        req = self.comm.Isend(_host(buf), dest, tag)
+        req = self.comm.Isend(to_host(buf), dest, tag)
         self._wait([req], dest, f"sending to rank {dest} (tag {tag})")
 
     def _recv(self, buf: Any, source: int, tag: int) -> None:
@@ -81,7 +82,7 @@ class MPIComm(Communicator):
         req = self.comm.Irecv(host, source, tag)
         self._wait([req], source, _what(tag, source))
         if host is not buf:
-            buf[...] = _like(buf, host)
+            buf[...] = move(host, device_of(buf))
 
     def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int = 0) -> None:
         self.start_sendrecv(sendbuf, dest, recvbuf, source, tag).wait()
@@ -93,13 +94,13 @@ class MPIComm(Communicator):
         if tag != BARRIER_TAG:
             self._count(sendbuf)
         host = recvbuf if isinstance(recvbuf, np.ndarray) else np.empty(recvbuf.shape, recvbuf.dtype)
-        outgoing = _host(sendbuf)  # keep the host copy alive until the send completes
+        outgoing = to_host(sendbuf)  # keep the host copy alive until the send completes
         reqs = [self.comm.Irecv(host, source, tag), self.comm.Isend(outgoing, dest, tag)]
 
         def finish() -> None:
             self._wait(reqs, source, _what(tag, source))
             if host is not recvbuf:
-                recvbuf[...] = _like(recvbuf, host)
+                recvbuf[...] = move(host, device_of(recvbuf))
             del outgoing_ref[:]
 
         outgoing_ref = [outgoing]
@@ -115,14 +116,14 @@ class MPIComm(Communicator):
         if op != "sum":
             raise ValueError(f"native_allreduce: op must be 'sum', got {op!r}")
         MPI = _mpi()
-        host = _host(buf)
+        host = to_host(buf)
         if self.native_blocking:
             self.comm.Allreduce(MPI.IN_PLACE, host, op=MPI.SUM)
         else:
             req = self.comm.Iallreduce(MPI.IN_PLACE, host, op=MPI.SUM)
             self._wait([req], None, "MPI_Allreduce")
         if host is not buf:
-            buf[...] = _like(buf, host)
+            buf[...] = move(host, device_of(buf))
 
     # ---- waiting with a deadline -----------------------------------------------------------
     def _wait(self, reqs: list[Any], peer: int | None, what: str) -> None:
@@ -207,14 +208,3 @@ def _what(tag: int, source: int) -> str:
     if tag == BARRIER_TAG:
         return f"in a barrier waiting for rank {source}"
     return f"waiting for a message from rank {source} (tag {tag})"
-
-
-def _host(buf: Any) -> np.ndarray:
-    """A host (NumPy) view or copy of ``buf``."""
-    return buf if isinstance(buf, np.ndarray) else buf.get()
-
-
-def _like(device_array: Any, host: np.ndarray) -> Any:
-    from tinyflow.device import array_module
-
-    return array_module(device_array).asarray(host)

@@ -10,14 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.device import device_of, move, to_host
 from tinyflow.parallel.communicator import Communicator
 
 GATHER_TAG = 200
 SCATTER_TAG = 201
-
-
-def _to_host(buf: Any) -> np.ndarray:
-    return buf if isinstance(buf, np.ndarray) else buf.get()  # CuPy arrays copy to the host
 
 
 def naive_allreduce(buf: Any, comm: Communicator, segment_bytes: int | None = None) -> None:
@@ -25,7 +22,7 @@ def naive_allreduce(buf: Any, comm: Communicator, segment_bytes: int | None = No
     if comm.size == 1:
         return
     flat = buf.reshape(-1)
-    host = _to_host(flat)
+    host = to_host(flat)
     if comm.rank == 0:
         total = host.copy()
         incoming = np.empty_like(host)
@@ -38,11 +35,4 @@ def naive_allreduce(buf: Any, comm: Communicator, segment_bytes: int | None = No
         comm.send(host, 0, GATHER_TAG)
         total = np.empty_like(host)
         comm.recv(total, 0, SCATTER_TAG)
-    flat[...] = total if host is flat else _like(flat, total)
-
-
-def _like(device_array: Any, host: np.ndarray) -> Any:
-    """Copy ``host`` back into an array on ``device_array``'s device."""
-    from tinyflow.device import array_module
-
-    return array_module(device_array).asarray(host)
+    flat[...] = total if host is flat else move(total, device_of(flat))
