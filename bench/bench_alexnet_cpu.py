@@ -8,6 +8,13 @@ subprocess, so that its peak resident memory (ru_maxrss) is its own; the two alt
 of ``--repeats`` timed runs of ``--steps`` steps after ``--warmup`` untimed ones. Both use the
 same number of threads (BLAS for NumPy, intra-op for PyTorch).
 
+OpenBLAS (NumPy's BLAS) keeps its worker threads spinning for a while after each GEMM; on a
+machine with few cores they then steal the cores from tinyflow's own element-wise threads
+(im2col, Winograd transforms, pooling run up to 2x slower right after a GEMM). Both subprocesses
+therefore get ``OPENBLAS_THREAD_TIMEOUT=4`` (spin for 2^4 cycles, then sleep; PyTorch's MKL and
+OpenMP ignore it), the setting we recommend for training with tinyflow on the CPU. Pass
+``--openblas-thread-timeout 0`` to leave the environment as it is.
+
     python bench/bench_alexnet_cpu.py                 # full run, prints the table
     python bench/bench_alexnet_cpu.py --short         # a quick check that everything works
     python bench/bench_alexnet_cpu.py --json bench/results/alexnet_cpu.json
@@ -139,6 +146,8 @@ def spawn(framework: str, workload: str, args: argparse.Namespace) -> dict:
     env = dict(os.environ)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[var] = str(args.threads)
+    if args.openblas_thread_timeout > 0:
+        env["OPENBLAS_THREAD_TIMEOUT"] = str(args.openblas_thread_timeout)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, __file__, "--worker", framework, "--workloads", workload,
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--repeats", str(args.repeats),
@@ -158,6 +167,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3, help="timed runs per subprocess (median taken)")
     p.add_argument("--rounds", type=int, default=2, help="alternating tinyflow/PyTorch subprocess pairs")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for both frameworks")
+    p.add_argument("--openblas-thread-timeout", type=int, default=4,
+                   help="OPENBLAS_THREAD_TIMEOUT for the workers (0: inherit the environment's)")
     p.add_argument("--short", action="store_true", help="1 round, 1 warmup, 2 repeats of 1 step")
     p.add_argument("--json", type=Path, help="also write the results to this file")
     p.add_argument("--worker", choices=["tinyflow", "torch"], help=argparse.SUPPRESS)
@@ -174,7 +185,8 @@ def main() -> None:
         args.rounds, args.warmup, args.repeats, args.steps = 1, 1, 2, 1
 
     print(f"AlexNet CPU training steps, {args.threads} thread(s), {platform.processor() or platform.machine()}, "
-          f"median of {args.rounds} round(s) x {args.repeats} run(s) x {args.steps} step(s)")
+          f"median of {args.rounds} round(s) x {args.repeats} run(s) x {args.steps} step(s), "
+          f"OPENBLAS_THREAD_TIMEOUT={args.openblas_thread_timeout or os.environ.get('OPENBLAS_THREAD_TIMEOUT', 'unset')}")
     header = f"{'workload':<12} {'batch':>5} {'tinyflow img/s':>15} {'PyTorch img/s':>14} {'ratio':>6} " \
              f"{'tinyflow RSS':>13} {'PyTorch RSS':>12}"
     print(header)
@@ -202,6 +214,7 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "threads": args.threads, "machine": platform.machine(),
+                "openblas_thread_timeout": args.openblas_thread_timeout,
                 "python": platform.python_version(), "steps": args.steps, "repeats": args.repeats,
                 "rounds": args.rounds, "short": args.short}
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2))

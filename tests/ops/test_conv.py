@@ -290,6 +290,9 @@ def test_conv2d_winograd_path_equals_im2col_path_and_threads_change_nothing(monk
     assert conv_ops._use_winograd(np, x.shape, w.shape, ((5, 3), (1, 1), (2, 1), (1, 1)), 1)
     monkeypatch.setenv("TINYFLOW_NUM_THREADS", "1")
     inline = run()
+    with tf.no_grad():  # inference keeps nothing for backward
+        np.testing.assert_array_equal(F.conv2d(tf.tensor(x), tf.tensor(w), tf.tensor(b), padding=(2, 1)).numpy(),
+                                      inline[0])
     monkeypatch.setattr(conv_ops, "WINOGRAD_MIN_CHANNELS", 0)  # off: im2col + GEMM
     for a, b_ in zip(run(), inline):
         np.testing.assert_allclose(a, b_, rtol=1e-4, atol=1e-3 * np.abs(b_).max())
@@ -312,6 +315,8 @@ def test_conv2d_winograd_path_only_where_it_pays():
     assert not use(np, (64, 192, 7, 7), (384, 192, 3, 3), ((3, 3), (2, 2), (1, 1), (1, 1)), 1)
     assert not use(np, (64, 192, 7, 7), (384, 192, 3, 3), ((3, 3), (1, 1), (1, 1), (2, 2)), 1)
     assert not use(np, (64, 64, 35, 35), (64, 64, 11, 11), ((11, 11), (1, 1), (2, 2), (1, 1)), 1)
+    assert not use(np, (64, 192, 7, 7), (384, 192, 3, 3), g3, 1, np.float16)  # half: keep exact GEMMs
+    assert use(np, (64, 192, 7, 7), (384, 192, 3, 3), g3, 1, np.float64)
 
 
 def test_conv2d_winograd_path_backward_twice_with_retain_graph():

@@ -131,9 +131,10 @@ def col2im(col, x_shape: tuple[int, int, int, int], kernel_size: Pair, stride: P
 
 
 # ------------------------------------------------------------------------ Winograd F(2x2, 3x3)
-# CPU helpers for 3x3, stride-1, ungrouped convolutions (AlexNet's conv3-5): each 2x2 block of
-# outputs is computed from a 4x4 input tile with 16 multiplications instead of 36 (Lavin & Gray,
-# 2015). The convolution becomes 16 independent GEMMs, one per tile position xi = (a, b):
+# CPU helpers for stride-1, ungrouped convolutions with 3x3 kernels (AlexNet's conv3-5), or larger
+# ones cut into 3x3 sub-kernels (conv2's 5x5: see winograd_parts). Each 2x2 block of outputs is
+# computed from a 4x4 input tile with 16 multiplications instead of 36 (Lavin & Gray, 2015). The
+# convolution becomes 16 independent GEMMs, one per tile position xi = (a, b):
 #
 #     V[xi] (C, T) = B^T d B        (input tiles, T = tiles in the batch)
 #     U[xi] (O, C) = G w G^T        (weights)
