@@ -4,7 +4,14 @@
     x = tf.tensor([[1.0, 2.0]], requires_grad=True)
     (x * x).sum().backward(); x.grad
 """
-from tinyflow import autograd
+import os as _os
+
+# OpenBLAS's worker threads keep spinning after each GEMM and take the cores that tinyflow's own
+# kernels (im2col, pooling, Winograd transforms) need next; let them sleep almost at once.
+# OpenBLAS reads this when NumPy first loads it, so it only applies if tinyflow is imported first.
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+from tinyflow import autograd  # noqa: E402
 from tinyflow.autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tinyflow.device import Device
 from tinyflow.random import Generator, get_rng_state, manual_seed, seed, set_rng_state
