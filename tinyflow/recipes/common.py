@@ -510,3 +510,17 @@ def resume_path(args: argparse.Namespace) -> str | None:
             raise FileNotFoundError(f"--resume: no checkpoint {path!r} to resume from (train without --resume first)")
         return path
     return args.resume
+
+
+def fill_defaults(args: argparse.Namespace, defaults: dict[str, Any], lr: dict[str, float],
+                  weight_decay: dict[str, float] | None = None) -> argparse.Namespace:
+    """Give the options a recipe shares with others (left at None) that recipe's defaults;
+    ``lr`` and ``weight_decay`` are per optimizer name."""
+    for key, value in defaults.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    if getattr(args, "lr", None) is None:
+        args.lr = lr[args.optimizer]
+    if weight_decay is not None and getattr(args, "weight_decay", None) is None:
+        args.weight_decay = weight_decay[args.optimizer]
+    return args

@@ -39,6 +39,9 @@ from tinyflow.recipes.common import (
     save_checkpoint,
     set_rng_state,
 )
+from tinyflow.recipes.common import (
+    fill_defaults as common_fill_defaults,
+)
 
 MODEL_NAME = "lstm-lm"
 DEFAULTS = {"epochs": 3, "batch_size": 32, "optimizer": "adam", "clip": 1.0, "momentum": 0.9, "weight_decay": 0.0}
@@ -49,11 +52,7 @@ VALID_BATCH = 8
 
 def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
     """Options left at None (shared with the image recipes) get their language-model defaults."""
-    for key, value in DEFAULTS.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-    if getattr(args, "lr", None) is None:
-        args.lr = DEFAULT_LR[args.optimizer]
+    common_fill_defaults(args, DEFAULTS, DEFAULT_LR)
     if getattr(args, "checkpoint_dir", None) is None:
         args.checkpoint_dir = os.path.join("runs", MODEL_NAME)
     return args

@@ -42,6 +42,9 @@ from tinyflow.recipes.common import (
     out_of_memory_message,
     resume_path,
 )
+from tinyflow.recipes.common import (
+    fill_defaults as common_fill_defaults,
+)
 
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
@@ -264,14 +267,7 @@ DEFAULT_WEIGHT_DECAY = {"sgd": 5e-4, "adam": 0.0}
 
 def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
     """Give the options left at None (shared with other recipes) their image-classifier defaults."""
-    for key, value in DEFAULTS.items():
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
-    if getattr(args, "lr", None) is None:
-        args.lr = DEFAULT_LR[args.optimizer]
-    if getattr(args, "weight_decay", None) is None:
-        args.weight_decay = DEFAULT_WEIGHT_DECAY[args.optimizer]
-    return args
+    return common_fill_defaults(args, DEFAULTS, DEFAULT_LR, DEFAULT_WEIGHT_DECAY)
 
 
 def train_classifier(model: Any, model_name: str, data: VisionData, args: argparse.Namespace,
