@@ -2,8 +2,15 @@
 
 A tensor's data is a NumPy array on the CPU or a CuPy array on a GPU. Ops never name either
 library: they ask for ``array_module(arr)`` (or ``ctx.xp`` inside a Function) and write the
-same code against it. Everything that knows CUDA lives in ``tinyflow_cuda``; this module only
-asks it for the CuPy module when a ``cuda`` device is requested.
+same code against it.
+
+Each device also owns a kernel module: ``tinyflow.kernels`` (the NumPy references) for the CPU,
+``tinyflow_cuda.kernels`` (the .cu twins, same names and signatures) for CUDA. An op calls a
+named kernel through its context (``ctx.kernels.im2col(...)``); other code asks
+``kernels_of(arr)``. This is the one place that decides which kernels serve an array.
+
+Everything that knows CUDA lives in ``tinyflow_cuda``; ``tinyflow`` reaches it only through
+this module, and only when a ``cuda`` device or a CuPy array is involved.
 """
 from __future__ import annotations
 
@@ -46,6 +53,11 @@ class Device:
 
         return tinyflow_cuda.array_module(self.index)
 
+    @property
+    def kernels(self) -> ModuleType:
+        """The kernel module serving this device: tinyflow.kernels or tinyflow_cuda.kernels."""
+        return kernel_module(self.xp)
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
             other = Device(other)
@@ -71,6 +83,35 @@ def array_module(arr: Any) -> ModuleType:
     import tinyflow_cuda
 
     return tinyflow_cuda.array_module_of(arr)
+
+
+_kernel_modules: dict[ModuleType, ModuleType] = {}
+
+
+def kernel_module(xp: ModuleType) -> ModuleType:
+    """The kernel module for arrays of array module ``xp``: the references for NumPy, the CUDA
+    twins otherwise (imported on first use, so the CPU path never loads tinyflow_cuda)."""
+    module = _kernel_modules.get(xp)
+    if module is None:
+        if xp is np:
+            import tinyflow.kernels as module
+        else:
+            import tinyflow_cuda.kernels as module
+        _kernel_modules[xp] = module
+    return module
+
+
+def kernels_of(arr: Any) -> ModuleType:
+    """The kernel module of the device ``arr`` lives on (``ctx.kernels`` outside an op)."""
+    return kernel_module(array_module(arr))
+
+
+def catch_oom(op: str, shape: tuple[int, ...]) -> Any:
+    """A context manager that turns a device out-of-memory error inside it into one that names
+    ``op``, the ``shape`` and what to do (CUDA only: the CPU never raises one)."""
+    import tinyflow_cuda
+
+    return tinyflow_cuda.catch_oom(op, tuple(shape))
 
 
 def device_of(arr: Any) -> Device:

@@ -1,17 +1,17 @@
-"""Every .cu kernel, through its tinyflow_cuda.kernels wrapper, against the NumPy reference
+"""Every .cu kernel, through its tinyflow_cuda.kernels twin, against the NumPy reference
 kernel of the same name in tinyflow/kernels/, on random inputs.
 
 Each test runs twice, on two backends:
 - ``emulator``: the .cu sources compiled by g++ against csrc/emu.h and run on the CPU
   (tinyflow_cuda/emulator.py). Not a GPU test: it checks the kernels' index arithmetic and
   maths wherever g++ is, including machines without a GPU.
-- ``cuda`` (marked gpu): the same inputs copied to the GPU and passed to the *dispatching*
-  kernel in tinyflow.kernels, which must route them to the CUDA twin (checked: a .cu kernel
-  must have been launched), with the results copied back.
+- ``cuda`` (marked gpu): the same inputs copied to the GPU and passed to the kernel module that
+  the device picks for them (``tinyflow.device.kernels_of``), which must be the CUDA twin
+  (checked: a .cu kernel must have been launched), with the results copied back.
 """
 from __future__ import annotations
 
-import importlib
+import inspect
 from typing import Any
 
 import numpy as np
@@ -19,8 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tinyflow.kernels as ref
 import tinyflow_cuda
 import tinyflow_cuda.kernels as cuk
+from tinyflow.device import kernels_of
 from tinyflow_cuda import emulator, runtime
 
 SETTINGS = settings(max_examples=20, deadline=None)
@@ -46,15 +48,6 @@ class Recorder:
         return self.inner.owns(arr)
 
 
-def _dispatcher(name: str) -> Any:
-    """The @kernel function of tinyflow.kernels that routes CuPy inputs to the twin."""
-    for family in cuk._FAMILIES:
-        module = importlib.import_module(f"tinyflow.kernels.{family}")
-        if hasattr(module, name):
-            return getattr(module, name)
-    return getattr(cuk, name)  # no reference kernel (all-reduce arithmetic): call the twin
-
-
 class Backend:
     """Runs a CUDA twin on NumPy inputs and hands back NumPy results, on one backend."""
 
@@ -74,7 +67,9 @@ class Backend:
             dev_kwargs = {k: to_dev.get(id(v), v) for k, v in kwargs.items()}
             rec = Recorder(runtime.current())
             with runtime.use(rec):
-                out = _dispatcher(name)(*dev_args, **dev_kwargs)
+                kernels = kernels_of(next(iter(to_dev.values())))
+                assert kernels is cuk, f"{name}: the device picked {kernels.__name__}, not the CUDA twins"
+                out = getattr(kernels, name)(*dev_args, **dev_kwargs)
             cp.cuda.Device().synchronize()
             back = {}
             for a in (*args, *kwargs.values()):
@@ -117,8 +112,8 @@ def run(emu: Backend, name: str, *args, **kwargs):
 
 
 def reference(name: str):
-    """The reference body of kernel ``name``."""
-    return cuk._reference(name)
+    """The CPU reference kernel ``name`` (tinyflow.kernels)."""
+    return getattr(ref, name)
 
 
 # ---- convolution ----------------------------------------------------------------------------
@@ -392,27 +387,26 @@ def test_reduce_add_and_scale(emu, dtype):
 
 
 def test_every_kernel_in_the_sources_is_exercised_by_a_wrapper():
-    """Each extern "C" kernel is reachable from a wrapper (no dead .cu code)."""
-    import inspect
+    """Each extern "C" kernel is launched by the twin module of its own family (no dead .cu code,
+    and csrc/<family>.cu pairs with tinyflow_cuda/kernels/<family>.py)."""
+    for name, info in runtime.discover().items():
+        base = name.rsplit("_", 1)[0]  # the symbol without its dtype suffix
+        family = getattr(cuk, info.source.stem, None)
+        assert family is not None, f"{info.source.name} has no twin module tinyflow_cuda/kernels/{info.source.stem}.py"
+        assert f'"{base}"' in inspect.getsource(family), \
+            f"kernel {name} of {info.source.name} is launched by no twin in {family.__name__}"
 
-    source = inspect.getsource(cuk)
-    families = {name.rsplit("_", 1)[0] for name in runtime.discover()}
-    unused = sorted(f for f in families if f'"{f}_' not in source and f"'{f}_" not in source
-                    and f'f"{f}_{{' not in source)
-    assert not unused, f"kernels with no wrapper: {unused}"
 
-
-def test_twins_have_the_reference_names_and_parameters():
-    """Every CUDA twin mirrors a reference kernel's name and parameter names, in order."""
-    import inspect
-
-    from tinyflow.kernels._dispatch import REGISTRY
-
-    cuk._reference("im2col")  # imports every family
-    for name in cuk.__all__:
-        if name in ("reduce_add", "reduce_scale"):
-            continue  # no CPU reference kernel exists for these yet (reported)
-        assert name in REGISTRY, f"{name} has no reference kernel in tinyflow/kernels"
-        want = list(inspect.signature(REGISTRY[name]).parameters)
-        got = list(inspect.signature(getattr(cuk, name)).parameters)
-        assert got == want, f"{name}: twin parameters {got} != reference {want}"
+@pytest.mark.parametrize("family", ref.FAMILIES, ids=lambda m: m.__name__.rsplit(".", 1)[1])
+def test_twin_module_mirrors_its_reference_family(family):
+    """tinyflow_cuda/kernels/<family>.py defines every kernel of tinyflow/kernels/<family>.py,
+    with the same parameter names in the same order, and nothing else."""
+    short = family.__name__.rsplit(".", 1)[1]
+    twin = getattr(cuk, short)
+    assert twin.__name__ == f"tinyflow_cuda.kernels.{short}"
+    assert sorted(twin.__all__) == sorted(family.__all__), f"{short}: twin names differ from the reference's"
+    for name in family.__all__:
+        want = list(inspect.signature(getattr(family, name)).parameters)
+        got = list(inspect.signature(getattr(twin, name)).parameters)
+        assert got == want, f"{short}.{name}: twin parameters {got} != reference {want}"
+    assert [m.__name__.rsplit(".", 1)[1] for m in cuk.FAMILIES] == [m.__name__.rsplit(".", 1)[1] for m in ref.FAMILIES]

@@ -115,7 +115,7 @@ def test_im2col_writes_into_out_and_rejects_a_wrong_buffer():
 def test_workspace_is_reused_within_a_thread_and_private_to_each_thread():
     import threading
 
-    from tinyflow.kernels.conv import release_workspace, workspace
+    from tinyflow.kernels._cpu import release_workspace, workspace
 
     a = workspace(np, "test.buf", (4, 5), np.float32)
     b = workspace(np, "test.buf", (2, 3), np.float32)
@@ -242,7 +242,7 @@ def _im2col_in_child(x):
        st.integers(0, 2**31 - 1))
 def test_winograd_transforms_are_adjoint_pairs(k, p, extra, seed):
     """Each backward transform is the exact transpose of its forward one: <F(a), b> == <a, F^T(b)>."""
-    from tinyflow.kernels.conv import (
+    from tinyflow.kernels.winograd import (
         winograd_input,
         winograd_input_grad,
         winograd_output,
@@ -275,7 +275,7 @@ def test_winograd_transforms_are_adjoint_pairs(k, p, extra, seed):
 
 def test_winograd_input_tiles_are_the_padded_image():
     """With B^T's inverse applied, V gives back every 4x4 tile of the zero-padded input."""
-    from tinyflow.kernels.conv import _BT, winograd_input
+    from tinyflow.kernels.winograd import _BT, winograd_input
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 5, 6))

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tinyflow as tf
+from tinyflow.kernels.embedding import embedding_backward
 from tinyflow.kernels.rnn import (
-    embedding_backward,
     gru_cell_backward,
     gru_cell_forward,
     lstm_cell_backward,

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyflow.kernels._dispatch import kernel
-
 __all__ = ["reduce_add", "reduce_scale"]
 
 
-@kernel
 def reduce_add(dst: Any, src: Any) -> Any:
     """dst += src, in place; returns dst."""
     dst += src
     return dst
 
 
-@kernel
 def reduce_scale(x: Any, factor: float) -> Any:
     """x *= factor, in place (the division of op='mean'); returns x."""
     x *= factor

@@ -11,12 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.device import array_module
-from tinyflow.kernels._dispatch import kernel
 
 __all__ = ["log_softmax_forward", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward"]
 
 
-@kernel
 def log_softmax_forward(x: Any, axis: int = -1) -> Any:
     """log_softmax computed stably: x - max - log(sum(exp(x - max)))."""
     xp = array_module(x)
@@ -24,7 +22,6 @@ def log_softmax_forward(x: Any, axis: int = -1) -> Any:
     return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
 
 
-@kernel
 def softmax_cross_entropy_forward(
     logits: Any,  # (N, C) float
     target: Any,  # (N,) int64
@@ -47,7 +44,6 @@ def softmax_cross_entropy_forward(
     return xp.where(valid, loss, 0).astype(logits.dtype, copy=False), lp
 
 
-@kernel
 def softmax_cross_entropy_backward(
     log_probs: Any,  # (N, C)
     target: Any,  # (N,)

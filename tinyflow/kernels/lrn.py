@@ -10,7 +10,6 @@ trailing spatial dims. The window sums loop over the ``size`` channel offsets on
 from __future__ import annotations
 
 from tinyflow.device import array_module
-from tinyflow.kernels._dispatch import kernel
 
 __all__ = ["lrn_forward", "lrn_backward"]
 
@@ -27,7 +26,6 @@ def _channel_window_sum(a, before: int, after: int):
     return out
 
 
-@kernel
 def lrn_forward(x, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
     """Normalise ``x`` (N, C, *) by its channel neighbourhood; returns (out, scale)."""
     scale = _channel_window_sum(x * x, size // 2, (size - 1) // 2)
@@ -37,7 +35,6 @@ def lrn_forward(x, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float 
     return out, scale
 
 
-@kernel
 def lrn_backward(gout, x, out, scale, size: int, alpha: float = 1e-4, beta: float = 0.75,
                  k: float = 1.0):
     """Gradient of :func:`lrn_forward` with respect to ``x``, from its saved ``out`` and ``scale``.

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from tinyflow.device import array_module
-from tinyflow.kernels._dispatch import kernel
 
 __all__ = ["sgd_momentum_update", "adam_update"]
 
@@ -57,7 +56,6 @@ def _blocked(arrays: list[Any], body: Callable[..., None]) -> None:
         body(*blocks, scratch_full[:m], scratch2_full[:m])
 
 
-@kernel
 def sgd_momentum_update(
     param: Any,
     grad: Any,
@@ -122,7 +120,6 @@ def sgd_momentum_update(
     _blocked([param, grad, momentum_buffer], body)
 
 
-@kernel
 def adam_update(
     param: Any,
     grad: Any,

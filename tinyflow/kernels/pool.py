@@ -17,11 +17,9 @@ import numpy as np
 
 from tinyflow.device import array_module
 from tinyflow.kernels._cpu import parallel_for
-from tinyflow.kernels._dispatch import kernel
 from tinyflow.kernels.conv import _window_slice, conv_output_size
 
-__all__ = [
-    "pool_output_shape",
+__all__ = [  # pool_output_shape is a shape helper, not a kernel
     "maxpool2d_forward",
     "maxpool2d_backward",
     "avgpool2d_forward",
@@ -54,7 +52,6 @@ def _pad(x, ph: int, pw: int, hp: int, wp: int, fill: float):
     return out
 
 
-@kernel
 def maxpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0),
                       dilation: Pair = (1, 1), ceil_mode: bool = False):
     """Max over each window of ``x`` (N, C, H, W): returns (out, argmax), both (N, C, OH, OW)."""
@@ -91,7 +88,6 @@ def maxpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0)
     return out, argmax
 
 
-@kernel
 def maxpool2d_backward(gout, argmax, x_shape: tuple[int, int, int, int], kernel_size: Pair,
                        stride: Pair, padding: Pair = (0, 0), dilation: Pair = (1, 1)):
     """Route each output gradient to the input pixel that won its window; (N, C, H, W)."""
@@ -181,7 +177,6 @@ def _avg_scale(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad
     return 1 / (ch[:, None] * cw[None, :])  # (OH, OW)
 
 
-@kernel
 def avgpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0),
                       ceil_mode: bool = False, count_include_pad: bool = True):
     """Mean over each window of ``x`` (N, C, H, W) -> (N, C, OH, OW)."""
@@ -201,7 +196,6 @@ def avgpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0)
     return out
 
 
-@kernel
 def avgpool2d_backward(gout, x_shape: tuple[int, int, int, int], kernel_size: Pair, stride: Pair,
                        padding: Pair = (0, 0), ceil_mode: bool = False,
                        count_include_pad: bool = True):

@@ -5,12 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.kernels._dispatch import kernel
-
 __all__ = ["dropout_mask"]
 
 
-@kernel
 def dropout_mask(x: Any, p: float, seed: int) -> Any:
     """A mask shaped like ``x``: 0 with probability p, else 1/(1-p) (inverted dropout).
 

@@ -16,17 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tinyflow.device import array_module
-from tinyflow.kernels._dispatch import kernel
 
 __all__ = [
     "lstm_cell_forward",
     "lstm_cell_backward",
     "gru_cell_forward",
     "gru_cell_backward",
-    "embedding_backward",
 ]
 
 Array = Any
@@ -55,7 +51,6 @@ def _tanh_grad(y: Array, out: Array, xp: Any) -> Array:
     return out
 
 
-@kernel
 def lstm_cell_forward(
     gates: Array, c_prev: Array, h_out: Array | None = None, c_out: Array | None = None
 ) -> tuple[Array, Array, Array]:
@@ -88,7 +83,6 @@ def lstm_cell_forward(
     return h_out, c_out, gates
 
 
-@kernel
 def lstm_cell_backward(
     dh: Array,
     dc: Array | None,
@@ -132,7 +126,6 @@ def lstm_cell_backward(
     return dgates_out, dc_prev
 
 
-@kernel
 def gru_cell_forward(
     gi: Array, gh: Array, h_prev: Array, h_out: Array | None = None
 ) -> tuple[Array, Array]:
@@ -166,7 +159,6 @@ def gru_cell_forward(
     return h_out, gi
 
 
-@kernel
 def gru_cell_backward(
     dh: Array,
     acts: Array,
@@ -205,28 +197,3 @@ def gru_cell_backward(
     xp.multiply(dn, r, out=dgh_out[2 * hidden :])
     dh_prev = dh * z
     return dgi_out, dgh_out, dh_prev
-
-
-@kernel
-def embedding_backward(
-    grad: Array, indices: Array, num_embeddings: int, padding_idx: int | None = None
-) -> Array:
-    """Scatter-add rows of ``grad`` (N, D) into a (num_embeddings, D) weight gradient at ``indices`` (N,).
-
-    Repeated indices add up; the row of ``padding_idx`` stays zero. On NumPy the rows are sorted
-    by index and summed per run with one ``add.reduceat`` (several times faster than ``add.at``).
-    """
-    xp = array_module(grad)
-    out = xp.zeros((num_embeddings, grad.shape[-1]), dtype=grad.dtype)  # (V, D)
-    if indices.size == 0:
-        return out
-    if xp is np:
-        order = np.argsort(indices, kind="stable")
-        ids = indices[order]
-        starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
-        out[ids[starts]] = np.add.reduceat(grad[order], starts, axis=0)
-    else:
-        xp.add.at(out, indices, grad)
-    if padding_idx is not None:
-        out[padding_idx] = 0
-    return out

@@ -25,10 +25,8 @@ import numpy as np
 
 from tinyflow.autograd import Function
 from tinyflow.kernels._cpu import give_buffer, parallel_for, take_buffer, workspace
-from tinyflow.kernels.conv import (
-    col2im,
-    conv_output_size,
-    im2col,
+from tinyflow.kernels.conv import conv_output_size
+from tinyflow.kernels.winograd import (
     winograd_input,
     winograd_input_grad,
     winograd_output,
@@ -78,9 +76,9 @@ def _use_winograd(xp, x_shape, w_shape, geom, groups: int, dtype=np.float32) -> 
             and n >= max(1, WINOGRAD_MIN_BATCH) and min(c, w_shape[0]) >= WINOGRAD_MIN_CHANNELS)
 
 
-def _im2col(xp, x, geom, buf):
+def _im2col(ctx, x, geom, buf):
     """im2col into the CPU workspace ``buf``; other backends allocate their own (CuPy's pool)."""
-    return im2col(x, *geom, out=buf) if xp is np else im2col(x, *geom)
+    return ctx.kernels.im2col(x, *geom, out=buf) if ctx.xp is np else ctx.kernels.im2col(x, *geom)
 
 
 class Conv2d(Function):
@@ -105,7 +103,7 @@ class Conv2d(Function):
                               w if ctx.needs_input_grad[0] else None)
         if ctx.winograd:
             return Conv2d._winograd_forward(ctx, x, w, b, padding)
-        col = _im2col(xp, x, geom, workspace(xp, "conv2d.col", (c * kh * kw, n * oh * ow), x.dtype))
+        col = _im2col(ctx, x, geom, workspace(xp, "conv2d.col", (c * kh * kw, n * oh * ow), x.dtype))
         ckk, nl = col.shape  # explicit sizes below: reshape cannot infer -1 for an empty batch
         w3 = w.reshape(groups, o // groups, ckk // groups)  # (G, O/G, C/G*kh*kw), a view
         col3 = col.reshape(groups, ckk // groups, nl)  # (G, C/G*kh*kw, N*OH*OW), a view
@@ -148,7 +146,7 @@ class Conv2d(Function):
         if ctx.needs_input_grad[2]:
             gb = gy.reshape(o, nl).sum(axis=1)
         if ctx.needs_input_grad[1]:
-            col3 = _im2col(xp, x, ctx.geom, buf).reshape(groups, ckk // groups, nl)
+            col3 = _im2col(ctx, x, ctx.geom, buf).reshape(groups, ckk // groups, nl)
             gw = xp.empty((groups, o // groups, ckk // groups), dtype=gout.dtype)
             for g in range(groups):
                 xp.matmul(gy[g], col3[g].T, out=gw[g])  # BLAS reads col.T in place
@@ -158,7 +156,7 @@ class Conv2d(Function):
             gcol = buf.reshape(groups, ckk // groups, nl)  # (G, C/G*kh*kw, N*OH*OW)
             for g in range(groups):
                 xp.matmul(w3[g].T, gy[g], out=gcol[g])
-            gx = col2im(buf, ctx.x_shape, *ctx.geom)  # (N, C, H, W)
+            gx = ctx.kernels.col2im(buf, ctx.x_shape, *ctx.geom)  # (N, C, H, W)
         return gx, gw, gb
 
     @staticmethod

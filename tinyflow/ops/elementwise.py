@@ -369,9 +369,7 @@ class Dropout(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, p: float, seed: int) -> Any:
-        from tinyflow import kernels
-
-        mask = kernels.dropout_mask(a, p, seed)
+        mask = ctx.kernels.dropout_mask(a, p, seed)
         ctx.save_for_backward(mask)
         return a * mask
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.autograd import Context, Function
-from tinyflow.kernels.rnn import embedding_backward
 
 __all__ = ["Embedding", "embedding"]
 
@@ -44,7 +43,7 @@ class Embedding(Function):
         if not ctx.needs_input_grad[1]:
             return None, None
         flat = grad.reshape(-1, grad.shape[-1])  # (N, D)
-        return None, embedding_backward(flat, indices.reshape(-1), ctx.num, ctx.padding_idx)
+        return None, ctx.kernels.embedding_backward(flat, indices.reshape(-1), ctx.num, ctx.padding_idx)
 
 
 def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Any:

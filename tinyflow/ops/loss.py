@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyflow import kernels
 from tinyflow.autograd import Context, Function
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -19,7 +18,7 @@ def _check_reduction(op: str, reduction: str) -> None:
 class Softmax(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, dim: int = -1) -> Any:
-        out = ctx.xp.exp(kernels.log_softmax_forward(x, axis=dim))
+        out = ctx.xp.exp(ctx.kernels.log_softmax_forward(x, axis=dim))
         ctx.save_for_backward(out)
         ctx.dim = dim
         return out
@@ -33,7 +32,7 @@ class Softmax(Function):
 class LogSoftmax(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, dim: int = -1) -> Any:
-        out = kernels.log_softmax_forward(x, axis=dim)
+        out = ctx.kernels.log_softmax_forward(x, axis=dim)
         ctx.save_for_backward(out)
         ctx.dim = dim
         return out
@@ -90,7 +89,7 @@ class CrossEntropy(Function):
         t = target.reshape(-1)
         if weight is not None:
             weight = weight.astype(logits.dtype, copy=False)
-        losses, lp = kernels.softmax_cross_entropy_forward(z, t, ignore_index, label_smoothing, weight)
+        losses, lp = ctx.kernels.softmax_cross_entropy_forward(z, t, ignore_index, label_smoothing, weight)
         if reduction == "mean":
             valid = t != ignore_index
             denom = (weight[xp.where(valid, t, 0)] * valid).sum() if weight is not None else valid.sum()
@@ -114,7 +113,7 @@ class CrossEntropy(Function):
         else:
             scale = ctx.scale if ctx.reduction == "mean" else 1.0
             g_each = xp.broadcast_to(g * scale, t.shape).astype(lp.dtype)
-        gz = kernels.softmax_cross_entropy_backward(lp, t, g_each, ctx.ignore_index, ctx.label_smoothing, weight)
+        gz = ctx.kernels.softmax_cross_entropy_backward(lp, t, g_each, ctx.ignore_index, ctx.label_smoothing, weight)
         shape = ctx.shape
         if len(shape) > 2:  # back to (N, C, d1, ...)
             gz = gz.reshape(shape[0], -1, shape[1]).transpose(0, 2, 1).reshape(shape)

@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tinyflow.autograd import Function
-from tinyflow.kernels.lrn import lrn_backward, lrn_forward
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
@@ -17,7 +16,7 @@ class LocalResponseNorm(Function):
 
     @staticmethod
     def forward(ctx, x, size, alpha, beta, k):
-        out, scale = lrn_forward(x, size, alpha, beta, k)
+        out, scale = ctx.kernels.lrn_forward(x, size, alpha, beta, k)
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(x, out, scale)
         ctx.params = (size, alpha, beta, k)
@@ -26,7 +25,7 @@ class LocalResponseNorm(Function):
     @staticmethod
     def backward(ctx, gout):
         x, out, scale = ctx.saved_tensors
-        return lrn_backward(gout, x, out, scale, *ctx.params)
+        return ctx.kernels.lrn_backward(gout, x, out, scale, *ctx.params)
 
 
 def local_response_norm(x: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,

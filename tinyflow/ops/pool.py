@@ -1,7 +1,7 @@
 """Pooling ops: max_pool2d, avg_pool2d, adaptive_avg_pool2d (NCHW, PyTorch semantics).
 
-max and average pooling call the named kernels in ``tinyflow.kernels.pool`` (whose CUDA twins
-have the same names); adaptive average pooling is two small GEMMs with averaging matrices, which
+max and average pooling call the pool kernels through ``ctx.kernels`` (``tinyflow.kernels.pool``
+on the CPU, its CUDA twin of the same names on a GPU); adaptive average pooling is two small GEMMs with averaging matrices, which
 handles PyTorch's uneven, overlapping adaptive windows exactly with no loop at all.
 """
 from __future__ import annotations
@@ -12,13 +12,7 @@ from typing import TYPE_CHECKING, Union
 import numpy as np
 
 from tinyflow.autograd import Function
-from tinyflow.kernels.pool import (
-    avgpool2d_backward,
-    avgpool2d_forward,
-    maxpool2d_backward,
-    maxpool2d_forward,
-    pool_output_shape,
-)
+from tinyflow.kernels.pool import pool_output_shape
 from tinyflow.ops.conv import _pair
 
 if TYPE_CHECKING:
@@ -35,7 +29,7 @@ class MaxPool2d(Function):
 
     @staticmethod
     def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
-        out, argmax = maxpool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode)
+        out, argmax = ctx.kernels.maxpool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode)
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(argmax)
         ctx.args = (x.shape, kernel_size, stride, padding, dilation)
@@ -44,7 +38,7 @@ class MaxPool2d(Function):
     @staticmethod
     def backward(ctx, gout):
         (argmax,) = ctx.saved_tensors
-        return maxpool2d_backward(gout, argmax, *ctx.args)
+        return ctx.kernels.maxpool2d_backward(gout, argmax, *ctx.args)
 
 
 class AvgPool2d(Function):
@@ -53,11 +47,11 @@ class AvgPool2d(Function):
     @staticmethod
     def forward(ctx, x, kernel_size, stride, padding, ceil_mode, count_include_pad):
         ctx.args = (x.shape, kernel_size, stride, padding, ceil_mode, count_include_pad)
-        return avgpool2d_forward(x, kernel_size, stride, padding, ceil_mode, count_include_pad)
+        return ctx.kernels.avgpool2d_forward(x, kernel_size, stride, padding, ceil_mode, count_include_pad)
 
     @staticmethod
     def backward(ctx, gout):
-        return avgpool2d_backward(gout, *ctx.args)
+        return ctx.kernels.avgpool2d_backward(gout, *ctx.args)
 
 
 def _adaptive_matrix(xp, size: int, out: int, dtype):

@@ -3,7 +3,8 @@
 A sequence op runs one layer in one direction over all T steps as a single autograd node:
 - the input projection of every step is one GEMM, W_ih (G*H, I) @ X (I, T*B), before the loop;
 - the loop does only the recurrent GEMM W_hh @ h_{t-1} and one fused cell kernel per step
-  (``tinyflow.kernels.rnn``), writing into buffers preallocated for the whole sequence;
+  (``ctx.kernels.lstm_cell_forward``: ``tinyflow.kernels.rnn`` or its CUDA twin), writing into
+  buffers preallocated for the whole sequence;
 - backward walks the steps in reverse with one fused cell-backward kernel and one GEMM per step,
   then forms dW_ih, dW_hh and dx as three GEMMs over all T*B columns at once.
 Inside, arrays are feature-major ((G*H, B) per step) so that each gate is one contiguous block;
@@ -15,12 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.autograd import Context, Function
-from tinyflow.kernels.rnn import (
-    gru_cell_backward,
-    gru_cell_forward,
-    lstm_cell_backward,
-    lstm_cell_forward,
-)
 
 __all__ = ["LSTMCell", "GRUCell", "LSTMLayer", "GRULayer", "lstm_cell", "gru_cell", "lstm_layer", "gru_layer"]
 
@@ -84,7 +79,7 @@ class LSTMCell(Function):
         gates = w_ih @ x.T + w_hh @ h.T  # (4H, B)
         if b_ih is not None:
             gates += (b_ih + b_hh)[:, None]
-        h1, c1, acts = lstm_cell_forward(gates, c.T)  # (H, B) each
+        h1, c1, acts = ctx.kernels.lstm_cell_forward(gates, c.T)  # (H, B) each
         ctx.save_for_backward(x, h, c, w_ih, w_hh, acts, c1)
         ctx.has_bias = b_ih is not None
         return h1.T, c1.T  # (B, H) each
@@ -93,7 +88,7 @@ class LSTMCell(Function):
     def backward(ctx: Context, dh1: Array, dc1: Array) -> tuple:
         x, h, c, w_ih, w_hh, acts, c1 = ctx.saved_tensors
         need = ctx.needs_input_grad
-        dgates, dc = lstm_cell_backward(dh1.T, dc1.T, acts, c.T, c1)  # (4H, B), (H, B)
+        dgates, dc = ctx.kernels.lstm_cell_backward(dh1.T, dc1.T, acts, c.T, c1)  # (4H, B), (H, B)
         db = dgates.sum(axis=1) if ctx.has_bias else None
         return (
             dgates.T @ w_ih if need[0] else None,
@@ -121,7 +116,7 @@ class GRUCell(Function):
         if b_ih is not None:
             gi += b_ih[:, None]
             gh += b_hh[:, None]
-        h1, acts = gru_cell_forward(gi, gh, h.T)  # (H, B)
+        h1, acts = ctx.kernels.gru_cell_forward(gi, gh, h.T)  # (H, B)
         ctx.save_for_backward(x, h, w_ih, w_hh, acts, gh)
         ctx.has_bias = b_ih is not None
         return h1.T  # (B, H)
@@ -130,7 +125,7 @@ class GRUCell(Function):
     def backward(ctx: Context, dh1: Array) -> tuple:
         x, h, w_ih, w_hh, acts, gh = ctx.saved_tensors
         need = ctx.needs_input_grad
-        dgi, dgh, dh = gru_cell_backward(dh1.T, acts, gh, h.T)  # (3H, B), (3H, B), (H, B)
+        dgi, dgh, dh = ctx.kernels.gru_cell_backward(dh1.T, acts, gh, h.T)  # (3H, B), (3H, B), (H, B)
         return (
             dgi.T @ w_ih if need[0] else None,
             (dh + w_hh.T @ dgh).T if need[1] else None,
@@ -206,7 +201,7 @@ class LSTMLayer(Function):
             else:
                 acts[t] = step_proj
             # acts[t] becomes the activated gates, kept for backward (cuDNN's reserve space).
-            lstm_cell_forward(acts[t], cs[prev], h_out=hs[new], c_out=cs[new])
+            ctx.kernels.lstm_cell_forward(acts[t], cs[prev], h_out=hs[new], c_out=cs[new])
         ctx.save_for_backward(x_fm, w_ih, w_hh, acts, hs, cs)
         ctx.x_shape = x.shape
         ctx.reverse = reverse
@@ -229,7 +224,7 @@ class LSTMLayer(Function):
         for t in reversed(order):
             prev, new = t + 1 - out_offset, t + out_offset
             dh += dout[t].T
-            _, dc = lstm_cell_backward(dh, dc, acts[t], cs[prev], cs[new], dgates_out=dgates[t])
+            _, dc = ctx.kernels.lstm_cell_backward(dh, dc, acts[t], cs[prev], cs[new], dgates_out=dgates[t])
             xp.matmul(w_hh_t, dgates[t], out=dh)  # dh_prev
         # Weight and input gradients of all steps at once: three GEMMs over T*B columns.
         dg = _feature_major(dgates.transpose(0, 2, 1), xp)  # (4H, T*B)
@@ -271,7 +266,7 @@ class GRULayer(Function):
             if b_hh is not None:
                 gh[t] += b_hh[:, None]
             acts[t] = proj[:, t * batch : (t + 1) * batch]
-            gru_cell_forward(acts[t], gh[t], hs[prev], h_out=hs[new])
+            ctx.kernels.gru_cell_forward(acts[t], gh[t], hs[prev], h_out=hs[new])
         ctx.save_for_backward(x_fm, w_ih, w_hh, acts, gh, hs)
         ctx.x_shape = x.shape
         ctx.reverse = reverse
@@ -293,7 +288,7 @@ class GRULayer(Function):
         for t in reversed(order):
             prev = t + 1 - out_offset
             dh += dout[t].T
-            _, _, dh = gru_cell_backward(dh, acts[t], gh[t], hs[prev], dgi_out=dgi[t], dgh_out=dgh[t])
+            _, _, dh = ctx.kernels.gru_cell_backward(dh, acts[t], gh[t], hs[prev], dgi_out=dgi[t], dgh_out=dgh[t])
             dh += w_hh_t @ dgh[t]
         dgi2 = _feature_major(dgi.transpose(0, 2, 1), xp)  # (3H, T*B)
         dgh2 = _feature_major(dgh.transpose(0, 2, 1), xp)  # (3H, T*B)

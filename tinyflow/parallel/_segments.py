@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyflow.kernels.allreduce import reduce_add
+from tinyflow.device import kernels_of
 
 DEFAULT_SEGMENT_BYTES = 4 * 1024 * 1024
 
@@ -81,5 +81,5 @@ def exchange(
             comm.recv(target(k), source, tag)
         if reduce and k < len(inc):
             a, b = inc[k]
-            reduce_add(flat[a:b], target(k))  # on a GPU: a device kernel, no host copy
+            kernels_of(flat).reduce_add(flat[a:b], target(k))  # on a GPU: a device kernel, no host copy
         pending = following

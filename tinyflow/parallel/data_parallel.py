@@ -29,8 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinyflow.device import array_module
-from tinyflow.kernels.allreduce import reduce_scale
+from tinyflow.device import array_module, kernels_of
 from tinyflow.nn.module import Module
 from tinyflow.parallel.allreduce import ALGORITHMS, all_gather_object, allreduce, broadcast
 from tinyflow.parallel.communicator import CommError, Communicator
@@ -267,7 +266,7 @@ class DataParallel(Module):
             allreduce(bucket.flat, self.comm, algorithm=self.algorithm)
         else:
             self.compression.allreduce_sum(bucket.flat, self.comm, algorithm=self.algorithm, key=bucket.index)
-        reduce_scale(bucket.flat, 1.0 / self.comm.size)
+        kernels_of(bucket.flat).reduce_scale(bucket.flat, 1.0 / self.comm.size)
         end = time.perf_counter()
         self.last_step.comm_seconds += end - start
         if self.tracer is not None:

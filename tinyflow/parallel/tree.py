@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyflow.device import array_module
-from tinyflow.kernels.allreduce import reduce_add
+from tinyflow.device import array_module, kernels_of
 from tinyflow.parallel._segments import segment_bounds, segment_elements
 from tinyflow.parallel.communicator import Communicator
 
@@ -52,7 +51,7 @@ def tree_allreduce(buf: Any, comm: Communicator, segment_bytes: int | None = Non
         for child in children:
             part = tmp[: b - a]
             comm.recv(part, child, REDUCE_TAG)
-            reduce_add(flat[a:b], part)
+            kernels_of(flat).reduce_add(flat[a:b], part)
         if parent is not None:
             comm.send(flat[a:b], parent, REDUCE_TAG)
     tree_broadcast_flat(flat, comm, segments, parent, children)

@@ -1,5 +1,4 @@
-// Fused LSTM and GRU cells (tinyflow/kernels/rnn.py is the reference), and the scatter-add
-// gradient of an embedding.
+// Fused LSTM and GRU cells (tinyflow/kernels/rnn.py is the reference).
 //
 // The GEMMs stay in cuBLAS; these kernels do every element-wise step of one time step in a
 // single pass, one thread per (hidden unit j, batch column b). The layout is the reference's
@@ -86,20 +85,6 @@ __device__ void gru_backward_impl(const T* __restrict__ dh, const T* __restrict_
     }
 }
 
-// out (V, D) += grad (N, D) scattered to the rows indices (N,); out starts zeroed. Rows equal to
-// padding_idx (-1: none) and indices outside [0, V) are skipped. atomicAdd makes repeated
-// indices add up (in an unspecified order: float sums may differ in the last bit run to run).
-template <typename T>
-__device__ void embedding_backward_impl(const T* __restrict__ grad,
-                                        const long long* __restrict__ indices, T* __restrict__ out,
-                                        long long N, int D, long long V, long long padding_idx) {
-    FOR_EACH_INDEX(idx, N * D) {
-        const long long row = indices[idx / D];
-        if (row < 0 || row >= V || row == padding_idx) continue;
-        atomicAdd(out + row * D + idx % D, grad[idx]);
-    }
-}
-
 extern "C" {
 __global__ void lstm_cell_forward_f32(float* gates, const float* c_prev, float* h, float* c,
                                       int H, int B) {
@@ -136,13 +121,5 @@ __global__ void gru_cell_backward_f64(const double* dh, const double* acts, cons
                                       const double* h_prev, double* dgi, double* dgh,
                                       double* dh_prev, int H, int B) {
     gru_backward_impl<double>(dh, acts, gh, h_prev, dgi, dgh, dh_prev, H, B);
-}
-__global__ void embedding_backward_f32(const float* grad, const long long* indices, float* out,
-                                       long long N, int D, long long V, long long padding_idx) {
-    embedding_backward_impl<float>(grad, indices, out, N, D, V, padding_idx);
-}
-__global__ void embedding_backward_f64(const double* grad, const long long* indices, double* out,
-                                       long long N, int D, long long V, long long padding_idx) {
-    embedding_backward_impl<double>(grad, indices, out, N, D, V, padding_idx);
 }
 }

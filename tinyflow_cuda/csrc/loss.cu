@@ -1,4 +1,4 @@
-// Fused log-softmax + cross-entropy (tinyflow/kernels/loss.py is the reference).
+// Fused log-softmax and cross-entropy (tinyflow/kernels/loss.py is the reference).
 //
 // Forward: one block of 256 threads per row of the (N, C) logits. The block reduces the row's
 // maximum, then sum(exp(x - max)), writes the log-probabilities once, and thread 0 writes the
@@ -105,30 +105,40 @@ __device__ void xent_backward_impl(const T* __restrict__ lp, const long long* __
 }
 
 extern "C" {
-__global__ void softmax_xent_forward_f32(const float* x, float* lp, const long long* target, const float* weight,
-                         float* loss, long long rows, int C, long long ignore_index,
-                         float label_smoothing) {
+__global__ void softmax_cross_entropy_forward_f32(const float* x, float* lp,
+                                                  const long long* target, const float* weight,
+                                                  float* loss, long long rows, int C,
+                                                  long long ignore_index, float label_smoothing) {
     log_softmax_xent_impl<float>(x, lp, target, weight, loss, rows, C, ignore_index,
                                  label_smoothing);
 }
-__global__ void softmax_xent_forward_f64(const double* x, double* lp, const long long* target,
-                         const double* weight, double* loss, long long rows, int C,
-                         long long ignore_index, double label_smoothing) {
+__global__ void softmax_cross_entropy_forward_f64(const double* x, double* lp,
+                                                  const long long* target, const double* weight,
+                                                  double* loss, long long rows, int C,
+                                                  long long ignore_index, double label_smoothing) {
     log_softmax_xent_impl<double>(x, lp, target, weight, loss, rows, C, ignore_index,
                                   label_smoothing);
 }
-__global__ void softmax_xent_backward_f32(const float* lp, const long long* target,
-                                          const float* grad_loss, const float* weight,
-                                          const float* wsum, float* grad, long long rows, int C,
-                                          long long ignore_index, float label_smoothing) {
+__global__ void softmax_cross_entropy_backward_f32(const float* lp, const long long* target,
+                                                   const float* grad_loss, const float* weight,
+                                                   const float* wsum, float* grad, long long rows,
+                                                   int C, long long ignore_index,
+                                                   float label_smoothing) {
     xent_backward_impl<float>(lp, target, grad_loss, weight, wsum, grad, rows, C, ignore_index,
                               label_smoothing);
 }
-__global__ void softmax_xent_backward_f64(const double* lp, const long long* target,
-                                          const double* grad_loss, const double* weight,
-                                          const double* wsum, double* grad, long long rows, int C,
-                                          long long ignore_index, double label_smoothing) {
+__global__ void softmax_cross_entropy_backward_f64(const double* lp, const long long* target,
+                                                   const double* grad_loss, const double* weight,
+                                                   const double* wsum, double* grad,
+                                                   long long rows, int C, long long ignore_index,
+                                                   double label_smoothing) {
     xent_backward_impl<double>(lp, target, grad_loss, weight, wsum, grad, rows, C, ignore_index,
                                label_smoothing);
+}
+__global__ void log_softmax_forward_f32(const float* x, float* lp, long long rows, int C) {
+    log_softmax_xent_impl<float>(x, lp, nullptr, nullptr, nullptr, rows, C, -100, 0.0f);
+}
+__global__ void log_softmax_forward_f64(const double* x, double* lp, long long rows, int C) {
+    log_softmax_xent_impl<double>(x, lp, nullptr, nullptr, nullptr, rows, C, -100, 0.0);
 }
 }

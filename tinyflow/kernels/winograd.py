@@ -1,0 +1,249 @@
+"""Winograd F(2x2, 3x3) transforms for the CPU convolution path.
+
+CPU helpers for stride-1, ungrouped convolutions with 3x3 kernels (AlexNet's conv3-5), or larger
+ones cut into 3x3 sub-kernels (conv2's 5x5: see winograd_parts). Each 2x2 block of outputs is
+computed from a 4x4 input tile with 16 multiplications instead of 36 (Lavin & Gray, 2015). The
+convolution becomes 16 independent GEMMs, one per tile position xi = (a, b):
+
+    V[xi] (C, T) = B^T d B        (input tiles, T = tiles in the batch)
+    U[xi] (O, C) = G w G^T        (weights)
+    M[xi] (O, T) = U[xi] @ V[xi]  and  y = A^T M A  per tile
+
+The transforms only add and subtract (G halves), so the results agree with the direct
+convolution to float rounding. Every transformed array is (4, 4, channels, TH, TW, N) - that
+is (16, channels, T) - with the batch innermost, so that each add or subtract of the transforms
+runs over N contiguous floats rather than over TW strided ones (4 at AlexNet-64's conv3-5).
+They are CPU helpers, not device kernels: ops/conv.py uses them on NumPy arrays only (on a GPU
+the convolution is im2col + one GEMM), so tinyflow_cuda/kernels/ has no twin of this file.
+"""
+from __future__ import annotations
+
+from tinyflow.device import array_module
+from tinyflow.kernels._cpu import parallel_for, workspace
+
+__all__ = [
+    "winograd_tiles",
+    "winograd_parts",
+    "winograd_weight",
+    "winograd_weight_grad",
+    "winograd_input",
+    "winograd_output",
+    "winograd_output_grad",
+    "winograd_input_grad",
+]
+
+Pair = tuple[int, int]
+
+
+_BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))  # input transform B^T
+_B = tuple(zip(*_BT))  # its transpose, for the input gradient
+_AT = ((1, 1, 1, 0), (0, 1, -1, -1))  # output transform A^T
+_A = tuple(zip(*_AT))  # its transpose, for the output gradient
+_G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))  # weight transform
+
+
+def _plan(coeffs) -> list[list[tuple[int, int]]]:
+    """Each row of a {-1, 0, 1} matrix as its (sign, column) terms, positive terms first."""
+    return [sorted(((cf, s) for s, cf in enumerate(row) if cf), key=lambda t: t[0] < 0) for row in coeffs]
+
+
+_PLANS = {name: _plan(m) for name, m in (("BT", _BT), ("B", _B), ("AT", _AT), ("A", _A))}
+
+
+def _combine(plan: str, src, out) -> None:
+    """``out[r] = sum_s M[r][s] * src[s]`` for the {-1, 0, 1} matrix ``M`` named by ``plan``."""
+    xp = array_module(out[0])
+    for dst, terms in zip(out, _PLANS[plan]):
+        c0, s0 = terms[0]
+        if len(terms) == 1:
+            if c0 > 0:
+                dst[...] = src[s0]
+            else:
+                xp.negative(src[s0], out=dst)
+            continue
+        c1, s1 = terms[1]
+        (xp.add if c1 > 0 else xp.subtract)(src[s0], src[s1], out=dst)
+        if c0 < 0:  # both negative
+            xp.negative(dst, out=dst)
+        for cf, s in terms[2:]:
+            (xp.add if cf > 0 else xp.subtract)(dst, src[s], out=dst)
+
+
+_BLOCK_ELEMS = 1 << 19  # temporaries per channel block: about 2 MB of float32, so they stay in cache
+
+
+def _in_blocks(body, per_channel: int):
+    """``body(c0, c1)`` run over channel blocks whose temporaries (``per_channel`` elements
+    each) stay in cache between the passes of a transform; 30 % faster than whole ranges."""
+    step = max(1, _BLOCK_ELEMS // max(1, per_channel))
+
+    def run(c0: int, c1: int) -> None:
+        for b0 in range(c0, c1, step):
+            body(b0, min(c1, b0 + step))
+
+    return run
+
+
+def winograd_tiles(h: int, w: int, padding: Pair, kernel_size: Pair = (3, 3)) -> tuple[int, int, int, int]:
+    """(OH, OW, TH, TW): output size of a stride-1 convolution and its 2x2 tile counts."""
+    oh, ow = h + 2 * padding[0] - kernel_size[0] + 1, w + 2 * padding[1] - kernel_size[1] + 1
+    return oh, ow, (oh + 1) // 2, (ow + 1) // 2
+
+
+def winograd_parts(kernel_size: Pair) -> Pair:
+    """(QH, QW): a kh x kw kernel, zero-padded to multiples of 3, is QH x QW 3x3 sub-kernels.
+
+    Sub-kernel q = (qi, qj) convolves the input shifted by (3*qi, 3*qj); their sum is the
+    convolution, so a 5x5 layer is one Winograd F(2x2, 3x3) GEMM with K = 4*C
+    (16 multiplications per output and channel instead of 25).
+    """
+    return (-(-kernel_size[0] // 3), -(-kernel_size[1] // 3))
+
+
+def _gg(xp, dtype):
+    """kron(G, G) (16, 9): U[(a, b)] = sum_(i, j) G[a, i] G[b, j] w[i, j]."""
+    g = xp.asarray(_G, dtype=dtype)
+    return xp.kron(g, g)
+
+
+def winograd_weight(w):
+    """U = G w_q G^T for every 3x3 sub-kernel q: (O, C, kh, kw) -> (16, O, Q*C), one small GEMM."""
+    xp = array_module(w)
+    o, c, kh, kw = w.shape
+    qh, qw = winograd_parts((kh, kw))
+    if (kh, kw) != (3 * qh, 3 * qw):
+        w = xp.pad(w, ((0, 0), (0, 0), (0, 3 * qh - kh), (0, 3 * qw - kw)))
+    sub = w.reshape(o, c, qh, 3, qw, 3).transpose(3, 5, 0, 2, 4, 1).reshape(9, o * qh * qw * c)
+    return xp.matmul(_gg(xp, w.dtype), sub).reshape(16, o, qh * qw * c)  # (16, O, (qi, qj, C))
+
+
+def winograd_weight_grad(gu, kernel_shape: tuple[int, int, int, int]):
+    """The adjoint of :func:`winograd_weight`: gW = G^T gU_q G, (16, O, Q*C) -> (O, C, kh, kw)."""
+    xp = array_module(gu)
+    o, c, kh, kw = kernel_shape
+    qh, qw = winograd_parts((kh, kw))
+    sub = xp.matmul(_gg(xp, gu.dtype).T, gu.reshape(16, -1))  # (9, O*Q*C) = (3i, 3j, O, qh, qw, C)
+    gw = sub.reshape(3, 3, o, qh, qw, c).transpose(2, 5, 3, 0, 4, 1).reshape(o, c, 3 * qh, 3 * qw)
+    return xp.ascontiguousarray(gw[:, :, :kh, :kw])
+
+
+def winograd_input(x, padding: Pair, out, kernel_size: Pair = (3, 3)):
+    """V = B^T d B for every 4x4 input tile and sub-kernel: x (N, C, H, W) -> out (16, Q*C, TH*TW*N)."""
+    xp = array_module(x)
+    n, c, h, w = x.shape
+    ph, pw = padding
+    qh, qw = winograd_parts(kernel_size)
+    _, _, th, tw = winograd_tiles(h, w, padding, kernel_size)
+    # the padded input, with zero rows/columns beyond it for odd outputs and the kernel's padding to 3*Q
+    hp, wp = 2 * th + 3 * qh - 1, 2 * tw + 3 * qw - 1
+    xpad = workspace(xp, "winograd.pad", (c, hp, wp, n), x.dtype)  # (C, Hp, Wp, N)
+    v = out.reshape(4, 4, qh, qw, c, th, tw, n)
+
+    def channels(c0: int, c1: int) -> None:
+        dst = xpad[c0:c1]
+        dst[:, ph:ph + h, pw:pw + w] = x[:, c0:c1].transpose(1, 2, 3, 0)
+        dst[:, :ph] = 0
+        dst[:, ph + h:] = 0
+        dst[:, :, :pw] = 0
+        dst[:, :, pw + w:] = 0
+        rows = workspace(xp, "winograd.rows", (4, c1 - c0, th, wp, n), x.dtype)
+        for qi in range(qh):
+            r0 = 3 * qi
+            _combine("BT", [dst[:, r0 + k:r0 + k + 2 * th:2] for k in range(4)], rows)  # tile rows
+            for qj in range(qw):  # tile columns, straight into V
+                c0_ = 3 * qj
+                for a in range(4):
+                    _combine("BT", [rows[a][:, :, c0_ + k:c0_ + k + 2 * tw:2] for k in range(4)],
+                             [v[a, b, qi, qj, c0:c1] for b in range(4)])
+
+    parallel_for(xp, c, _in_blocks(channels, 4 * th * wp * n), work=out.size)
+    return out
+
+
+def winograd_output(m, out_shape: tuple[int, int, int, int], bias=None):
+    """y = A^T M A for every tile, cropped to ``out_shape`` (N, O, OH, OW), plus the bias."""
+    xp = array_module(m)
+    n, o, oh, ow = out_shape
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    m6 = m.reshape(4, 4, o, th, tw, n)
+    y = xp.empty(out_shape, dtype=m.dtype)
+
+    def channels(o0: int, o1: int) -> None:
+        rows = workspace(xp, "winograd.rows", (2, 4, o1 - o0, th, tw, n), m.dtype)
+        tiles = workspace(xp, "winograd.tile", (2, 2, o1 - o0, th, tw, n), m.dtype)
+        _combine("AT", [m6[a, :, o0:o1] for a in range(4)], rows)
+        for r in range(2):
+            _combine("AT", [rows[r, b] for b in range(4)], tiles[r])
+        for r in range(2):  # output pixel (2*th + r, 2*tw + s) of every tile, back to NCHW
+            for s in range(2):
+                dst = y[:, o0:o1, r::2, s::2]  # (N, O', rows, cols): odd sizes crop the last tile
+                src = tiles[r, s, :, :dst.shape[2], :dst.shape[3]].transpose(3, 0, 1, 2)
+                if bias is None:
+                    dst[...] = src
+                else:
+                    xp.add(src, bias[o0:o1].reshape(1, -1, 1, 1), out=dst)
+
+    parallel_for(xp, o, _in_blocks(channels, 12 * th * tw * n), work=m.size)
+    return y
+
+
+def winograd_output_grad(gout, out):
+    """The adjoint of :func:`winograd_output` (bias aside): gM = A gY A^T -> out (16, O, T).
+
+    Returns ``(out, gtiles)``: ``gtiles`` is ``gout`` rearranged as zero-padded tiles
+    (2, 2, O, TH, TW, N) (a workspace, valid until the next call); it sums to the bias gradient.
+    """
+    xp = array_module(gout)
+    n, o, oh, ow = gout.shape
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    gm = out.reshape(4, 4, o, th, tw, n)
+    gt = workspace(xp, "winograd.gtiles", (2, 2, o, th, tw, n), gout.dtype)
+
+    def channels(o0: int, o1: int) -> None:
+        for r in range(2):
+            for s in range(2):
+                src = gout[:, o0:o1, r::2, s::2]  # (N, O', rows, cols)
+                dst = gt[r, s, o0:o1]  # (O', TH, TW, N)
+                dst[:, :src.shape[2], :src.shape[3]] = src.transpose(1, 2, 3, 0)
+                dst[:, src.shape[2]:] = 0  # odd output sizes: the missing row/column of the last tile
+                dst[:, :, src.shape[3]:] = 0
+        rows = workspace(xp, "winograd.rows", (4, 2, o1 - o0, th, tw, n), gout.dtype)
+        for s in range(2):
+            _combine("A", [gt[r, s, o0:o1] for r in range(2)], [rows[a, s] for a in range(4)])
+        for a in range(4):
+            _combine("A", [rows[a, s] for s in range(2)], [gm[a, b, o0:o1] for b in range(4)])
+
+    parallel_for(xp, o, _in_blocks(channels, 8 * th * tw * n), work=out.size)
+    return out, gt
+
+
+def winograd_input_grad(gv, x_shape: tuple[int, int, int, int], padding: Pair, kernel_size: Pair = (3, 3)):
+    """The adjoint of :func:`winograd_input`: gd = B gV B^T, overlap-added onto (N, C, H, W)."""
+    xp = array_module(gv)
+    n, c, h, w = x_shape
+    ph, pw = padding
+    qh, qw = winograd_parts(kernel_size)
+    _, _, th, tw = winograd_tiles(h, w, padding, kernel_size)
+    gv8 = gv.reshape(4, 4, qh, qw, c, th, tw, n)
+    gpad = workspace(xp, "winograd.pad", (c, 2 * th + 3 * qh - 1, 2 * tw + 3 * qw - 1, n), gv.dtype)  # (C, Hp, Wp, N)
+    gx = xp.empty(x_shape, dtype=gv.dtype)
+
+    def channels(c0: int, c1: int) -> None:
+        rows = workspace(xp, "winograd.rows", (4, 4, c1 - c0, th, tw, n), gv.dtype)
+        tile = workspace(xp, "winograd.tile", (4, c1 - c0, th, tw, n), gv.dtype)
+        acc = gpad[c0:c1]
+        acc.fill(0)
+        for qi in range(qh):
+            for qj in range(qw):
+                for b in range(4):
+                    _combine("B", [gv8[a, b, qi, qj, c0:c1] for a in range(4)], [rows[k, b] for k in range(4)])
+                for k in range(4):
+                    _combine("B", [rows[k, b] for b in range(4)], tile)
+                    r0 = 3 * qi + k
+                    for j in range(4):  # tiles overlap by two pixels: one strided add per tile position
+                        col0 = 3 * qj + j
+                        acc[:, r0:r0 + 2 * th:2, col0:col0 + 2 * tw:2] += tile[j]
+        gx[:, c0:c1] = acc[:, ph:ph + h, pw:pw + w].transpose(3, 0, 1, 2)
+
+    parallel_for(xp, c, _in_blocks(channels, 20 * th * tw * n), work=gv.size)
+    return gx
