@@ -67,6 +67,8 @@ def __getattr__(name: str):  # noqa: ANN202
         return _lazy(name)
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)
+    if name == "bfloat16":  # needs ml_dtypes: resolved on first use, not at import
+        return _lazy("dtypes").bfloat16()
     raise AttributeError(f"module 'tinyflow' has no attribute {name!r}")
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.device import array_module
+from tinyflow.dtypes import bfloat16, is_floating, is_half
 
 __all__ = [
     "autocast",
@@ -42,18 +43,6 @@ __all__ = [
 ]
 
 _local = threading.local()
-
-
-def bfloat16() -> np.dtype:
-    """The bfloat16 dtype (from ml_dtypes, which CuPy 14 uses for its bf16 arrays)."""
-    try:
-        import ml_dtypes  # noqa: PLC0415
-    except ImportError:
-        raise TypeError(
-            "bfloat16 needs the ml_dtypes package (installed with the CUDA extra, "
-            "`pip install \"tinyflow[cuda]\"`); use float16 or float32 instead"
-        ) from None
-    return np.dtype(ml_dtypes.bfloat16)
 
 
 def _resolve(dtype: Any) -> np.dtype:
@@ -108,8 +97,7 @@ def autocast_inputs(*tensors: Any) -> tuple[Any, ...]:
     out = []
     for t in tensors:
         t_dtype = getattr(t, "dtype", None)
-        if t_dtype is not None and hasattr(t, "to") and np.dtype(t_dtype).kind == "f" \
-                and np.dtype(t_dtype) != dtype:
+        if t_dtype is not None and hasattr(t, "to") and is_floating(t_dtype) and t_dtype != dtype:
             t = t.to(dtype)
         out.append(t)
     return tuple(out)
@@ -160,7 +148,7 @@ class GradScaler:
         if not self.enabled:
             return loss
         dtype = getattr(loss, "dtype", None)
-        if dtype is not None and np.dtype(dtype).kind == "f" and np.dtype(dtype).itemsize < 4:
+        if dtype is not None and is_half(dtype):
             loss = loss.to(np.dtype(np.float32))
         return loss * self._scale
 

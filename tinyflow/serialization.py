@@ -8,6 +8,11 @@ a file cannot run code.
 
 Writes are atomic: the file is written to a temporary file in the same directory, flushed and
 fsync'ed, then renamed over ``path`` with ``os.replace``; a crash mid-write leaves the old file.
+
+The ``.npy`` format has no bfloat16 (it would come back as anonymous 2-byte ``V2`` records): a
+bfloat16 array is stored as its raw ``uint16`` bits with ``"dtype": "bfloat16"`` in its manifest
+entry, and viewed back on load. Such checkpoints say format version 2, so that a tinyflow that
+predates this refuses them instead of loading integers; all others stay version 1.
 """
 
 from __future__ import annotations
@@ -23,13 +28,14 @@ from typing import IO, Any, Union
 import numpy as np
 
 from tinyflow.device import CPU, Device, device_of, move
+from tinyflow.dtypes import bfloat16, is_bfloat16
 from tinyflow.tensor import Tensor
 
 __all__ = ["save", "load", "CheckpointError", "MANIFEST_NAME"]
 
 MANIFEST_NAME = "__tinyflow__.json"
 FORMAT_NAME = "tinyflow-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest this module reads; 2 added bfloat16 arrays stored as raw bits
 
 PathLike = Union[str, os.PathLike]
 DeviceLike = Union[str, Device, None]
@@ -48,6 +54,7 @@ class _Writer:
 
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
+        self.version = 1  # raised to 2 by the first bfloat16 array
 
     def _array_name(self, path: str) -> str:
         """A readable, unique zip member name from the structure path (``model/fc1.weight``).
@@ -70,6 +77,10 @@ class _Writer:
             raise TypeError(
                 f"tf.save: array at {path or '<root>'!r} has dtype object, which cannot be saved without pickle"
             )
+        if is_bfloat16(host.dtype):
+            host = host.view(np.uint16)  # the bits, exactly; the manifest says how to read them
+            extra["dtype"] = "bfloat16"
+            self.version = 2
         name = self._array_name(path)
         self.arrays[name] = host  # (np.ascontiguousarray would turn 0-d arrays into 1-d)
         return {"type": "array", "name": name, "device": str(device), **extra}
@@ -129,7 +140,7 @@ def save(obj: Any, path: Union[PathLike, IO[bytes]]) -> None:
     """
     writer = _Writer()
     root = writer.node(obj, "")
-    manifest = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "root": root}
+    manifest = {"format": FORMAT_NAME, "version": writer.version, "root": root}
     if hasattr(path, "write"):
         _write_npz(path, manifest, writer.arrays)  # type: ignore[arg-type]
         return
@@ -186,6 +197,13 @@ class _Reader:
             )
         with self.zf.open(member) as f:
             arr = np.lib.format.read_array(f, allow_pickle=False)
+        if node.get("dtype") == "bfloat16":
+            if arr.dtype != np.uint16:
+                raise CheckpointError(
+                    f"tf.load: {self.source} is damaged: bfloat16 array {node['name']!r} is stored "
+                    f"as {arr.dtype}, not as its uint16 bits"
+                )
+            arr = arr.view(bfloat16())  # raises a TypeError naming ml_dtypes when it is missing
         if node.get("scalar"):
             return arr[()]
         device = self.map_location if self.map_location is not None else Device(node.get("device", "cpu"))

@@ -14,6 +14,7 @@ import numpy as np
 
 from tinyflow import amp, autograd
 from tinyflow.device import CPU, Device, device_of, move
+from tinyflow.dtypes import as_dtype, is_dtype_name, is_floating, is_floating_or_complex
 
 __all__ = [
     "Tensor",
@@ -53,26 +54,28 @@ bool_ = np.dtype("bool")
 _default_dtype = float32
 
 
+def __getattr__(name: str) -> Any:
+    """``bfloat16``: resolved on first use, so tinyflow imports without ml_dtypes."""
+    if name == "bfloat16":
+        return as_dtype("bfloat16")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def get_default_dtype() -> np.dtype:
     return _default_dtype
 
 
 def set_default_dtype(dtype: Any) -> None:
     global _default_dtype
-    dtype = np.dtype(dtype)
-    if dtype.kind != "f":
+    dtype = as_dtype(dtype)
+    if not is_floating(dtype):
         raise TypeError(f"set_default_dtype: only floating dtypes can be the default, got {dtype}")
     _default_dtype = dtype
 
 
 def _resolve_dtype(dtype: Any) -> np.dtype | None:
-    if dtype is None:
-        return None
-    if isinstance(dtype, str) and dtype == "bfloat16":
-        from tinyflow.amp import bfloat16  # only the CUDA backend stores bf16
-
-        return bfloat16()
-    return np.dtype(dtype)
+    """None, or the dtype named by ``dtype`` (a dtype, a type or a name such as "bf16")."""
+    return None if dtype is None else as_dtype(dtype)
 
 
 class Tensor:
@@ -136,7 +139,7 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
-        if value and self.data.dtype.kind not in "fc":
+        if value and not is_floating_or_complex(self.data.dtype):
             raise RuntimeError(
                 f"only floating point tensors can require gradients, got dtype {self.data.dtype}; "
                 "convert first, e.g. x.float()"
@@ -179,7 +182,7 @@ class Tensor:
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", precision=4, prefix="tensor(")
         extra = []
-        if self.dtype != _default_dtype and self.dtype.kind == "f" or self.dtype.kind not in "fib":
+        if self.dtype != _default_dtype and is_floating(self.dtype) or self.dtype.kind not in "fib":
             extra.append(f"dtype={self.dtype}")
         if self._device.type != "cpu":
             extra.append(f"device='{self._device}'")
@@ -243,7 +246,7 @@ class Tensor:
         if kwargs:
             raise TypeError(f"to(): unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
-            if isinstance(a, (Device, str)) and not (isinstance(a, str) and a in _DTYPE_NAMES):
+            if isinstance(a, (Device, str)) and not (isinstance(a, str) and is_dtype_name(a)):
                 device = a
             elif isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
@@ -270,6 +273,12 @@ class Tensor:
 
     def half(self) -> Tensor:
         return self.to(float16)
+
+    def bfloat16(self) -> Tensor:
+        return self.to("bfloat16")
+
+    def is_floating_point(self) -> bool:
+        return is_floating(self.dtype)
 
     def long(self) -> Tensor:
         return self.to(int64)
@@ -704,9 +713,6 @@ class Tensor:
         return where(mask, _scalar_like(value, self), self)
 
 
-_DTYPE_NAMES = {"float16", "float32", "float64", "int32", "int64", "bool", "bfloat16", "half", "float", "double"}
-
-
 _OPS: Any = None
 
 
@@ -750,12 +756,12 @@ def _scalar_like(value: Any, ref: Tensor) -> Tensor:
     elif isinstance(value, int):
         dtype = ref.dtype
     elif isinstance(value, float):
-        dtype = ref.dtype if ref.dtype.kind in "fc" else _default_dtype
+        dtype = ref.dtype if is_floating_or_complex(ref.dtype) else _default_dtype
     else:
         arr = value if hasattr(value, "dtype") else np.asarray(value)
         if isinstance(arr, np.ndarray) and ref._device.type != "cpu":
             arr = move(arr, ref._device)
-        if arr.dtype == np.float64 and not isinstance(value, np.ndarray) and ref.dtype.kind == "f":
+        if arr.dtype == np.float64 and not isinstance(value, np.ndarray) and is_floating(ref.dtype):
             arr = arr.astype(ref.dtype)
         return Tensor._from_array(arr, device=ref._device)
     return Tensor._from_array(xp.asarray(value, dtype=dtype), device=ref._device)
@@ -773,7 +779,7 @@ def _arg(t: Tensor, name: str, dim: int | None, keepdim: bool) -> Tensor:
 
 def _natural_dtype(dtype: np.dtype) -> np.dtype:
     """The tensor dtype for array data of ``dtype`` when none is asked for."""
-    if dtype.kind in "fb":
+    if is_floating(dtype) or dtype.kind == "b":
         return dtype
     if dtype.kind in "iu":
         return int64
@@ -812,7 +818,7 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
         return data
     if isinstance(data, np.ndarray) and (dtype is None or data.dtype == _resolve_dtype(dtype)) and (
         device is None or Device(device) == CPU
-    ) and data.dtype.kind in "fb":
+    ) and (is_floating(data.dtype) or data.dtype.kind == "b"):
         return Tensor._from_array(data, device=CPU)
     return tensor(data, dtype=dtype, device=device)
 

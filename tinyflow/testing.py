@@ -17,7 +17,7 @@ def _scalar_output(out: Any, weights: list[np.ndarray]) -> Any:
     outs = out if isinstance(out, (tuple, list)) else (out,)
     total = None
     for i, o in enumerate(outs):
-        if not isinstance(o, Tensor) or o.dtype.kind != "f":
+        if not isinstance(o, Tensor) or not o.is_floating_point():
             continue
         w = weights[i]
         term = (o * tensor(w, dtype=o.dtype, device=o.device)).sum()

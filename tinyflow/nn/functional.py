@@ -81,7 +81,7 @@ def cross_entropy(
     if not 0 <= label_smoothing <= 1:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     w = weight.data if isinstance(weight, Tensor) else weight
-    if isinstance(target, Tensor) and target.dtype.kind == "f":
+    if isinstance(target, Tensor) and target.is_floating_point():
         return _soft_cross_entropy(logits, target, weight, reduction, label_smoothing)
     return ops.CrossEntropy.apply(logits, _target(target, logits), w, ignore_index, reduction, label_smoothing)
 

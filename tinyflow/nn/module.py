@@ -14,6 +14,7 @@ import numpy as np
 
 from tinyflow.autograd import no_grad
 from tinyflow.device import Device
+from tinyflow.dtypes import is_floating
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, _resolve_dtype
 
@@ -265,7 +266,7 @@ class Module:
 
         def convert(t: Tensor) -> Tensor:
             out = t.detach()
-            if dt is not None and t.dtype.kind == "f":
+            if dt is not None and is_floating(t.dtype):  # integer buffers keep their dtype
                 out = out.to(dt)
             if device is not None:
                 out = out.to(device)
@@ -284,6 +285,13 @@ class Module:
 
     def double(self) -> Module:
         return self.to(np.float64)
+
+    def half(self) -> Module:
+        return self.to(np.float16)
+
+    def bfloat16(self) -> Module:
+        """Cast floating parameters and buffers to bfloat16 (needs ml_dtypes)."""
+        return self.to("bfloat16")
 
     def apply(self, fn: Callable[[Module], None]) -> Module:
         for m in self.children():

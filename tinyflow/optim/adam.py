@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinyflow.device import array_module
-from tinyflow.kernels.optim import adam_update
+from tinyflow.device import kernels_of
 from tinyflow.optim.optimizer import Optimizer, ParamsT
 
 
@@ -14,7 +14,8 @@ class Adam(Optimizer):
     """``torch.optim.Adam``: L2 weight decay added to the gradient (decoupled for AdamW).
 
     State per parameter: ``step`` (int), ``exp_avg``, ``exp_avg_sq`` and, with amsgrad,
-    ``max_exp_avg_sq``, as in PyTorch's state_dict.
+    ``max_exp_avg_sq``, as in PyTorch's state_dict. float16/bfloat16 parameters step in float32
+    (float32 buffers and master weight, see ``Optimizer``).
     """
 
     def __init__(
@@ -60,22 +61,23 @@ class Adam(Optimizer):
                 index += 1
                 if p.grad is None:
                     continue
-                grad = self._check_grad(p, index - 1, name)
+                grad = self._master_grad(p, self._check_grad(p, index - 1, name))
                 if group["maximize"]:
                     grad = -grad
                 state = self.state[p]
-                if len(state) == 0:
-                    xp = array_module(p.data)
+                xp, dtype = array_module(p.data), self._state_dtype(p)
+                if "exp_avg" not in state:
                     state["step"] = 0
-                    state["exp_avg"] = xp.zeros_like(p.data)
-                    state["exp_avg_sq"] = xp.zeros_like(p.data)
+                    state["exp_avg"] = xp.zeros_like(p.data, dtype=dtype)
+                    state["exp_avg_sq"] = xp.zeros_like(p.data, dtype=dtype)
                     if group["amsgrad"]:
-                        state["max_exp_avg_sq"] = xp.zeros_like(p.data)
+                        state["max_exp_avg_sq"] = xp.zeros_like(p.data, dtype=dtype)
                 elif group["amsgrad"] and "max_exp_avg_sq" not in state:
-                    state["max_exp_avg_sq"] = array_module(p.data).zeros_like(p.data)
+                    state["max_exp_avg_sq"] = xp.zeros_like(p.data, dtype=dtype)
                 state["step"] += 1
-                adam_update(
-                    p.data,
+                master = self._master_weight(p)
+                kernels_of(p.data).adam_update(
+                    master,
                     grad,
                     state["exp_avg"],
                     state["exp_avg_sq"],
@@ -89,6 +91,7 @@ class Adam(Optimizer):
                     amsgrad=group["amsgrad"],
                     decoupled_weight_decay=group["decoupled_weight_decay"],
                 )
+                self._write_back(p, master)
         return loss
 
 

@@ -4,6 +4,14 @@ Follows ``torch.optim.Optimizer``: ``param_groups`` is a list of dicts (``"param
 hyper-parameters), ``state`` maps each parameter to a dict of its buffers, and ``state_dict()``
 uses PyTorch's layout ``{"state": {index: {...}}, "param_groups": [{..., "params": [index]}]}``
 so that checkpoints move between the two.
+
+float16 and bfloat16 parameters are updated in float32: their optimizer buffers are float32 and
+each step runs on a float32 master weight, so that updates far below the parameter's resolution
+(bfloat16 keeps 8 bits: 1 + 2**-9 rounds to 1) accumulate instead of being rounded away. The
+master weight is kept as ``param + state["master_residual"]``: the residual is the float32
+remainder that rounding the master to the parameter's dtype dropped, so the sum rebuilds the
+master exactly, while an edit of the parameter outside the optimizer (``load_state_dict``, a
+broadcast, an EMA) is taken up instead of being overwritten by a stale master copy.
 """
 
 from __future__ import annotations
@@ -14,7 +22,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from tinyflow.device import device_of, move
+from tinyflow.device import array_module, device_of, move
+from tinyflow.dtypes import is_floating, is_half
 from tinyflow.tensor import Tensor
 
 ParamsT = Union[Iterable[Tensor], Iterable[dict[str, Any]]]
@@ -189,8 +198,9 @@ class Optimizer:
         if not (isinstance(arr, np.ndarray) or hasattr(arr, "__cuda_array_interface__")):
             arr = np.asarray(arr)  # e.g. a torch CPU tensor or nested lists
         target = param.data
-        if arr.dtype.kind == "f" and arr.dtype != target.dtype:
-            arr = arr.astype(target.dtype)
+        dtype = Optimizer._state_dtype(param)
+        if is_floating(arr.dtype) and arr.dtype != dtype:
+            arr = arr.astype(dtype)
         arr = move(arr, device_of(target))
         return arr.copy()
 
@@ -203,6 +213,39 @@ class Optimizer:
                     lines.append(f"    {k}: {group[k]}")
         lines.append(")")
         return "\n".join(lines)
+
+    # ------------------------------------------------------------------ half-precision params
+    @staticmethod
+    def _state_dtype(param: Tensor) -> np.dtype:
+        """The dtype of ``param``'s buffers: float32 for a float16/bfloat16 param, else its own."""
+        return np.dtype(np.float32) if is_half(param.dtype) else param.dtype
+
+    def _master_weight(self, param: Tensor) -> Any:
+        """The array a step updates in place: ``param.data`` itself, or for a float16/bfloat16
+        param a fresh float32 master weight (``param + state["master_residual"]``, exact)."""
+        if not is_half(param.dtype):
+            return param.data
+        master = param.data.astype(np.float32)
+        residual = self.state[param].get("master_residual")
+        if residual is not None:
+            master += residual
+        return master
+
+    def _write_back(self, param: Tensor, master: Any) -> None:
+        """Round the updated float32 ``master`` into ``param`` and keep what rounding dropped."""
+        if master is param.data:
+            return
+        param.data[...] = master  # round to nearest even
+        state = self.state[param]
+        xp = array_module(master)
+        if state.get("master_residual") is None:
+            state["master_residual"] = xp.empty_like(master)
+        xp.subtract(master, param.data.astype(np.float32), out=state["master_residual"])
+
+    @staticmethod
+    def _master_grad(param: Tensor, grad: Any) -> Any:
+        """``grad`` as the master weight's update needs it: float32 for a float16/bfloat16 param."""
+        return grad.astype(np.float32) if is_half(param.dtype) else grad
 
     @staticmethod
     def _check_grad(param: Tensor, index: int, name: str) -> Any:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinyflow.device import array_module
-from tinyflow.kernels.optim import sgd_momentum_update
+from tinyflow.device import kernels_of
 from tinyflow.optim.optimizer import Optimizer, ParamsT, required
 
 
@@ -14,7 +14,8 @@ class SGD(Optimizer):
     """``torch.optim.SGD``: the momentum buffer starts as the first gradient (no dampening then).
 
     Per parameter: ``d = g + weight_decay * p``; ``buf = momentum * buf + (1 - dampening) * d``;
-    ``d = d + momentum * buf`` (nesterov) or ``buf``; ``p -= lr * d``.
+    ``d = d + momentum * buf`` (nesterov) or ``buf``; ``p -= lr * d``. float16/bfloat16
+    parameters step in float32 (float32 buffer and master weight; see ``Optimizer``).
     """
 
     def __init__(
@@ -59,7 +60,7 @@ class SGD(Optimizer):
                 index += 1
                 if p.grad is None:
                     continue
-                grad = self._check_grad(p, index - 1, "SGD")
+                grad = self._master_grad(p, self._check_grad(p, index - 1, "SGD"))
                 if group["maximize"]:
                     grad = -grad
                 buf = None
@@ -68,11 +69,12 @@ class SGD(Optimizer):
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
                     if buf is None:
-                        buf = array_module(p.data).empty_like(p.data)
+                        buf = array_module(p.data).empty_like(p.data, dtype=self._state_dtype(p))
                         state["momentum_buffer"] = buf
                         first_step = True
-                sgd_momentum_update(
-                    p.data,
+                master = self._master_weight(p)
+                kernels_of(p.data).sgd_momentum_update(
+                    master,
                     grad,
                     buf,
                     lr=group["lr"],
@@ -82,4 +84,5 @@ class SGD(Optimizer):
                     nesterov=group["nesterov"],
                     first_step=first_step,
                 )
+                self._write_back(p, master)
         return loss
