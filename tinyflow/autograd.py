@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tinyflow.device import array_module
+from tinyflow.dtypes import is_floating_or_complex
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
@@ -97,7 +98,7 @@ class detect_anomaly(contextlib.ContextDecorator):
 
 def _check_finite(op: str, phase: str, arrays: Sequence[Any]) -> None:
     for i, a in enumerate(arrays):
-        if a is None or not hasattr(a, "dtype") or a.dtype.kind not in "fc":
+        if a is None or not hasattr(a, "dtype") or not is_floating_or_complex(a.dtype):
             continue
         xp = array_module(a)
         if not bool(xp.isfinite(a).all()):
@@ -212,7 +213,7 @@ class Function:
             if type(o) is not np.ndarray:
                 o = xp.asarray(o)  # NumPy reductions return scalars, not 0-d arrays
             t = Tensor._from_array(o, device=device)
-            if record and o.dtype.kind in "fc":
+            if record and is_floating_or_complex(o.dtype):
                 t._requires_grad = True
                 t._ctx = ctx
                 t._out_index = i

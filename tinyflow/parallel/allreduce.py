@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.device import array_module
+from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.kernels.allreduce import reduce_scale
 from tinyflow.parallel._segments import segment_bounds, segment_elements
 from tinyflow.parallel.communicator import Communicator
@@ -62,7 +63,7 @@ def allreduce(
     if op not in OPS:
         raise ValueError(f"allreduce: unknown op {op!r}; choose 'sum' or 'mean'")
     buf = _raw(array)
-    if op == "mean" and buf.dtype.kind not in "fc":
+    if op == "mean" and not is_floating_or_complex(buf.dtype):
         raise TypeError(
             f"allreduce(op='mean'): a {buf.dtype} buffer cannot hold a mean; "
             f"cast to a floating dtype or use op='sum'"
