@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.device import array_module, catch_oom, kernel_module
 from tinyflow.dtypes import is_floating_or_complex
 
 if TYPE_CHECKING:
@@ -133,6 +133,12 @@ class Context:
         self.watched: dict[int, Any] = {}  # output index -> weakref of a tensor with hooks
         self.versions: list[tuple[list[int], int]] = []  # (shared counter, value when recorded)
 
+    @property
+    def kernels(self) -> Any:
+        """The kernel module of the inputs' device (``ctx.kernels.im2col(...)``): the NumPy
+        references on the CPU, their CUDA twins on a GPU (see tinyflow/device.py)."""
+        return kernel_module(self.xp)
+
     def save_for_backward(self, *arrays: Any) -> None:
         self._saved = arrays
 
@@ -201,7 +207,7 @@ class Function:
         if xp is np:
             out = cls.forward(ctx, *raw, **kwargs)
         else:  # on a GPU an allocation can fail: name the op and the shape
-            with _catch_oom(f"{cls.__name__}.forward", first.shape):
+            with catch_oom(f"{cls.__name__}.forward", first.shape):
                 out = cls.forward(ctx, *raw, **kwargs)
         multi = isinstance(out, tuple)
         outs = out if multi else (out,)
@@ -231,12 +237,6 @@ class Function:
 
 _TENSOR: Any = None
 
-
-def _catch_oom(op: str, shape: tuple[int, ...]) -> Any:
-    """tinyflow_cuda's out-of-memory translator (only reached for CUDA arrays)."""
-    import tinyflow_cuda
-
-    return tinyflow_cuda.catch_oom(op, tuple(shape))
 
 
 def _tensor_class() -> Any:
@@ -360,7 +360,7 @@ def run_backward(
         if node.xp is np:
             in_grads = node.fn.backward(node, *slots)
         else:
-            with _catch_oom(f"{node.fn.__name__}.backward", slots[0].shape):
+            with catch_oom(f"{node.fn.__name__}.backward", slots[0].shape):
                 in_grads = node.fn.backward(node, *slots)
         if not isinstance(in_grads, tuple):
             in_grads = (in_grads,)

@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.device import array_module, kernels_of
 from tinyflow.dtypes import is_floating_or_complex
-from tinyflow.kernels.allreduce import reduce_scale
 from tinyflow.parallel._segments import segment_bounds, segment_elements
 from tinyflow.parallel.communicator import Communicator
 from tinyflow.parallel.naive import naive_allreduce
@@ -71,7 +70,7 @@ def allreduce(
     work = buf if _is_contiguous(buf) else buf.copy()  # algorithms need a flat view
     ALGORITHMS[algorithm](work, comm, segment_bytes=segment_bytes)
     if op == "mean" and comm.size > 1:
-        reduce_scale(work, 1.0 / comm.size)
+        kernels_of(work).reduce_scale(work, 1.0 / comm.size)
     if work is not buf:
         buf[...] = work
     return array
