@@ -119,7 +119,7 @@ def handoff(arr: Any) -> Handoff:
 
 
 def receive(dst: Any, message: Handoff) -> None:
-    """Copy ``message`` into ``dst`` (element for element) on this thread's current stream.
+    """Copy ``message`` into ``dst`` (same size, any shape) on this thread's current stream.
 
     The stream first waits for the sender's event, so the copy never reads a half-written
     message; the message's array is kept alive until this stream has read it.
@@ -130,7 +130,7 @@ def receive(dst: Any, message: Handoff) -> None:
     with cp.cuda.Device(dst.device.id):
         stream = cp.cuda.get_current_stream()
         stream.wait_event(message.ready)
-        dst.reshape(-1)[...] = message.array.reshape(-1)
+        dst[...] = message.array.reshape(dst.shape)
         read = stream.record(_event(cp))
     _release_finished()
     _kept().append((read, message.array))

@@ -1,5 +1,7 @@
 """The NCCL transport: ring, tree, naive and native all-reduce on GPU buffers across processes
-(gpu + mpi tests: needs mpirun and at least two GPUs, since NCCL gives each rank its own)."""
+(gpu + mpi tests: needs mpirun and at least two GPUs, since NCCL gives each rank its own). One
+GPU runs a world of one. Thread ranks on one GPU: test_local_ranks_on_streams.py; the timeout
+logic with a fake NCCL on the CPU: tests/parallel/test_nccl_fake.py."""
 from __future__ import annotations
 
 import os
@@ -41,6 +43,17 @@ def test_a_stalled_peer_is_a_timeout_naming_it():
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "rank 0: OK" in done.stdout
+
+
+def test_a_world_of_one_joins_reduces_and_closes():
+    """The real binding through the host-call thread: the unique id, ncclCommInitRank on the
+    rank's GPU, ncclAllReduce on the caller's stream, destroy (a process of its own: MPI)."""
+    pytest.importorskip("mpi4py")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, str(WORKER), "--single"], capture_output=True,
+                          text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "rank 0: OK" in done.stdout
 

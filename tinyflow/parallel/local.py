@@ -4,6 +4,13 @@
 order. It exists for tests and for studying the algorithms without MPI; the algorithms cannot
 tell it from MPI. NumPy releases the GIL in its reductions, so ranks really run side by side.
 
+On a GPU, ``run_local(fn, world_size, device="cuda:0")`` runs each rank thread inside
+``Device("cuda:0").stream()``: every rank drives its own CUDA stream on the one device, so ring,
+tree and naive all-reduce run on device buffers, with their reductions as device kernels, on a
+single GPU (NCCL refuses two ranks on one device). A send copies the buffer on the sender's
+stream and marks the copy with an event; the receiver's stream waits for that event before it
+reads (``tinyflow.device.handoff`` / ``receive_handoff``), so no thread blocks on a transfer.
+
 Failure handling: if one rank raises, the whole group is aborted (every pending ``recv`` wakes
 up with ``CommAbortedError``) and ``run_local`` re-raises the first error, noting its rank. A
 rank that stays silent makes its neighbours time out; the error names the rank that is not
@@ -11,12 +18,14 @@ waiting on anyone (the stuck one), found by following who-waits-on-whom.
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from tinyflow.device import Device, array_module, handoff, receive_handoff
 from tinyflow.parallel.communicator import (
     BARRIER_TAG,
     CommAbortedError,
@@ -47,7 +56,7 @@ class LocalGroup:
         self.waiting_on: list[int | None] = [None] * size
         self.status: list[str] = ["running"] * size
         self.failure: tuple[int, BaseException] | None = None
-        self.slots: list[Any] = [None] * size  # buffers shared by native_allreduce
+        self.slots: list[Any] = [None] * size  # handoffs shared by native_allreduce
         self._lock = threading.Lock()
 
     def abort(self, rank: int, exc: BaseException) -> None:
@@ -71,7 +80,11 @@ class LocalGroup:
 
 
 class LocalComm(Communicator):
-    """One rank's end of a ``LocalGroup``. Sends copy the buffer, so they never block."""
+    """One rank's end of a ``LocalGroup``. Sends copy the buffer, so they never block.
+
+    NumPy and CuPy buffers alike; with CuPy, the copy is ordered on the sender's stream and the
+    receiver's stream waits for it (see the module docstring).
+    """
 
     def __init__(self, group: LocalGroup, rank: int, timeout: float | None = None):
         super().__init__(rank, group.size, timeout)
@@ -79,7 +92,7 @@ class LocalComm(Communicator):
 
     def _send(self, buf: Any, dest: int, tag: int) -> None:
         self._raise_if_aborted()
-        self.group.queues[(self.rank, dest)].put((tag, buf.copy()))
+        self.group.queues[(self.rank, dest)].put((tag, handoff(buf)))
 
     def _recv(self, buf: Any, source: int, tag: int) -> None:
         group = self.group
@@ -115,7 +128,7 @@ class LocalComm(Communicator):
                 rank=self.rank,
                 peer=source,
             )
-        buf.reshape(-1)[...] = data.reshape(-1)
+        receive_handoff(buf, data)
 
     def sendrecv(self, sendbuf: Any, dest: int, recvbuf: Any, source: int, tag: int = 0) -> None:
         self.send(sendbuf, dest, tag)
@@ -135,12 +148,14 @@ class LocalComm(Communicator):
         if op != "sum":
             raise ValueError(f"native_allreduce: op must be 'sum', got {op!r}")
         group = self.group
-        group.slots[self.rank] = buf
+        group.slots[self.rank] = handoff(buf)  # a copy that other ranks' streams may read
         self.barrier()  # every buffer is published
-        total = group.slots[0].copy()
+        total, part = _empty_like(buf), _empty_like(buf)
+        receive_handoff(total, group.slots[0])
         for other in group.slots[1:]:
-            total += other
-        self.barrier()  # every rank has read every buffer before anyone overwrites its own
+            receive_handoff(part, other)
+            total += part
+        self.barrier()  # every rank has taken every buffer before anyone replaces its own
         buf[...] = total
         group.slots[self.rank] = None
 
@@ -178,13 +193,19 @@ def run_local(
     world_size: int,
     timeout: float | None = None,
     grace: float = 2.0,
+    device: str | Device | None = None,
 ) -> list[T]:
     """Run ``fn(comm)`` on ``world_size`` thread ranks; return the results in rank order.
 
     If any rank raises, the others are aborted and the first error is re-raised with a note
     naming its rank. Ranks still stuck ``grace`` seconds after a failure are left behind
     (daemon threads) rather than hanging the caller.
+
+    ``device`` (e.g. ``"cuda:0"``) runs each rank inside ``Device(device).stream()``: on a GPU,
+    a CUDA stream of its own per rank thread, synchronized before the rank's result is handed
+    back; on the CPU nothing changes.
     """
+    place = Device(device) if isinstance(device, str) else device
     group = LocalGroup(world_size)
     comms = [LocalComm(group, r, timeout) for r in range(world_size)]
     results: list[Any] = [None] * world_size
@@ -192,7 +213,8 @@ def run_local(
 
     def worker(rank: int) -> None:
         try:
-            results[rank] = fn(comms[rank])
+            with place.stream() if place is not None else contextlib.nullcontext():
+                results[rank] = fn(comms[rank])
             group.leave(rank)
         except BaseException as exc:  # noqa: BLE001 - any failure must abort the group
             group.abort(rank, exc)
@@ -218,3 +240,7 @@ def run_local(
             exc.add_note(f"(raised on rank {rank} of {world_size} in run_local)")
         raise exc
     return results
+
+
+def _empty_like(buf: Any) -> Any:
+    return array_module(buf).empty(buf.shape, buf.dtype)
