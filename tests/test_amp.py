@@ -74,6 +74,34 @@ def test_autocast_inputs_casts_only_floating_tensors_and_only_inside_autocast():
     np.testing.assert_array_equal(xa.numpy(), np.ones((2, 3), np.float16))
 
 
+def test_float64_passes_through_autocast_as_in_pytorch():
+    x64 = tf.tensor(np.ones(3), dtype=tf.float64)
+    with amp.autocast("fp16"):
+        assert amp.autocast_inputs(x64) == (x64,)
+        assert amp.float32_inputs(x64) == (x64,)
+
+
+def test_float32_inputs_casts_half_tensors_up_and_only_inside_autocast():
+    h = tf.tensor(np.full(3, 1.5, np.float16), requires_grad=True)
+    x = tf.tensor(np.ones(3, np.float32))
+    idx = tf.tensor(np.arange(3), dtype=tf.int64)
+    assert amp.float32_inputs(h, x, idx, None) == (h, x, idx, None)  # outside: untouched
+    with amp.autocast("bf16" if _has_ml_dtypes() else "fp16"):
+        hf, xf, ia, na = amp.float32_inputs(h, x, idx, None)
+    assert hf.dtype == np.float32 and xf is x and ia is idx and na is None
+    (hf * 2.0).sum().backward()  # the cast is differentiable; the gradient arrives in float16
+    assert h.grad.dtype == np.float16
+    np.testing.assert_array_equal(h.grad.numpy(), np.full(3, 2.0, np.float16))
+
+
+def _has_ml_dtypes() -> bool:
+    try:
+        import ml_dtypes  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
+
+
 def test_gradients_reach_float32_master_weights_in_float32():
     rng = np.random.default_rng(0)
     w = tf.tensor(rng.standard_normal((4, 3)).astype(np.float32), requires_grad=True)

@@ -1,19 +1,45 @@
-"""Mixed precision: autocast GEMMs and convolutions to bf16/fp16, with fp32 master weights and
-dynamic loss scaling for fp16.
+"""Mixed precision: autocast GEMMs to bf16/fp16 with float32 master weights, and dynamic loss
+scaling for fp16.
 
     scaler = tf.amp.GradScaler()                     # only needed for float16
-    with tf.amp.autocast(tf.float16):
+    with tf.amp.autocast("fp16"):
         loss = F.cross_entropy(model(x), y)
     scaler.scale(loss).backward()
     scaler.step(optimizer)                           # unscales, skips the step on inf/NaN
     scaler.update()                                  # grows or backs off the scale
 
-How it works: parameters stay float32 (the master weights). Inside ``autocast``, the GEMM ops
-(matmul, linear, conv2d and the recurrent layers' GEMMs) call ``autocast_inputs`` on their
-inputs, which casts floating tensors to the autocast dtype through the differentiable ``Cast``
-op; the GEMM runs in half precision (tensor cores on a GPU) and the gradient flowing back
-through ``Cast`` arrives at each parameter in float32. Everything else (softmax, losses,
-normalisations, the optimizer update) stays in float32.
+What computes in which dtype inside ``autocast`` (PyTorch's two lists):
+
+* the autocast dtype: ``matmul`` / ``@``, ``F.linear`` (``nn.Linear``) and ``F.conv2d``
+  (``nn.Conv2d``). Their floating inputs, the float32 weights included, are cast by the
+  differentiable ``Cast`` op; the GEMMs run in half precision and the output is half precision.
+* float32: ``F.softmax``, ``F.log_softmax``, ``F.cross_entropy``, ``F.nll_loss``, ``F.mse_loss``,
+  ``F.batch_norm`` and ``F.local_response_norm`` (and their nn layers): half inputs are cast up
+  and the result is float32.
+* other ops (relu, pooling, dropout, reshapes, additions, ...) are not cast: activations between
+  two GEMMs stay in half precision.
+
+Parameters stay float32 (the master weights): the gradient flowing back through ``Cast`` reaches
+each of them in float32, and the optimizer updates them in float32.
+
+Where a half-precision GEMM runs: on a GPU in cuBLAS, half inputs with float32 accumulation
+(batched products as 2-D GEMMs; see ``tinyflow.ops.linalg.matmul_array``). On the CPU NumPy has
+no half-precision BLAS, so the operands are widened to float32, multiplied by BLAS and the
+product is rounded once to the half dtype: the values a GPU gives up to summation order, but no
+faster than float32 - autocast is meant for GPUs; on the CPU it serves tests and debugging.
+
+An op joins a list by calling one helper on its Tensors before ``Function.apply``:
+
+    x, w, b = amp.autocast_inputs(x, w, b)     # a GEMM op: compute in the autocast dtype
+    (logits,) = amp.float32_inputs(logits)     # a precision-sensitive op: compute in float32
+
+Outside autocast both return their arguments unchanged; None, non-Tensors, integer tensors and
+float64 tensors always pass through. The casts are graph nodes, so backward needs nothing more.
+An op that rather casts raw arrays inside its forward reads ``amp.autocast_dtype()`` in its
+wrapper (the half dtype, or None) and passes it to ``apply``: backward runs outside the ``with``
+block and must not read it. On raw arrays that may be half precision, a GEMM is
+``tinyflow.ops.linalg.matmul_array(xp, a, b, out=None)`` rather than ``xp.matmul`` (which NumPy
+and CuPy get wrong or slow for bfloat16/float16, see there).
 
 float16 has a narrow exponent range: small gradients underflow to zero. The loss is therefore
 multiplied by a large scale before backward and the gradients divided by it before the step;
@@ -31,12 +57,13 @@ from typing import Any
 import numpy as np
 
 from tinyflow.device import array_module
-from tinyflow.dtypes import bfloat16, is_floating, is_half
+from tinyflow.dtypes import bfloat16, is_half
 
 __all__ = [
     "autocast",
     "autocast_dtype",
     "autocast_inputs",
+    "float32_inputs",
     "is_autocast_enabled",
     "bfloat16",
     "GradScaler",
@@ -85,19 +112,39 @@ def is_autocast_enabled() -> bool:
 
 
 def autocast_inputs(*tensors: Any) -> tuple[Any, ...]:
-    """Cast the floating Tensors among ``tensors`` to the autocast dtype (others unchanged).
+    """The arguments with each float16/bfloat16/float32 Tensor cast to the autocast dtype.
 
-    Called by matmul / linear / conv2d before their Function.apply. Outside autocast it returns
-    its arguments as they are. The cast is the differentiable Cast op, so gradients flow back
-    to the float32 originals in float32. Integer tensors, None and non-Tensors pass through.
+    GEMM ops (matmul, linear, conv2d) call it on their inputs before ``Function.apply``. Outside
+    autocast it returns its arguments as they are. The cast is the differentiable Cast op, so
+    gradients flow back to the float32 originals in float32. None, non-Tensors, integer and
+    float64 tensors pass through (float64 was asked for explicitly, as PyTorch leaves it).
     """
     dtype = autocast_dtype()
     if dtype is None:
         return tensors
+    return _cast_floating(tensors, dtype, include_float32=True)
+
+
+def float32_inputs(*tensors: Any) -> tuple[Any, ...]:
+    """The arguments with each float16/bfloat16 Tensor cast to float32, inside autocast only.
+
+    Precision-sensitive ops (softmax, log_softmax, the losses, batch_norm, local_response_norm)
+    call it before ``Function.apply``, so under autocast they compute in float32 and return
+    float32 (PyTorch's "autocast to float32" list). Outside autocast it returns its arguments
+    unchanged: a model converted to half precision by hand stays in half precision.
+    """
+    if autocast_dtype() is None:
+        return tensors
+    return _cast_floating(tensors, np.dtype(np.float32), include_float32=False)
+
+
+def _cast_floating(tensors: tuple[Any, ...], dtype: np.dtype, include_float32: bool) -> tuple[Any, ...]:
+    """``tensors`` with each float16/bfloat16 Tensor (and float32 one, if asked) cast to ``dtype``."""
     out = []
     for t in tensors:
-        t_dtype = getattr(t, "dtype", None)
-        if t_dtype is not None and hasattr(t, "to") and is_floating(t_dtype) and t_dtype != dtype:
+        current = getattr(t, "dtype", None) if hasattr(t, "to") else None
+        if current is not None and current != dtype and (
+                is_half(current) or (include_float32 and current == np.float32)):
             t = t.to(dtype)
         out.append(t)
     return tuple(out)

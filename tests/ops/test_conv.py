@@ -332,3 +332,68 @@ def test_conv2d_winograd_path_backward_twice_with_retain_graph():
     loss.backward()
     np.testing.assert_allclose(x.grad.numpy(), 2 * gx1, rtol=1e-5, atol=1e-3)
     np.testing.assert_allclose(w.grad.numpy(), 2 * gw1, rtol=1e-5, atol=1e-2)
+
+
+# ---- the column workspace: one reusable buffer per thread and device, CPU and GPU alike ----------
+def test_conv2d_writes_im2col_into_the_one_reusable_workspace(monkeypatch):
+    """Every im2col of forward and backward writes into the workspace: no second column buffer."""
+    import tinyflow.kernels as kernels
+    from tinyflow.kernels._cpu import workspace
+
+    outs = []
+    real = kernels.im2col
+
+    def spy(x, *geom, out=None):
+        outs.append(out)
+        return real(x, *geom, out=out)
+
+    monkeypatch.setattr(kernels, "im2col", spy)
+    layer = nn.Conv2d(3, 4, 3, padding=1)
+    for _ in range(2):
+        x = tf.randn(2, 3, 6, 6, requires_grad=True)
+        layer(x).sum().backward()
+    assert len(outs) == 4 and all(out is not None for out in outs)  # forward + weight gradient, twice
+    col = workspace(np, "conv2d.col", (3 * 9, 2 * 36), np.float32)
+    assert all(np.shares_memory(out, col) for out in outs)
+
+
+class _FakeDeviceArray(np.ndarray):
+    """A NumPy array that claims to live on a device (what device_of reports for a CuPy array)."""
+
+
+class _FakeGpuModule:
+    """An array module other than NumPy, allocating in host memory: how workspace sees CuPy."""
+
+    def __init__(self) -> None:
+        self.allocations = 0
+
+    def empty(self, shape, dtype):
+        self.allocations += 1
+        return np.empty(shape, dtype)
+
+
+def test_workspace_serves_other_array_modules_per_device_and_per_thread(monkeypatch):
+    import threading
+
+    from tinyflow.kernels import _cpu
+
+    monkeypatch.setattr(_cpu, "device_of", lambda a: a.fake_device)
+    on0, on1 = np.empty(1).view(_FakeDeviceArray), np.empty(1).view(_FakeDeviceArray)
+    on0.fake_device, on1.fake_device = "cuda:0", "cuda:1"
+    xp = _FakeGpuModule()
+    a = _cpu.workspace(xp, "test.gpu", (4, 5), np.float32, like=on0)
+    b = _cpu.workspace(xp, "test.gpu", (2, 3), np.float32, like=on0)
+    assert np.shares_memory(a, b) and b.shape == (2, 3) and b.flags.c_contiguous and xp.allocations == 1
+    other_device = _cpu.workspace(xp, "test.gpu", (2, 3), np.float32, like=on1)
+    assert not np.shares_memory(a, other_device)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(_cpu.workspace(xp, "test.gpu", (4, 5), np.float32, like=on0)))
+    t.start()
+    t.join()
+    assert not np.shares_memory(a, seen[0])
+    grown = _cpu.workspace(xp, "test.gpu", (6, 5), np.float32, like=on0)  # larger: a new buffer, kept
+    assert grown.shape == (6, 5) and np.shares_memory(grown, _cpu.workspace(xp, "test.gpu", (4, 5), np.float32, like=on0))
+    before = xp.allocations
+    fresh = _cpu.workspace(xp, "test.gpu", (4, 5), np.float32)  # no `like`: a fresh array each time
+    assert xp.allocations == before + 1 and not np.shares_memory(fresh, grown)
+    _cpu.release_workspace()

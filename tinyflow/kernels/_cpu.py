@@ -8,6 +8,8 @@ parallel. The number of threads follows ``TINYFLOW_NUM_THREADS``, else ``OMP_NUM
 
 ``workspace`` hands out per-thread scratch arrays that are reused from call to call: fresh
 100 MB temporaries every training step cost as much in page faults as the copies themselves.
+It serves CuPy arrays too (per device and per thread), so the convolution's column matrix is
+one reusable buffer on a GPU as well.
 """
 from __future__ import annotations
 
@@ -20,34 +22,46 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.device import device_of
+
 __all__ = ["workspace", "release_workspace", "take_buffer", "give_buffer", "num_threads", "parallel_for"]
 
 
 # ------------------------------------------------------------------------------- workspace
 class _Workspace(threading.local):
-    """Grow-only scratch buffers, one per name and dtype, private to each thread."""
+    """Grow-only scratch buffers, one per name, dtype and device, private to each thread."""
 
     def __init__(self) -> None:
-        self.buffers: dict[tuple[str, Any], np.ndarray] = {}
+        self.buffers: dict[tuple[str, Any, Any], Any] = {}
 
 
 _workspace = _Workspace()
 
 
-def workspace(xp: Any, name: str, shape: tuple[int, ...], dtype: Any) -> Any:
-    """A scratch array of ``shape`` that stays valid until the next request for ``name``.
+def workspace(xp: Any, name: str, shape: tuple[int, ...], dtype: Any, like: Any = None) -> Any:
+    """A C-contiguous scratch array of ``shape`` that stays valid until the next request for
+    ``name`` (with this dtype, on this device) in this thread.
 
-    Only for temporaries that do not outlive the caller's use of them. On the CPU the memory is
-    reused across calls; other array modules (CuPy, with its own memory pool) get a new array.
+    Only for temporaries that do not outlive the caller's use of them. The memory is reused
+    across calls, grown when a larger one is asked for. NumPy buffers need nothing more. For
+    other array modules (CuPy) pass ``like``, an array on the device the buffer is for: the
+    buffer is then kept per device (``device_of(like)``) and per thread. Reuse is safe on a
+    GPU because a thread's kernels run in order on its stream, so the next writer of the
+    buffer waits for the last reader; a thread that moves to another stream between two uses
+    must synchronize first. Without ``like`` a non-NumPy caller gets a fresh array each time.
     """
-    if xp is not np:
+    if xp is np:
+        device = None
+    elif like is None:
         return xp.empty(shape, dtype=dtype)
+    else:
+        device = device_of(like)
     size = math.prod(shape)
-    key = (name, np.dtype(dtype))
+    key = (name, np.dtype(dtype), device)
     buf = _workspace.buffers.get(key)
     if buf is None or buf.size < size:
-        buf = np.empty(size, dtype=dtype)
-        _workspace.buffers[key] = buf
+        buf = _workspace.buffers[key] = None  # drop the smaller one first: a GPU pool reuses its block
+        buf = _workspace.buffers[key] = xp.empty(size, dtype=dtype)
     return buf[:size].reshape(shape)
 
 

@@ -42,11 +42,12 @@ def tanh(x: Tensor) -> Tensor:
 
 
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
-    return ops.Softmax.apply(x, dim)
+    """Softmax along ``dim``; in float32 inside ``tf.amp.autocast`` (as log_softmax and the losses)."""
+    return ops.Softmax.apply(*amp.float32_inputs(x), dim)
 
 
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
-    return ops.LogSoftmax.apply(x, dim)
+    return ops.LogSoftmax.apply(*amp.float32_inputs(x), dim)
 
 
 def logsumexp(x: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
@@ -78,6 +79,7 @@ def cross_entropy(
     Targets that are class probabilities (a float tensor shaped like the logits) are supported too.
     """
     ops.loss._check_reduction("cross_entropy", reduction)
+    logits, target = amp.float32_inputs(logits, target)
     if not 0 <= label_smoothing <= 1:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     w = weight.data if isinstance(weight, Tensor) else weight
@@ -105,13 +107,15 @@ def _soft_cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None, r
 def nll_loss(log_probs: Tensor, target: Any, weight: Tensor | None = None, ignore_index: int = -100,
              reduction: str = "mean") -> Tensor:
     ops.loss._check_reduction("nll_loss", reduction)
+    (log_probs,) = amp.float32_inputs(log_probs)
     w = weight.data if isinstance(weight, Tensor) else weight
     return ops.NLLLoss.apply(log_probs, _target(target, log_probs), w, ignore_index, reduction)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
     ops.loss._check_reduction("mse_loss", reduction)
-    return ops.MSELoss.apply(input, target if isinstance(target, Tensor) else as_tensor(target), reduction)
+    target = target if isinstance(target, Tensor) else as_tensor(target)
+    return ops.MSELoss.apply(*amp.float32_inputs(input, target), reduction)
 
 
 def one_hot(target: Tensor, num_classes: int = -1) -> Tensor:

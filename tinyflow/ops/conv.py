@@ -9,7 +9,12 @@ viewed as (O, C*kh*kw) with no copy, and the whole batch is one GEMM per group::
 
 The only copies besides im2col itself are the (O, N, OH, OW) <-> (N, O, OH, OW) transposes of
 the output and its gradient, which are ``kh*kw*C/O`` times smaller than ``col``; the bias add is
-fused into the first of them. ``col`` is not saved: backward rebuilds it (see Conv2d).
+fused into the first of them. ``col`` is not saved: backward rebuilds it (see Conv2d). It lives
+in one reusable workspace per thread and device (``tinyflow.kernels._cpu.workspace``), on a GPU
+as on the CPU: im2col writes into it, and in backward gcol takes its place once gW is done.
+
+Inside ``tf.amp.autocast`` the input, weight and bias are cast to the autocast dtype and the
+GEMMs run in half precision through ``matmul_array`` (float32 BLAS and one rounding on the CPU).
 
 On the CPU, stride-1 ungrouped 3x3 and 5x5 layers with enough channels and images take the
 Winograd F(2x2, 3x3) path instead (``_use_winograd``): 16 GEMMs over transformed 4x4 tiles,
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
+from tinyflow import amp
 from tinyflow.autograd import Function
 from tinyflow.kernels._cpu import give_buffer, parallel_for, take_buffer, workspace
 from tinyflow.kernels.conv import conv_output_size
@@ -36,6 +42,7 @@ from tinyflow.kernels.winograd import (
     winograd_weight,
     winograd_weight_grad,
 )
+from tinyflow.ops.linalg import matmul_array, safe_sum
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
@@ -76,17 +83,12 @@ def _use_winograd(xp, x_shape, w_shape, geom, groups: int, dtype=np.float32) -> 
             and n >= max(1, WINOGRAD_MIN_BATCH) and min(c, w_shape[0]) >= WINOGRAD_MIN_CHANNELS)
 
 
-def _im2col(ctx, x, geom, buf):
-    """im2col into the CPU workspace ``buf``; other backends allocate their own (CuPy's pool)."""
-    return ctx.kernels.im2col(x, *geom, out=buf) if ctx.xp is np else ctx.kernels.im2col(x, *geom)
-
-
 class Conv2d(Function):
     """y = conv(x, w) + b for x (N, C, H, W), w (O, C/groups, kh, kw), b (O,) or None.
 
-    ``col`` lives in a reusable workspace and is rebuilt in backward instead of being saved:
-    one more im2col per layer buys an activation memory like PyTorch's (x, not kh*kw copies of
-    it) and no fresh 100 MB allocations per step.
+    ``col`` lives in a reusable workspace (one per thread and device, CPU and GPU alike) and is
+    rebuilt in backward instead of being saved: one more im2col per layer buys an activation
+    memory like PyTorch's (x, not kh*kw copies of it) and no fresh 100 MB allocations per step.
     """
 
     @staticmethod
@@ -103,13 +105,14 @@ class Conv2d(Function):
                               w if ctx.needs_input_grad[0] else None)
         if ctx.winograd:
             return Conv2d._winograd_forward(ctx, x, w, b, padding)
-        col = _im2col(ctx, x, geom, workspace(xp, "conv2d.col", (c * kh * kw, n * oh * ow), x.dtype))
+        buf = workspace(xp, "conv2d.col", (c * kh * kw, n * oh * ow), x.dtype, like=x)
+        col = ctx.kernels.im2col(x, *geom, out=buf)  # (C*kh*kw, N*OH*OW), written into buf
         ckk, nl = col.shape  # explicit sizes below: reshape cannot infer -1 for an empty batch
         w3 = w.reshape(groups, o // groups, ckk // groups)  # (G, O/G, C/G*kh*kw), a view
         col3 = col.reshape(groups, ckk // groups, nl)  # (G, C/G*kh*kw, N*OH*OW), a view
         out = xp.empty((groups, o // groups, nl), dtype=x.dtype)
         for g in range(groups):
-            xp.matmul(w3[g], col3[g], out=out[g])
+            matmul_array(xp, w3[g], col3[g], out=out[g])
         out = out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)  # (N, O, OH, OW) strided view
         y = xp.empty((n, o, oh, ow), dtype=x.dtype)
 
@@ -141,21 +144,21 @@ class Conv2d(Function):
         parallel_for(xp, o, transpose_gout, work=gy.size)
         gy = gy.reshape(groups, o // groups, nl)
         # col and gcol take turns in the same workspace: col is dead once gW is computed
-        buf = workspace(xp, "conv2d.col", (ckk, nl), gout.dtype)
+        buf = workspace(xp, "conv2d.col", (ckk, nl), gout.dtype, like=gout)
         gx = gw = gb = None
         if ctx.needs_input_grad[2]:
-            gb = gy.reshape(o, nl).sum(axis=1)
+            gb = safe_sum(gy.reshape(o, nl), axis=1)
         if ctx.needs_input_grad[1]:
-            col3 = _im2col(ctx, x, ctx.geom, buf).reshape(groups, ckk // groups, nl)
+            col3 = ctx.kernels.im2col(x, *ctx.geom, out=buf).reshape(groups, ckk // groups, nl)
             gw = xp.empty((groups, o // groups, ckk // groups), dtype=gout.dtype)
             for g in range(groups):
-                xp.matmul(gy[g], col3[g].T, out=gw[g])  # BLAS reads col.T in place
+                matmul_array(xp, gy[g], col3[g].T, out=gw[g])  # BLAS reads col.T in place
             gw = gw.reshape(o, c // groups, kh, kw)  # (O, C/G, kh, kw)
         if ctx.needs_input_grad[0]:
             w3 = w.reshape(groups, o // groups, ckk // groups)
             gcol = buf.reshape(groups, ckk // groups, nl)  # (G, C/G*kh*kw, N*OH*OW)
             for g in range(groups):
-                xp.matmul(w3[g].T, gy[g], out=gcol[g])
+                matmul_array(xp, w3[g].T, gy[g], out=gcol[g])
             gx = ctx.kernels.col2im(buf, ctx.x_shape, *ctx.geom)  # (N, C, H, W)
         return gx, gw, gb
 
@@ -224,7 +227,12 @@ def _same_padding(kernel: tuple[int, int], dilation: tuple[int, int],
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
            padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1) -> Tensor:
-    """2-D cross-correlation over x (N, C, H, W) or (C, H, W), as ``torch.nn.functional.conv2d``."""
+    """2-D cross-correlation over x (N, C, H, W) or (C, H, W), as ``torch.nn.functional.conv2d``.
+
+    Inside ``tf.amp.autocast`` it computes in the autocast dtype (float32 weights get float32
+    gradients through the casts).
+    """
+    x, weight, bias = amp.autocast_inputs(x, weight, bias)
     if weight.ndim != 4:
         raise ValueError(f"conv2d: weight must be 4-D (O, C/groups, kh, kw), got shape {tuple(weight.shape)}")
     unbatched = x.ndim == 3

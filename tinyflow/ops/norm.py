@@ -1,8 +1,12 @@
-"""Normalisation ops: local_response_norm (AlexNet 2012) and batch_norm, PyTorch semantics."""
+"""Normalisation ops: local_response_norm (AlexNet 2012) and batch_norm, PyTorch semantics.
+
+Both compute in float32 inside ``tf.amp.autocast`` (half-precision inputs are cast up).
+"""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tinyflow import amp
 from tinyflow.autograd import Function
 
 if TYPE_CHECKING:
@@ -36,6 +40,7 @@ def local_response_norm(x: Tensor, size: int, alpha: float = 1e-4, beta: float =
                          f"{tuple(x.shape)}")
     if not isinstance(size, int) or size < 1:
         raise ValueError(f"local_response_norm: size must be a positive int, got {size!r}")
+    (x,) = amp.float32_inputs(x)
     return LocalResponseNorm.apply(x, size, float(alpha), float(beta), float(k))
 
 
@@ -123,5 +128,6 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     if training and x.numel() // max(c, 1) <= 1:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got "
                          f"input shape {tuple(x.shape)}")
+    x, weight, bias = amp.float32_inputs(x, weight, bias)
     return BatchNorm.apply(x, running_mean, running_var, weight, bias, bool(training),
                            float(momentum), float(eps))

@@ -398,5 +398,6 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="data-loading processes, 0 = in the training process (default: %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--amp", choices=("bf16", "fp16"), default=None,
-                        help="mixed precision: GEMMs and convolutions in bf16/fp16, float32 master weights "
-                             "(fp16 adds dynamic loss scaling); for GPUs")
+                        help="mixed precision: convolutions, linear layers and matmuls in bf16/fp16; losses, "
+                             "softmax and norms in float32; float32 master weights (fp16 adds dynamic loss "
+                             "scaling). For GPUs: on the CPU it is no faster than float32")
