@@ -147,3 +147,22 @@ def test_pool_bad_input_raises_value_error(fn, shape, words):
 def test_maxpool_layer_rejects_return_indices():
     with pytest.raises(ValueError, match="return_indices"):
         nn.MaxPool2d(2, return_indices=True)
+
+
+@pytest.mark.parametrize("half", ["float16", "bfloat16"])
+def test_adaptive_avg_pool2d_keeps_half_precision_and_matches_float32(half):
+    """The averaging products run through matmul_array, so a half input stays half (NumPy's bf16
+    matmul would return float32) and agrees with the float32 result to half precision."""
+    if half == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        dtype = np.dtype(ml_dtypes.bfloat16)
+    else:
+        dtype = np.dtype(np.float16)
+    x32 = np.random.default_rng(0).standard_normal((2, 3, 13, 11)).astype(np.float32)
+    x = tf.tensor(x32.astype(dtype), requires_grad=True)
+    out = F.adaptive_avg_pool2d(x, (6, 4))
+    assert out.dtype == dtype
+    want = F.adaptive_avg_pool2d(tf.tensor(x.numpy().astype(np.float32)), (6, 4)).numpy()
+    np.testing.assert_allclose(out.numpy().astype(np.float32), want, rtol=2e-2, atol=2e-2)
+    out.sum().backward()
+    assert x.grad.dtype == dtype and x.grad.shape == x.shape

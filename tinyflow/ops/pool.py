@@ -13,6 +13,7 @@ import numpy as np
 
 from tinyflow.autograd import Function
 from tinyflow.kernels.pool import pool_output_shape
+from tinyflow.ops.linalg import matmul_array
 from tinyflow.ops.conv import _pair
 
 if TYPE_CHECKING:
@@ -73,13 +74,19 @@ class AdaptiveAvgPool2d(Function):
         ah = _adaptive_matrix(xp, h, output_size[0], x.dtype)  # (OH, H)
         aw = _adaptive_matrix(xp, w, output_size[1], x.dtype)  # (OW, W)
         ctx.mats = (ah, aw)
-        return xp.matmul(ah, xp.matmul(x, aw.T))  # (N, C, OH, OW)
+        return _left_right(xp, ah, x, aw.T)  # (N, C, OH, OW)
 
     @staticmethod
     def backward(ctx, gout):
-        xp = ctx.xp
         ah, aw = ctx.mats
-        return xp.matmul(ah.T, xp.matmul(gout, aw))  # (N, C, H, W)
+        return _left_right(ctx.xp, ah.T, gout, aw)  # (N, C, H, W)
+
+
+def _left_right(xp, left, x, right):
+    """left @ x @ right for a batch x (..., H, W), each product one 2-D GEMM over the whole batch
+    (``matmul_array`` also serves half precision, which CuPy's batched matmul cannot)."""
+    y = matmul_array(xp, x, right)  # (..., H, W')
+    return matmul_array(xp, y.swapaxes(-1, -2), left.T).swapaxes(-1, -2)  # (..., H', W')
 
 
 def _check_input(op: str, x: Tensor) -> None:
