@@ -2,8 +2,10 @@
 
 This is a test tool for machines without a GPU: it checks the kernels' index arithmetic and
 maths against the NumPy references, through the very wrappers of ``tinyflow_cuda.kernels``.
-It says nothing about speed, coalescing, races between blocks or NVRTC-specific compile errors
-(``check_cu.sh`` and the gpu tests cover those). See csrc/emu.h for what is emulated.
+It says nothing about speed, coalescing, the GPU's memory model or NVRTC-specific compile errors
+(``check_cu.sh`` and the gpu tests cover those). Persistent kernels (a ``barrier`` counter
+parameter) run with all their blocks alive at once, so a missing grid barrier shows up as wrong
+results. See csrc/emu.h for what is emulated.
 
     from tinyflow_cuda import emulator, runtime
     with runtime.use(emulator.EmulatorRuntime.build()):
@@ -45,7 +47,23 @@ def compiler() -> str | None:
     return shutil.which("g++")
 
 
-def _shim(info: KernelInfo, concurrent: bool) -> str:
+GRID_BARRIER_PARAM = "barrier"
+"""A kernel with a pointer parameter of this name is persistent: it synchronises the whole grid on
+that counter, so the emulator runs all its blocks at once (csrc/emu.h, grid threads)."""
+
+RESIDENT_BLOCKS = 3
+"""How many blocks a persistent kernel may launch under the emulator: a few, and not a power of
+two, so that blocks own several hidden units and the split is uneven."""
+
+
+def _mode(info: KernelInfo) -> int:
+    """emu::Mode of a kernel: grid threads (persistent), block threads (__syncthreads) or neither."""
+    if any(p.ctype == "pointer" and p.name == GRID_BARRIER_PARAM for p in info.params):
+        return 2
+    return 1 if "__syncthreads" in info.source.read_text() else 0
+
+
+def _shim(info: KernelInfo, mode: int) -> str:
     """A host function ``emu_<name>(grid, block, params...)`` that runs the kernel's threads."""
     params = ", ".join(f"{_C_NAMES[p.ctype]} {p.name}" for p in info.params)
     # cast the void* back to the kernel's own pointer types by calling through its signature
@@ -56,7 +74,7 @@ def _shim(info: KernelInfo, concurrent: bool) -> str:
     )
     return (
         f'extern "C" void emu_{info.name}(unsigned grid, unsigned block, {params}) {{\n'
-        f"    emu::launch(dim3(grid), dim3(block), {str(concurrent).lower()}, [&] {{ {info.name}({args}); }});\n"
+        f"    emu::launch(dim3(grid), dim3(block), {mode}, [&] {{ {info.name}({args}); }});\n"
         f"}}\n"
     )
 
@@ -96,7 +114,7 @@ class EmulatorRuntime:
         unit = ["#include \"emu.h\"", _PRELUDE]
         unit += [f'#include "{path}"' for path in files]
         for info in kernels.values():
-            unit.append(_shim(info, "__syncthreads" in info.source.read_text()))
+            unit.append(_shim(info, _mode(info)))
         text = "\n".join(unit)
         digest = hashlib.sha256(
             (text + "".join(p.read_text() for p in sorted(csrc.glob("*")) if p.is_file())).encode()
@@ -137,6 +155,10 @@ class EmulatorRuntime:
                 converted.append(value)
         self.launches.append(name)
         self._fns[name](grid, block, *converted)
+
+    def resident_blocks(self, name: str, block: int) -> int:
+        """Blocks of a persistent kernel that run at once: all of them, as threads; a few."""
+        return RESIDENT_BLOCKS
 
     def on_device_of(self, arr: Any) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()

@@ -95,6 +95,11 @@ class Runtime(Protocol):
 
     def launch(self, name: str, grid: int, block: int, args: Sequence[Any]) -> None: ...
 
+    def resident_blocks(self, name: str, block: int) -> int:
+        """The most blocks of ``block`` threads of kernel ``name`` that are sure to run at once:
+        the grid of a persistent kernel, whose blocks wait for each other at grid barriers."""
+        ...
+
     def on_device_of(self, arr: Any) -> contextlib.AbstractContextManager: ...
 
     def owns(self, arr: Any) -> bool: ...
@@ -114,6 +119,7 @@ class CupyRuntime:
         self.kernels = discover()
         self._modules: dict[tuple[Path, int], Any] = {}
         self._functions: dict[tuple[str, int], Any] = {}
+        self._sm_counts: dict[int, int] = {}
         self._scalar = {"int": np.int32, "long long": np.int64, "unsigned long long": np.uint64,
                         "float": np.float32, "double": np.float64}
 
@@ -145,6 +151,17 @@ class CupyRuntime:
 
     def launch(self, name: str, grid: int, block: int, args: Sequence[Any]) -> None:
         self._function(name)((grid,), (block,), self.convert(name, args))
+
+    def resident_blocks(self, name: str, block: int) -> int:
+        """One block per SM of the current device. A block of 256 threads without shared memory
+        fits on any SM (even at 255 registers a thread), so all of them run at once; other work
+        on the GPU can only delay some. A persistent kernel's software grid barrier relies on it."""
+        device = self.xp.cuda.runtime.getDevice()
+        count = self._sm_counts.get(device)
+        if count is None:
+            props = self.xp.cuda.runtime.getDeviceProperties(device)
+            count = self._sm_counts[device] = max(1, int(props["multiProcessorCount"]))
+        return count
 
     def on_device_of(self, arr: Any) -> contextlib.AbstractContextManager:
         return arr.device

@@ -180,3 +180,36 @@ def test_word_level_training_and_sampling(tmp_path):
     assert record["train_ppl"] < len(vocab) / 3
     words = generate(model, vocab, level, "the", length=6, seed=0).split()
     assert words[0] == "the" and len(words) >= 5  # <eos> tokens become line breaks
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_training_step_under_autocast_matches_float32(amp):
+    """One LM training step with the GEMMs in half precision (the LSTM's included) gives the
+    float32 loss, gradients and updated weights within half-precision rounding; the float32
+    parameters get float32 gradients."""
+    tf.manual_seed(0)
+    model = LSTMLM(LSTMLMConfig(vocab_size=20, **SMALL))
+    start = {n: p.numpy().copy() for n, p in model.named_parameters()}
+    rng = np.random.default_rng(0)
+    ids, targets = tf.tensor(rng.integers(0, 20, size=(6, 3))), tf.tensor(rng.integers(0, 20, size=(6, 3)))
+
+    def step(autocast: bool) -> tuple[float, dict, dict]:
+        model.load_state_dict(start)
+        opt = tf.optim.SGD(model.parameters(), lr=0.5)
+        opt.zero_grad()
+        with tf.amp.autocast(amp, enabled=autocast):
+            logits, _ = model(ids)
+            loss = F.cross_entropy(logits.reshape(-1, 20).to(tf.float32), targets.reshape(-1))
+        loss.backward()
+        grads = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
+        opt.step()
+        return loss.item(), grads, {n: p.numpy().copy() for n, p in model.named_parameters()}
+
+    loss32, grads32, params32 = step(False)
+    loss, grads, params = step(True)
+    assert loss == pytest.approx(loss32, rel=1e-2)
+    for name, g in grads.items():
+        assert g.dtype == np.float32, name
+        scale = np.abs(grads32[name]).max()
+        np.testing.assert_allclose(g, grads32[name], atol=0.03 * scale, err_msg=name)
+        np.testing.assert_allclose(params[name], params32[name], atol=0.5 * 0.03 * scale + 1e-7, err_msg=name)

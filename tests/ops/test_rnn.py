@@ -246,3 +246,64 @@ def test_embedding_op_gradcheck(num, dim, seed, pad):
         weight.grad = None
         (embedding(ids, weight, padding_idx) * tf.tensor(rng.normal(size=(3, 4, dim)))).sum().backward()
         np.testing.assert_array_equal(weight.grad.numpy()[padding_idx], 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Autocast: the GEMMs in half precision, the recurrence and the parameter gradients in float32
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("amp_dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "LSTMCell", "GRUCell"])
+def test_recurrent_gemms_follow_autocast(monkeypatch, kind, amp_dtype):
+    import tinyflow.kernels
+    import tinyflow.nn as nn
+    import tinyflow.ops.rnn as rnn_ops
+
+    half = np.dtype(np.float16) if amp_dtype == "fp16" else tf.bfloat16
+    gemms: list[tuple] = []
+    real_matmul = rnn_ops.matmul_array
+
+    def spy_matmul(xp, a, b, *args, **kwargs):
+        gemms.append((a.dtype, b.dtype))
+        return real_matmul(xp, a, b, *args, **kwargs)
+
+    recurrences: list = []
+    for name in ("lstm_sequence_forward", "gru_sequence_forward"):
+        real = getattr(tinyflow.kernels, name)
+        monkeypatch.setattr(tinyflow.kernels, name,
+                            lambda proj, *a, _real=real: recurrences.append(proj.dtype) or _real(proj, *a))  # fmt: skip
+    monkeypatch.setattr(rnn_ops, "matmul_array", spy_matmul)
+
+    tf.manual_seed(0)
+    sequence = "Cell" not in kind
+    module = getattr(nn, kind)(3, 4, num_layers=2, bidirectional=True) if sequence else getattr(nn, kind)(3, 4)
+    rng = np.random.default_rng(0)
+    x = tf.tensor(rng.normal(size=(5, 2, 3) if sequence else (2, 3)), dtype=tf.float32)
+
+    def run(autocast: bool) -> tuple[list, dict]:
+        for p in module.parameters():
+            p.grad = None
+        with tf.amp.autocast(amp_dtype, enabled=autocast):
+            out = module(x)
+        first, states = {"LSTM": lambda: (out[0], out[1]), "GRU": lambda: (out[0], (out[1],)),
+                         "LSTMCell": lambda: (out[0], (out[1],)), "GRUCell": lambda: (out, ())}[kind]()  # fmt: skip
+        weight = tf.tensor(np.linspace(-1, 1, first.numel()).reshape(first.shape), dtype=tf.float32)
+        (first.to(tf.float32) * weight).sum().backward()
+        return [first, *states], {n: p.grad for n, p in module.named_parameters()}
+
+    outs32, grads32 = run(False)
+    assert all(a == b == np.float32 for a, b in gemms)
+    gemms.clear()
+    recurrences.clear()
+    outs, grads = run(True)
+    assert gemms and all(a == b == half for a, b in gemms), gemms  # every GEMM of the op ran in half
+    if sequence:
+        assert recurrences and all(d == np.float32 for d in recurrences)  # the recurrence: float32
+        assert outs[0].dtype == half and all(s.dtype == tf.float32 for s in outs[1:])
+    for name, g in grads.items():
+        assert g.dtype == tf.float32, name  # float32 master weights get float32 gradients
+        scale = np.abs(grads32[name].numpy()).max()
+        np.testing.assert_allclose(g.numpy(), grads32[name].numpy(), atol=0.03 * scale + 1e-6, err_msg=name)
+    for o, o32 in zip(outs, outs32):
+        np.testing.assert_allclose(o.to(tf.float32).numpy(), o32.numpy(), atol=0.02)

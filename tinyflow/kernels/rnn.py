@@ -11,6 +11,13 @@ slices of a (B, 4H) array), and the recurrent GEMM W_hh @ h has the shape BLAS r
 Each kernel writes its large results in place where the caller owns the buffer (the gate
 pre-activations become the activated gates, which is exactly what backward needs), so the
 sequence op can preallocate one buffer for all time steps, as cuDNN's "reserve space" does.
+
+The ``*_sequence_*`` kernels run the whole recurrence of one layer in one direction: the loop
+over time steps, with the recurrent GEMM and the fused cell of every step. Here they are that
+loop in NumPy (one BLAS GEMM and one cell call per step); the CUDA twins run it as one
+persistent kernel per call, so the number of launches does not grow with the sequence length.
+State buffers are (T+1, H, B) and step t of a sequence (``reverse`` or not) reads and writes the
+slots given by ``sequence_slots``.
 """
 from __future__ import annotations
 
@@ -23,6 +30,10 @@ __all__ = [
     "lstm_cell_backward",
     "gru_cell_forward",
     "gru_cell_backward",
+    "lstm_sequence_forward",
+    "lstm_sequence_backward",
+    "gru_sequence_forward",
+    "gru_sequence_backward",
 ]
 
 Array = Any
@@ -197,3 +208,149 @@ def gru_cell_backward(
     xp.multiply(dn, r, out=dgh_out[2 * hidden :])
     dh_prev = dh * z
     return dgi_out, dgh_out, dh_prev
+
+
+# --------------------------------------------------------------------------------------------
+# Whole sequences: one layer, one direction, all T steps in one call
+# --------------------------------------------------------------------------------------------
+
+
+def sequence_slots(steps: int, reverse: bool) -> tuple[range, int]:
+    """Time steps in processing order and the state-slot offset of each step's output.
+
+    States live in a (T+1, H, B) buffer: forward, step t reads slot t and writes slot t+1 (the
+    initial state sits in slot 0); reverse, step t reads slot t+1 and writes slot t (initial state
+    in slot T). Either way the outputs are one contiguous slice and so are the previous states.
+    """
+    if reverse:
+        return range(steps - 1, -1, -1), 0
+    return range(steps), 1
+
+
+def _check_sequence(name: str, gates: int, proj: Array, w_hh: Array) -> tuple[int, int, int]:
+    """(T, H, B) of a (G*H, T, B) projection and a (G*H, H) recurrent weight, or a ValueError."""
+    if proj.ndim != 3 or w_hh.ndim != 2 or w_hh.shape[0] != gates * w_hh.shape[1] or proj.shape[0] != w_hh.shape[0]:
+        raise ValueError(
+            f"{name}: proj {tuple(proj.shape)} must be ({gates}H, T, B) with w_hh {tuple(w_hh.shape)} = ({gates}H, H)"
+        )
+    return proj.shape[1], w_hh.shape[1], proj.shape[2]
+
+
+def lstm_sequence_forward(
+    proj: Array, w_hh: Array, h0: Array | None, c0: Array | None, reverse: bool = False
+) -> tuple[Array, Array, Array]:
+    """All T steps of one LSTM layer: returns (acts (T, 4H, B), hs (T+1, H, B), cs (T+1, H, B)).
+
+    ``proj`` (4H, T, B) holds W_ih x_t + b_ih + b_hh of every step (the op's one big GEMM);
+    ``w_hh`` (4H, H); ``h0``, ``c0`` (H, B) or None for zeros. Step t adds W_hh h_{t-1} and runs
+    the fused cell; ``acts[t]`` keeps its activated gates (cuDNN's reserve space), ``hs``/``cs``
+    the states in the slots of ``sequence_slots``. Without h0 the first step skips the GEMM.
+    """
+    xp = array_module(proj)
+    steps, hidden, batch = _check_sequence("lstm_sequence_forward", 4, proj, w_hh)
+    acts = xp.empty((steps, 4 * hidden, batch), dtype=proj.dtype)  # (T, 4H, B) per-step blocks
+    hs = xp.empty((steps + 1, hidden, batch), dtype=proj.dtype)  # (T+1, H, B)
+    cs = xp.empty_like(hs)
+    order, out_offset = sequence_slots(steps, reverse)
+    first = order[0]
+    init = first + 1 - out_offset
+    hs[init] = 0 if h0 is None else h0
+    cs[init] = 0 if c0 is None else c0
+    for t in order:
+        prev, new = t + 1 - out_offset, t + out_offset
+        if t != first or h0 is not None:
+            xp.matmul(w_hh, hs[prev], out=acts[t])  # the only GEMM inside the loop
+            acts[t] += proj[:, t]
+        else:
+            acts[t] = proj[:, t]
+        # acts[t] becomes the activated gates, kept for backward.
+        lstm_cell_forward(acts[t], cs[prev], h_out=hs[new], c_out=cs[new])
+    return acts, hs, cs
+
+
+def lstm_sequence_backward(
+    dout: Array,
+    dh_n: Array | None,
+    dc_n: Array | None,
+    w_hh: Array,
+    acts: Array,
+    cs: Array,
+    reverse: bool = False,
+) -> tuple[Array, Array, Array]:
+    """The recurrence of ``lstm_sequence_forward`` backwards: (dgates (T, 4H, B), dh0, dc0 (H, B)).
+
+    ``dout`` (T, H, B) is the gradient of the outputs h_t, ``dh_n``/``dc_n`` (H, B) those of the
+    final states (None means zero); ``acts`` and ``cs`` are what the forward returned. Step by
+    step in reverse: the fused cell backward, then dh_{t-1} = W_hh^T dgates_t (one GEMM).
+    The caller forms dW_ih, dW_hh and dx from ``dgates`` with three GEMMs over all steps.
+    """
+    xp = array_module(acts)
+    steps = acts.shape[0]
+    order, out_offset = sequence_slots(steps, reverse)
+    dgates = xp.empty_like(acts)  # (T, 4H, B)
+    # the running gradient w.r.t. the current h, (H, B)
+    dh = xp.zeros_like(cs[0]) if dh_n is None else dh_n.astype(acts.dtype, order="C")
+    dc = dc_n
+    w_hh_t = xp.ascontiguousarray(w_hh.T)  # (H, 4H): BLAS runs this GEMM faster than on the view
+    for t in reversed(order):
+        prev, new = t + 1 - out_offset, t + out_offset
+        dh += dout[t]
+        _, dc = lstm_cell_backward(dh, dc, acts[t], cs[prev], cs[new], dgates_out=dgates[t])
+        xp.matmul(w_hh_t, dgates[t], out=dh)  # dh_prev
+    return dgates, dh, dc
+
+
+def gru_sequence_forward(
+    proj: Array, w_hh: Array, b_hh: Array | None, h0: Array | None, reverse: bool = False
+) -> tuple[Array, Array, Array]:
+    """All T steps of one GRU layer: returns (acts (T, 3H, B), gh (T, 3H, B), hs (T+1, H, B)).
+
+    ``proj`` (3H, T, B) holds W_ih x_t + b_ih of every step; ``w_hh`` (3H, H), ``b_hh`` (3H,) or
+    None, ``h0`` (H, B) or None for zeros. Step t forms gh_t = W_hh h_{t-1} + b_hh (kept: the
+    backward needs gh_n) and runs the fused cell; ``acts[t]`` keeps the activated gates (r, z, n).
+    """
+    xp = array_module(proj)
+    steps, hidden, batch = _check_sequence("gru_sequence_forward", 3, proj, w_hh)
+    acts = xp.empty((steps, 3 * hidden, batch), dtype=proj.dtype)  # (T, 3H, B) per-step blocks
+    gh = xp.empty_like(acts)  # recurrent pre-activations of every step
+    hs = xp.empty((steps + 1, hidden, batch), dtype=proj.dtype)  # (T+1, H, B)
+    order, out_offset = sequence_slots(steps, reverse)
+    hs[order[0] + 1 - out_offset] = 0 if h0 is None else h0
+    for t in order:
+        prev, new = t + 1 - out_offset, t + out_offset
+        xp.matmul(w_hh, hs[prev], out=gh[t])
+        if b_hh is not None:
+            gh[t] += b_hh[:, None]
+        acts[t] = proj[:, t]
+        gru_cell_forward(acts[t], gh[t], hs[prev], h_out=hs[new])
+    return acts, gh, hs
+
+
+def gru_sequence_backward(
+    dout: Array,
+    dh_n: Array | None,
+    w_hh: Array,
+    acts: Array,
+    gh: Array,
+    hs: Array,
+    reverse: bool = False,
+) -> tuple[Array, Array, Array]:
+    """The recurrence of ``gru_sequence_forward`` backwards: (dgi, dgh (T, 3H, B), dh0 (H, B)).
+
+    ``dout`` (T, H, B) and ``dh_n`` (H, B, None means zero) are the gradients of the outputs and
+    of the final state; ``acts``, ``gh``, ``hs`` what the forward returned. dgi are the gradients
+    of the input pre-activations, dgh those of the recurrent ones (W_hh h + b_hh).
+    """
+    xp = array_module(acts)
+    steps = acts.shape[0]
+    order, out_offset = sequence_slots(steps, reverse)
+    dgi = xp.empty_like(acts)  # (T, 3H, B)
+    dgh = xp.empty_like(acts)  # (T, 3H, B)
+    dh = xp.zeros_like(hs[0]) if dh_n is None else dh_n.astype(acts.dtype, order="C")  # (H, B)
+    w_hh_t = xp.ascontiguousarray(w_hh.T)  # (H, 3H)
+    for t in reversed(order):
+        prev = t + 1 - out_offset
+        dh += dout[t]
+        _, _, dh = gru_cell_backward(dh, acts[t], gh[t], hs[prev], dgi_out=dgi[t], dgh_out=dgh[t])
+        dh += w_hh_t @ dgh[t]
+    return dgi, dgh, dh

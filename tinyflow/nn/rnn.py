@@ -1,7 +1,9 @@
 """Recurrent layers with PyTorch's signatures, parameter names and layouts: LSTM, GRU and cells.
 
 ``nn.LSTM`` / ``nn.GRU`` run each layer and direction as one sequence op (``tinyflow.ops.rnn``:
-one GEMM for the input projection of all steps, the recurrent GEMM and a fused cell per step).
+one GEMM for the input projection of all steps, then the whole recurrence in one named kernel,
+a single persistent kernel on a GPU). Under ``tf.amp.autocast`` their GEMMs run in half
+precision and the recurrent state in float32; the parameters stay float32.
 Parameters are ``weight_ih_l{k}`` (G*H, in), ``weight_hh_l{k}`` (G*H, H), ``bias_ih_l{k}``,
 ``bias_hh_l{k}`` (G*H,), with ``_reverse`` for the backward direction, so a PyTorch state_dict
 loads as it is.

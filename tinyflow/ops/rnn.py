@@ -2,20 +2,31 @@
 
 A sequence op runs one layer in one direction over all T steps as a single autograd node:
 - the input projection of every step is one GEMM, W_ih (G*H, I) @ X (I, T*B), before the loop;
-- the loop does only the recurrent GEMM W_hh @ h_{t-1} and one fused cell kernel per step
-  (``ctx.kernels.lstm_cell_forward``: ``tinyflow.kernels.rnn`` or its CUDA twin), writing into
-  buffers preallocated for the whole sequence;
-- backward walks the steps in reverse with one fused cell-backward kernel and one GEMM per step,
+- the recurrence (the GEMM W_hh @ h_{t-1} and the fused cell of every step) is one named kernel,
+  ``ctx.kernels.lstm_sequence_forward``: on the CPU the NumPy loop of ``tinyflow.kernels.rnn``,
+  on a GPU one persistent CUDA kernel for all T steps;
+- backward runs ``lstm_sequence_backward`` (the cell backward and W_hh^T dgates of every step),
   then forms dW_ih, dW_hh and dx as three GEMMs over all T*B columns at once.
 Inside, arrays are feature-major ((G*H, B) per step) so that each gate is one contiguous block;
 the (T, B, H) outputs are transposed views of those buffers. Gate orders follow PyTorch:
-LSTM (i, f, g, o), GRU (r, z, n). See docs/lstm.md.
+LSTM (i, f, g, o), GRU (r, z, n).
+
+Under ``tf.amp.autocast`` the GEMMs of inputs and weights (the input projection, the cells'
+recurrent GEMM, the backward GEMMs) run in the autocast dtype; the gates, c and h stay float32
+(``_state_dtype``), and so does the sequence ops' recurrent product W_hh h_{t-1}, which is
+inside the fused recurrence. See docs/lstm.md.
 """
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from tinyflow import amp
 from tinyflow.autograd import Context, Function
+from tinyflow.device import array_module
+from tinyflow.dtypes import is_half
+from tinyflow.ops.linalg import matmul_array
 
 __all__ = ["LSTMCell", "GRUCell", "LSTMLayer", "GRULayer", "lstm_cell", "gru_cell", "lstm_layer", "gru_layer"]
 
@@ -47,22 +58,45 @@ def _check_state(op: str, name: str, state: Array | None, batch: int, hidden: in
         raise ValueError(f"{op}: {name} has shape {tuple(state.shape)}, expected (batch, hidden) = ({batch}, {hidden})")
 
 
-def _feature_major(a: Array, xp: Any) -> Array:
-    """(T, B, F) -> the (F, T*B) matrix whose column t*B + b is a[t, b].
+def _feature_major(a: Array, xp: Any, dtype: Any = None) -> Array:
+    """(T, B, F) -> the (F, T*B) matrix whose column t*B + b is a[t, b], in ``dtype`` if given.
 
-    A view of a C-contiguous ``a``; otherwise one copy, which is a cheap block move when ``a`` is
-    a transposed view of per-step (F, B) blocks (``blocks.transpose(0, 2, 1)``).
+    A view of a C-contiguous ``a`` of that dtype; otherwise one copy, which is a cheap block move
+    when ``a`` is a transposed view of per-step (F, B) blocks (``blocks.transpose(0, 2, 1)``).
     """
     steps, batch, features = a.shape
+    dtype = a.dtype if dtype is None else dtype
     if a.flags.c_contiguous:
-        return a.reshape(steps * batch, features).T
-    return xp.ascontiguousarray(a.transpose(2, 0, 1)).reshape(features, steps * batch)
+        return a.reshape(steps * batch, features).T.astype(dtype, copy=False)
+    return a.transpose(2, 0, 1).astype(dtype, order="C").reshape(features, steps * batch)
+
+
+def _state_dtype(gemm_dtype: Any) -> Any:
+    """The dtype of gates, c and h: float32 when the GEMMs run in half precision (autocast), so
+    that the cell state does not lose bits step after step; else the GEMMs' own dtype."""
+    return np.dtype(np.float32) if is_half(gemm_dtype) else np.dtype(gemm_dtype)
+
+
+def _gemm(a: Array, b: Array, dtype: Any) -> Array:
+    """a @ b in the operands' dtype, the result in ``dtype`` (a copy only when they differ)."""
+    return _mm(a, b).astype(dtype, copy=False)
+
+
+def _mm(a: Array, b: Array) -> Array:
+    """a @ b, also for half-precision operands on any device (``matmul_array``)."""
+    return matmul_array(array_module(a), a, b)
 
 
 # --------------------------------------------------------------------------------------------
 # Single cells (nn.LSTMCell, nn.GRUCell): one step, one node. The kernels are feature-major, so
 # the (B, F) arrays go in and come out as transposed views.
 # --------------------------------------------------------------------------------------------
+
+
+def _operand(a: Array, like: Array) -> Array:
+    """``a`` as a GEMM operand next to ``like``: rounded to ``like``'s dtype when that is half
+    precision (autocast), else as it is (float32/float64 GEMMs keep NumPy's promotion)."""
+    return a.astype(like.dtype) if is_half(like.dtype) and a.dtype != like.dtype else a
 
 
 class LSTMCell(Function):
@@ -76,9 +110,11 @@ class LSTMCell(Function):
             raise ValueError(f"lstm_cell: input must be (batch, input_size), got {tuple(x.shape)}")
         _check_state("lstm_cell", "h", h, x.shape[0], hidden)
         _check_state("lstm_cell", "c", c, x.shape[0], hidden)
-        gates = w_ih @ x.T + w_hh @ h.T  # (4H, B)
+        state = _state_dtype(ctx.xp.result_type(w_ih.dtype, x.dtype))
+        gates = _gemm(w_ih, x.T, state) + _gemm(w_hh, _operand(h.T, w_hh), state)  # (4H, B)
         if b_ih is not None:
             gates += (b_ih + b_hh)[:, None]
+        c = c.astype(state, copy=False)
         h1, c1, acts = ctx.kernels.lstm_cell_forward(gates, c.T)  # (H, B) each
         ctx.save_for_backward(x, h, c, w_ih, w_hh, acts, c1)
         ctx.has_bias = b_ih is not None
@@ -90,12 +126,13 @@ class LSTMCell(Function):
         need = ctx.needs_input_grad
         dgates, dc = ctx.kernels.lstm_cell_backward(dh1.T, dc1.T, acts, c.T, c1)  # (4H, B), (H, B)
         db = dgates.sum(axis=1) if ctx.has_bias else None
+        d_ih, d_hh = _operand(dgates, w_ih), _operand(dgates, w_hh)
         return (
-            dgates.T @ w_ih if need[0] else None,
-            dgates.T @ w_hh if need[1] else None,
+            _mm(d_ih.T, w_ih) if need[0] else None,
+            _mm(d_hh.T, w_hh) if need[1] else None,
             dc.T if need[2] else None,
-            dgates @ x if need[3] else None,
-            dgates @ h if need[4] else None,
+            _mm(d_ih, x) if need[3] else None,
+            _mm(d_hh, _operand(h, w_hh)) if need[4] else None,
             db,
             db,
         )
@@ -111,13 +148,15 @@ class GRUCell(Function):
         if x.ndim != 2:
             raise ValueError(f"gru_cell: input must be (batch, input_size), got {tuple(x.shape)}")
         _check_state("gru_cell", "h", h, x.shape[0], hidden)
-        gi = w_ih @ x.T  # (3H, B)
-        gh = w_hh @ h.T  # (3H, B)
+        state = _state_dtype(ctx.xp.result_type(w_ih.dtype, x.dtype))
+        gi = _gemm(w_ih, x.T, state)  # (3H, B)
+        gh = _gemm(w_hh, _operand(h.T, w_hh), state)  # (3H, B)
         if b_ih is not None:
             gi += b_ih[:, None]
             gh += b_hh[:, None]
-        h1, acts = ctx.kernels.gru_cell_forward(gi, gh, h.T)  # (H, B)
-        ctx.save_for_backward(x, h, w_ih, w_hh, acts, gh)
+        h_state = h.astype(state, copy=False)
+        h1, acts = ctx.kernels.gru_cell_forward(gi, gh, h_state.T)  # (H, B)
+        ctx.save_for_backward(x, h_state, w_ih, w_hh, acts, gh)
         ctx.has_bias = b_ih is not None
         return h1.T  # (B, H)
 
@@ -126,11 +165,12 @@ class GRUCell(Function):
         x, h, w_ih, w_hh, acts, gh = ctx.saved_tensors
         need = ctx.needs_input_grad
         dgi, dgh, dh = ctx.kernels.gru_cell_backward(dh1.T, acts, gh, h.T)  # (3H, B), (3H, B), (H, B)
+        d_ih, d_hh = _operand(dgi, w_ih), _operand(dgh, w_hh)
         return (
-            dgi.T @ w_ih if need[0] else None,
-            (dh + w_hh.T @ dgh).T if need[1] else None,
-            dgi @ x if need[2] else None,
-            dgh @ h if need[3] else None,
+            _mm(d_ih.T, w_ih) if need[0] else None,
+            (dh + _mm(w_hh.T, d_hh)).T if need[1] else None,
+            _mm(d_ih, x) if need[2] else None,
+            _mm(d_hh, _operand(h, w_hh)) if need[3] else None,
             dgi.sum(axis=1) if ctx.has_bias else None,
             dgh.sum(axis=1) if ctx.has_bias else None,
         )
@@ -146,7 +186,7 @@ def _slots(steps: int, reverse: bool) -> tuple[range, int]:
 
     States live in a (T+1, H, B) buffer: forward, step t reads slot t and writes slot t+1 (the
     initial state sits in slot 0); reverse, step t reads slot t+1 and writes slot t (initial state
-    in slot T). Either way the outputs are one contiguous slice and so are the previous states.
+    in slot T). The sequence kernels use the same slots (``tinyflow.kernels.rnn.sequence_slots``).
     """
     if reverse:
         return range(steps - 1, -1, -1), 0
@@ -161,13 +201,25 @@ def _check_sequence(op: str, x: Array, h0: Array | None, hidden: int) -> None:
     _check_state(op, "h0", h0, x.shape[1], hidden)
 
 
+def _dtypes(xp: Any, x: Array, w_ih: Array) -> tuple[Any, Any]:
+    """(the dtype of the GEMM operands, the dtype of the recurrence) of a sequence op.
+
+    Outside autocast both are the inputs' dtype; under autocast x and W_ih arrive in half
+    precision, the GEMMs run in it and the recurrence (gates, c, h) in float32.
+    """
+    common = np.dtype(xp.result_type(w_ih.dtype, x.dtype))
+    state = _state_dtype(common)
+    return (common if is_half(common) else state), state
+
+
 class LSTMLayer(Function):
     """One LSTM layer over a whole sequence: x (T, B, I) -> (out (T, B, H), h_n (B, H), c_n (B, H)).
 
     ``reverse=True`` runs from the last step to the first (the backward half of a bidirectional
     layer); out[t] is still the output at time t. h0 / c0 may be None (zeros). Internally
     feature-major: the per-step blocks are (4H, B) and (H, B); the outputs are transposed views
-    of those buffers, so a following layer reads them without a copy.
+    of those buffers, so a following layer reads them without a copy. Under autocast, out is in
+    the autocast dtype and h_n, c_n in float32.
     """
 
     @staticmethod
@@ -179,68 +231,57 @@ class LSTMLayer(Function):
         _check_sequence("lstm", x, h0, hidden)
         _check_state("lstm", "c0", c0, x.shape[1], hidden)
         steps, batch, _ = x.shape
+        gemm, state = _dtypes(xp, x, w_ih)
         x_fm = _feature_major(x, xp)  # (I, T*B), kept for dW_ih
         # The cuDNN trick: the input projection of all steps is one GEMM, before the recurrence.
-        proj = w_ih @ x_fm  # (4H, T*B)
+        proj = _gemm(w_ih, x_fm, state)  # (4H, T*B)
         if b_ih is not None:
             proj += (b_ih + b_hh)[:, None]
-        acts = xp.empty((steps, 4 * hidden, batch), dtype=proj.dtype)  # (T, 4H, B) per-step blocks
-        hs = xp.empty((steps + 1, hidden, batch), dtype=proj.dtype)  # (T+1, H, B)
-        cs = xp.empty_like(hs)
-        order, out_offset = _slots(steps, reverse)
-        first = order[0]
-        init = first + 1 - out_offset
-        hs[init] = 0 if h0 is None else h0.T
-        cs[init] = 0 if c0 is None else c0.T
-        for t in order:
-            prev, new = t + 1 - out_offset, t + out_offset
-            step_proj = proj[:, t * batch : (t + 1) * batch]  # (4H, B)
-            if t != first or h0 is not None:
-                xp.matmul(w_hh, hs[prev], out=acts[t])  # the only GEMM inside the loop
-                acts[t] += step_proj
-            else:
-                acts[t] = step_proj
-            # acts[t] becomes the activated gates, kept for backward (cuDNN's reserve space).
-            ctx.kernels.lstm_cell_forward(acts[t], cs[prev], h_out=hs[new], c_out=cs[new])
-        ctx.save_for_backward(x_fm, w_ih, w_hh, acts, hs, cs)
+        w_rec = w_hh.astype(state, copy=False)  # (4H, H)
+        # The recurrence of all T steps: acts (T, 4H, B) are the activated gates (cuDNN's reserve
+        # space), hs and cs (T+1, H, B) the states, in the slots of _slots.
+        acts, hs, cs = ctx.kernels.lstm_sequence_forward(
+            proj.reshape(4 * hidden, steps, batch), w_rec,
+            None if h0 is None else h0.T, None if c0 is None else c0.T, reverse,
+        )  # fmt: skip
+        ctx.save_for_backward(x_fm, w_ih, w_rec, acts, hs, cs)
         ctx.x_shape = x.shape
         ctx.reverse = reverse
         ctx.has_bias = b_ih is not None
+        ctx.gemm = gemm
+        order, out_offset = _slots(steps, reverse)
         last = order[-1] + out_offset
         out = hs[out_offset : out_offset + steps].transpose(0, 2, 1)  # (T, B, H) view
-        return out, hs[last].T, cs[last].T
+        return out.astype(gemm, copy=False), hs[last].T, cs[last].T
 
     @staticmethod
     def backward(ctx: Context, dout: Array, dh_n: Array, dc_n: Array) -> tuple:
         xp = ctx.xp
-        x_fm, w_ih, w_hh, acts, hs, cs = ctx.saved_tensors
+        x_fm, w_ih, w_rec, acts, hs, cs = ctx.saved_tensors
         need = ctx.needs_input_grad
         steps = dout.shape[0]
-        order, out_offset = _slots(steps, ctx.reverse)
-        dgates = xp.empty_like(acts)  # (T, 4H, B)
-        dh = dh_n.T.astype(acts.dtype, order="C")  # (H, B) running gradient w.r.t. the current h
-        dc = dc_n.T
-        w_hh_t = xp.ascontiguousarray(w_hh.T)  # (H, 4H): BLAS runs this GEMM faster than on the view
-        for t in reversed(order):
-            prev, new = t + 1 - out_offset, t + out_offset
-            dh += dout[t].T
-            _, dc = ctx.kernels.lstm_cell_backward(dh, dc, acts[t], cs[prev], cs[new], dgates_out=dgates[t])
-            xp.matmul(w_hh_t, dgates[t], out=dh)  # dh_prev
+        dgates, dh0, dc0 = ctx.kernels.lstm_sequence_backward(
+            dout.transpose(0, 2, 1), dh_n.T, dc_n.T, w_rec, acts, cs, ctx.reverse
+        )  # (T, 4H, B), (H, B), (H, B)
         # Weight and input gradients of all steps at once: three GEMMs over T*B columns.
         dg = _feature_major(dgates.transpose(0, 2, 1), xp)  # (4H, T*B)
-        h_prev = _feature_major(hs[1 - out_offset : 1 - out_offset + steps].transpose(0, 2, 1), xp)  # (H, T*B)
-        dx = (dg.T @ w_ih).reshape(ctx.x_shape) if need[0] else None
-        dw_ih = dg @ x_fm.T if need[3] else None
-        dw_hh = dg @ h_prev.T if need[4] else None
+        dg_gemm = dg.astype(ctx.gemm, copy=False)
+        start = 1 - _slots(steps, ctx.reverse)[1]
+        dx = _mm(dg_gemm.T, w_ih).reshape(ctx.x_shape) if need[0] else None
+        dw_ih = _mm(dg_gemm, x_fm.T) if need[3] else None
+        dw_hh = None
+        if need[4]:
+            h_prev = _feature_major(hs[start : start + steps].transpose(0, 2, 1), xp, ctx.gemm)  # (H, T*B)
+            dw_hh = _mm(dg_gemm, h_prev.T)
         db = dg.sum(axis=1) if ctx.has_bias else None
-        return dx, dh.T if need[1] else None, dc.T if need[2] else None, dw_ih, dw_hh, db, db
+        return dx, dh0.T if need[1] else None, dc0.T if need[2] else None, dw_ih, dw_hh, db, db
 
 
 class GRULayer(Function):
     """One GRU layer over a whole sequence: x (T, B, I) -> (out (T, B, H), h_n (B, H)).
 
-    Same scheme as ``LSTMLayer``: one GEMM for the input projections, the recurrent GEMM and one
-    fused kernel per step; h0 may be None (zeros); ``reverse=True`` runs from the last step.
+    Same scheme as ``LSTMLayer``: one GEMM for the input projections, then the recurrence of all
+    steps in one named kernel; h0 may be None (zeros); ``reverse=True`` runs from the last step.
     """
 
     @staticmethod
@@ -251,76 +292,77 @@ class GRULayer(Function):
         hidden = _check_weights("gru", 3, x, w_ih, w_hh, b_ih, b_hh)
         _check_sequence("gru", x, h0, hidden)
         steps, batch, _ = x.shape
+        gemm, state = _dtypes(xp, x, w_ih)
         x_fm = _feature_major(x, xp)  # (I, T*B), kept for dW_ih
-        proj = w_ih @ x_fm  # (3H, T*B): the input projection of all steps, one GEMM
+        proj = _gemm(w_ih, x_fm, state)  # (3H, T*B): the input projection of all steps, one GEMM
         if b_ih is not None:
             proj += b_ih[:, None]
-        acts = xp.empty((steps, 3 * hidden, batch), dtype=proj.dtype)  # (T, 3H, B) per-step blocks
-        gh = xp.empty_like(acts)  # recurrent pre-activations of every step, kept for backward
-        hs = xp.empty((steps + 1, hidden, batch), dtype=proj.dtype)  # (T+1, H, B)
-        order, out_offset = _slots(steps, reverse)
-        hs[order[0] + 1 - out_offset] = 0 if h0 is None else h0.T
-        for t in order:
-            prev, new = t + 1 - out_offset, t + out_offset
-            xp.matmul(w_hh, hs[prev], out=gh[t])
-            if b_hh is not None:
-                gh[t] += b_hh[:, None]
-            acts[t] = proj[:, t * batch : (t + 1) * batch]
-            ctx.kernels.gru_cell_forward(acts[t], gh[t], hs[prev], h_out=hs[new])
-        ctx.save_for_backward(x_fm, w_ih, w_hh, acts, gh, hs)
+        w_rec = w_hh.astype(state, copy=False)  # (3H, H)
+        # acts (T, 3H, B) activated gates, gh (T, 3H, B) recurrent pre-activations, hs (T+1, H, B)
+        acts, gh, hs = ctx.kernels.gru_sequence_forward(
+            proj.reshape(3 * hidden, steps, batch), w_rec, b_hh, None if h0 is None else h0.T, reverse
+        )
+        ctx.save_for_backward(x_fm, w_ih, w_rec, acts, gh, hs)
         ctx.x_shape = x.shape
         ctx.reverse = reverse
         ctx.has_bias = b_ih is not None
+        ctx.gemm = gemm
+        order, out_offset = _slots(steps, reverse)
         last = order[-1] + out_offset
-        return hs[out_offset : out_offset + steps].transpose(0, 2, 1), hs[last].T
+        out = hs[out_offset : out_offset + steps].transpose(0, 2, 1)  # (T, B, H) view
+        return out.astype(gemm, copy=False), hs[last].T
 
     @staticmethod
     def backward(ctx: Context, dout: Array, dh_n: Array) -> tuple:
         xp = ctx.xp
-        x_fm, w_ih, w_hh, acts, gh, hs = ctx.saved_tensors
+        x_fm, w_ih, w_rec, acts, gh, hs = ctx.saved_tensors
         need = ctx.needs_input_grad
         steps = dout.shape[0]
-        order, out_offset = _slots(steps, ctx.reverse)
-        dgi = xp.empty_like(acts)  # (T, 3H, B)
-        dgh = xp.empty_like(acts)  # (T, 3H, B)
-        dh = dh_n.T.astype(acts.dtype, order="C")  # (H, B)
-        w_hh_t = xp.ascontiguousarray(w_hh.T)  # (H, 3H)
-        for t in reversed(order):
-            prev = t + 1 - out_offset
-            dh += dout[t].T
-            _, _, dh = ctx.kernels.gru_cell_backward(dh, acts[t], gh[t], hs[prev], dgi_out=dgi[t], dgh_out=dgh[t])
-            dh += w_hh_t @ dgh[t]
+        dgi, dgh, dh0 = ctx.kernels.gru_sequence_backward(
+            dout.transpose(0, 2, 1), dh_n.T, w_rec, acts, gh, hs, ctx.reverse
+        )  # (T, 3H, B), (T, 3H, B), (H, B)
         dgi2 = _feature_major(dgi.transpose(0, 2, 1), xp)  # (3H, T*B)
         dgh2 = _feature_major(dgh.transpose(0, 2, 1), xp)  # (3H, T*B)
-        h_prev = _feature_major(hs[1 - out_offset : 1 - out_offset + steps].transpose(0, 2, 1), xp)  # (H, T*B)
+        dgi_gemm = dgi2.astype(ctx.gemm, copy=False)
+        start = 1 - _slots(steps, ctx.reverse)[1]
+        dw_hh = None
+        if need[3]:
+            h_prev = _feature_major(hs[start : start + steps].transpose(0, 2, 1), xp, ctx.gemm)  # (H, T*B)
+            dw_hh = _mm(dgh2.astype(ctx.gemm, copy=False), h_prev.T)
         return (
-            (dgi2.T @ w_ih).reshape(ctx.x_shape) if need[0] else None,
-            dh.T if need[1] else None,
-            dgi2 @ x_fm.T if need[2] else None,
-            dgh2 @ h_prev.T if need[3] else None,
+            _mm(dgi_gemm.T, w_ih).reshape(ctx.x_shape) if need[0] else None,
+            dh0.T if need[1] else None,
+            _mm(dgi_gemm, x_fm.T) if need[2] else None,
+            dw_hh,
             dgi2.sum(axis=1) if ctx.has_bias else None,
             dgh2.sum(axis=1) if ctx.has_bias else None,
         )
 
 
-# Functional spellings used by tinyflow.nn.
+# Functional spellings used by tinyflow.nn. Under autocast they cast the GEMM operands that are
+# inputs (x and the weights; the sequence ops keep W_hh for their float32 recurrence) with the
+# differentiable Cast, so float32 parameters receive float32 gradients.
 def lstm_cell(x: Any, h: Any, c: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None) -> tuple:
     """(h', c') of one LSTM step on Tensors; see ``LSTMCell``."""
+    x, w_ih, w_hh = amp.autocast_inputs(x, w_ih, w_hh)
     return LSTMCell.apply(x, h, c, w_ih, w_hh, b_ih, b_hh)
 
 
 def gru_cell(x: Any, h: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None) -> Any:
     """h' of one GRU step on Tensors; see ``GRUCell``."""
+    x, w_ih, w_hh = amp.autocast_inputs(x, w_ih, w_hh)
     return GRUCell.apply(x, h, w_ih, w_hh, b_ih, b_hh)
 
 
 def lstm_layer(x: Any, h0: Any, c0: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None,
                reverse: bool = False) -> tuple:  # fmt: skip
     """(out, h_n, c_n) of one LSTM layer over x (T, B, I) on Tensors; see ``LSTMLayer``."""
+    x, w_ih = amp.autocast_inputs(x, w_ih)
     return LSTMLayer.apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
 
 
 def gru_layer(x: Any, h0: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None,
               reverse: bool = False) -> tuple:  # fmt: skip
     """(out, h_n) of one GRU layer over x (T, B, I) on Tensors; see ``GRULayer``."""
+    x, w_ih = amp.autocast_inputs(x, w_ih)
     return GRULayer.apply(x, h0, w_ih, w_hh, b_ih, b_hh, reverse=reverse)

@@ -2,17 +2,25 @@
 //
 // Compiled with g++ (never nvcc), this header lets the .cu sources run on a machine without a
 // GPU, so that their index arithmetic can be tested against the NumPy references
-// (tinyflow_cuda/emulator.py). Blocks run one after another; the threads of a block run
-// either one after another or, for kernels that call __syncthreads(), as real std::threads
-// meeting at a std::barrier. __shared__ becomes `static`, which is per block because blocks
-// never overlap. Performance means nothing here; only the results do.
+// (tinyflow_cuda/emulator.py). Three ways to run a launch (emulator.py picks one per kernel):
+// - sequential: blocks one after another, the threads of a block one after another;
+// - block threads (kernels that call __syncthreads()): blocks one after another, the threads of
+//   a block as real std::threads meeting at a std::barrier;
+// - grid threads (persistent kernels, which take an ``unsigned int* barrier`` counter for a
+//   grid-wide barrier): every thread of every block at once, as std::threads, each block with
+//   its own std::barrier; so a block can spin until all the others arrive.
+// __shared__ becomes `static`, which is per block only because blocks never overlap in the first
+// two modes: a grid-threads kernel must not use __shared__. Performance means nothing here; only
+// the results do.
 #pragma once
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -34,6 +42,7 @@ inline dim3 gridDim;
 #define __forceinline__ inline
 #define __shared__ static
 #define __launch_bounds__(...)
+#define TINYFLOW_EMULATOR 1
 
 using std::exp;
 using std::log;
@@ -46,32 +55,56 @@ using std::fmin;
 using std::isfinite;
 
 namespace emu {
-inline std::barrier<>* block_barrier = nullptr;
+enum Mode { kSequential = 0, kBlockThreads = 1, kGridThreads = 2 };
+inline thread_local std::barrier<>* block_barrier = nullptr;  // the __syncthreads of this thread's block
 inline std::mutex atomic_mutex;
 
-// Run `body` once per thread of every block of the grid.
-inline void launch(dim3 grid, dim3 block, bool concurrent, const std::function<void()>& body) {
+// Run `body` once per thread of every block of the grid, as `mode` says (see the top).
+inline void launch(dim3 grid, dim3 block, int mode, const std::function<void()>& body) {
     gridDim = grid;
     blockDim = block;
     const unsigned threads = block.x * block.y * block.z;
+    auto thread_index = [block](unsigned t) {
+        return uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+    };
+    if (mode == kGridThreads) {
+        const unsigned blocks = grid.x * grid.y * grid.z;
+        std::vector<std::unique_ptr<std::barrier<>>> barriers;
+        for (unsigned b = 0; b < blocks; ++b) barriers.push_back(std::make_unique<std::barrier<>>(threads));
+        std::vector<std::thread> pool;
+        pool.reserve(std::size_t(blocks) * threads);
+        for (unsigned b = 0; b < blocks; ++b)
+            for (unsigned t = 0; t < threads; ++t)
+                pool.emplace_back([&, b, t] {
+                    blockIdx = {b % grid.x, (b / grid.x) % grid.y, b / (grid.x * grid.y)};
+                    threadIdx = thread_index(t);
+                    block_barrier = barriers[b].get();
+                    body();
+                });
+        for (auto& th : pool) th.join();
+        return;
+    }
     for (unsigned bz = 0; bz < grid.z; ++bz)
         for (unsigned by = 0; by < grid.y; ++by)
             for (unsigned bx = 0; bx < grid.x; ++bx) {
-                auto run_thread = [&, bx, by, bz](unsigned t) {
-                    blockIdx = {bx, by, bz};
-                    threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-                    body();
-                };
-                if (!concurrent) {
-                    for (unsigned t = 0; t < threads; ++t) run_thread(t);
+                if (mode == kSequential) {
+                    for (unsigned t = 0; t < threads; ++t) {
+                        blockIdx = {bx, by, bz};
+                        threadIdx = thread_index(t);
+                        body();
+                    }
                     continue;
                 }
                 std::barrier<> bar(threads);
-                block_barrier = &bar;
                 std::vector<std::thread> pool;
-                for (unsigned t = 0; t < threads; ++t) pool.emplace_back(run_thread, t);
+                for (unsigned t = 0; t < threads; ++t)
+                    pool.emplace_back([&, t] {
+                        blockIdx = {bx, by, bz};
+                        threadIdx = thread_index(t);
+                        block_barrier = &bar;
+                        body();
+                    });
                 for (auto& th : pool) th.join();
-                block_barrier = nullptr;
             }
 }
 }  // namespace emu
@@ -84,6 +117,14 @@ inline T atomicAdd(T* address, T value) {
     T old = *address;
     *address = old + value;
     return old;
+}
+
+// Memory ordering and loads of the grid-wide barrier and of the data it publishes.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __nanosleep(unsigned) { std::this_thread::yield(); }  // let the other blocks run
+template <typename T>
+inline T __ldcg(const T* address) {
+    return *reinterpret_cast<const volatile T*>(address);
 }
 
 inline float __int_as_float(unsigned int bits) {

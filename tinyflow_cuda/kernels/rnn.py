@@ -1,16 +1,26 @@
-"""CUDA twins of ``tinyflow/kernels/rnn.py``: the fused LSTM and GRU cells over csrc/rnn.cu.
+"""CUDA twins of ``tinyflow/kernels/rnn.py`` over csrc/rnn.cu: the fused LSTM and GRU cells, and
+the whole recurrence of a layer as one persistent kernel.
 
-Feature-major like the reference: gates (G*H, B), states (H, B). One thread per (unit, sample)
-computes every gate of that unit; the recurrent GEMMs stay in ops/rnn.py (cuBLAS).
+Feature-major like the reference: gates (G*H, B), states (H, B). The cells take one thread per
+(unit, sample); the cell ops' GEMMs stay in ops/rnn.py (cuBLAS). The ``*_sequence_*`` twins
+launch ONE kernel for all T steps (forward or backward) where the reference loops in Python: its
+blocks, at most one per SM so that all of them run at once, own slices of hidden units, compute
+their gates from h_{t-1} and meet at a grid-wide barrier after each step. The launches per layer
+are therefore a constant, whatever the sequence length.
 """
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tinyflow.kernels import rnn as reference
 from tinyflow_cuda.kernels._launch import KernelCall, all_contiguous
+from tinyflow_cuda.runtime import THREADS
 
-__all__ = ["lstm_cell_forward", "lstm_cell_backward", "gru_cell_forward", "gru_cell_backward"]
+__all__ = ["lstm_cell_forward", "lstm_cell_backward", "gru_cell_forward", "gru_cell_backward",
+           "lstm_sequence_forward", "lstm_sequence_backward", "gru_sequence_forward",
+           "gru_sequence_backward"]
 
 Array = Any
 
@@ -87,3 +97,98 @@ def gru_cell_backward(dh: Array, acts: Array, gh: Array, h_prev: Array,
         call.launch(hidden * batch, [dh, acts, gh, h_prev, dgi_out, dgh_out, dh_prev, hidden,
                                      batch])
         return dgi_out, dgh_out, dh_prev
+
+
+# ---- whole sequences: one persistent kernel per call --------------------------------------------
+def _persistent_grid(call: KernelCall, hidden: int) -> int:
+    """Blocks for a persistent kernel over ``hidden`` units: no more than run at once (they wait
+    for each other at every step), none without a unit, and as even a split as that allows."""
+    limit = max(1, min(hidden, call.runtime.resident_blocks(call.kernel, THREADS)))
+    per = -(-hidden // limit)  # units a block
+    return -(-hidden // per)
+
+
+def _state(call: KernelCall, a: Array | None, dtype: Any) -> Array | None:
+    """A read-only input as a C-contiguous array of the kernel's dtype (a copy only if needed)."""
+    return None if a is None else call.xp.ascontiguousarray(a, dtype=dtype)
+
+
+def _launch_persistent(call: KernelCall, hidden: int, args: list[Any]) -> None:
+    """One launch for all T steps; the last argument is the grid barrier's counter, zeroed here."""
+    barrier = call.zeros((1,), dtype=np.uint32)
+    call.runtime.launch(call.kernel, _persistent_grid(call, hidden), THREADS, [*args, barrier])
+
+
+def lstm_sequence_forward(proj: Array, w_hh: Array, h0: Array | None, c0: Array | None,
+                          reverse: bool = False) -> tuple[Array, Array, Array]:
+    """All T steps of one LSTM layer in one launch: (acts (T, 4H, B), hs, cs (T+1, H, B))."""
+    call = KernelCall("lstm_sequence_forward", proj, op="lstm")
+    if not call.supported:
+        return reference.lstm_sequence_forward(proj, w_hh, h0, c0, reverse)
+    steps, hidden, batch = reference._check_sequence("lstm_sequence_forward", 4, proj, w_hh)
+    dtype = proj.dtype
+    with call:
+        proj, w_hh, h0, c0 = (_state(call, a, dtype) for a in (proj, w_hh, h0, c0))
+        acts = call.empty((steps, 4 * hidden, batch))
+        hs = call.empty((steps + 1, hidden, batch))
+        cs = call.empty((steps + 1, hidden, batch))
+        _launch_persistent(call, hidden, [proj, w_hh, h0, c0, acts, hs, cs, steps, hidden, batch,
+                                          int(reverse)])
+        return acts, hs, cs
+
+
+def lstm_sequence_backward(dout: Array, dh_n: Array | None, dc_n: Array | None, w_hh: Array,
+                           acts: Array, cs: Array,
+                           reverse: bool = False) -> tuple[Array, Array, Array]:
+    """The recurrence backwards in one launch: (dgates (T, 4H, B), dh0 (H, B), dc0 (H, B))."""
+    call = KernelCall("lstm_sequence_backward", acts, op="lstm backward")
+    if not call.supported:
+        return reference.lstm_sequence_backward(dout, dh_n, dc_n, w_hh, acts, cs, reverse)
+    steps, hidden, batch = acts.shape[0], cs.shape[1], cs.shape[2]
+    dtype = acts.dtype
+    with call:
+        dout, dh_n, dc_n, w_hh, acts, cs = (_state(call, a, dtype)
+                                            for a in (dout, dh_n, dc_n, w_hh, acts, cs))
+        dgates = call.empty(acts.shape)
+        dh = call.empty((hidden, batch))
+        dc = call.empty((hidden, batch))
+        _launch_persistent(call, hidden, [dout, dh_n, dc_n, w_hh, acts, cs, dgates, dh, dc, steps,
+                                          hidden, batch, int(reverse)])
+        return dgates, dh, dc
+
+
+def gru_sequence_forward(proj: Array, w_hh: Array, b_hh: Array | None, h0: Array | None,
+                         reverse: bool = False) -> tuple[Array, Array, Array]:
+    """All T steps of one GRU layer in one launch: (acts, gh (T, 3H, B), hs (T+1, H, B))."""
+    call = KernelCall("gru_sequence_forward", proj, op="gru")
+    if not call.supported:
+        return reference.gru_sequence_forward(proj, w_hh, b_hh, h0, reverse)
+    steps, hidden, batch = reference._check_sequence("gru_sequence_forward", 3, proj, w_hh)
+    dtype = proj.dtype
+    with call:
+        proj, w_hh, b_hh, h0 = (_state(call, a, dtype) for a in (proj, w_hh, b_hh, h0))
+        acts = call.empty((steps, 3 * hidden, batch))
+        gh = call.empty((steps, 3 * hidden, batch))
+        hs = call.empty((steps + 1, hidden, batch))
+        _launch_persistent(call, hidden, [proj, w_hh, b_hh, h0, acts, gh, hs, steps, hidden, batch,
+                                          int(reverse)])
+        return acts, gh, hs
+
+
+def gru_sequence_backward(dout: Array, dh_n: Array | None, w_hh: Array, acts: Array, gh: Array,
+                          hs: Array, reverse: bool = False) -> tuple[Array, Array, Array]:
+    """The recurrence backwards in one launch: (dgi, dgh (T, 3H, B), dh0 (H, B))."""
+    call = KernelCall("gru_sequence_backward", acts, op="gru backward")
+    if not call.supported:
+        return reference.gru_sequence_backward(dout, dh_n, w_hh, acts, gh, hs, reverse)
+    steps, hidden, batch = acts.shape[0], hs.shape[1], hs.shape[2]
+    dtype = acts.dtype
+    with call:
+        dout, dh_n, w_hh, acts, gh, hs = (_state(call, a, dtype)
+                                          for a in (dout, dh_n, w_hh, acts, gh, hs))
+        dgi = call.empty(acts.shape)
+        dgh = call.empty(acts.shape)
+        dh = call.empty((hidden, batch))
+        _launch_persistent(call, hidden, [dout, dh_n, w_hh, acts, gh, hs, dgi, dgh, dh, steps,
+                                          hidden, batch, int(reverse)])
+        return dgi, dgh, dh
