@@ -11,9 +11,18 @@ named kernel through its context (``ctx.kernels.im2col(...)``); other code asks
 
 Everything that knows CUDA lives in ``tinyflow_cuda``; ``tinyflow`` reaches it only through
 this module, and only when a ``cuda`` device or a CuPy array is involved.
+
+Host reads: every way a tensor's values reach the host (``item``, ``numpy``, ``float(t)``,
+printing, ``to("cpu")``, ...) goes through :func:`to_host`, which counts it per thread, on the
+CPU too (there a read is free, but it stands for the sync a GPU would make). ``host_reads``,
+``count_host_reads`` and ``forbid_host_reads`` let tests and profiling see where a loop syncs;
+``device_check`` lets an op check its inputs (ids in range) without a sync on a device.
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Callable, Hashable, Iterator
 from types import ModuleType
 from typing import Any, Union
 
@@ -88,7 +97,6 @@ class Device:
         return streams.stream_context(self.index)
 
 
-
 CPU = Device("cpu")
 
 
@@ -139,23 +147,167 @@ def device_of(arr: Any) -> Device:
     return Device("cuda", tinyflow_cuda.device_index_of(arr))
 
 
-def to_host(arr: Any) -> np.ndarray:
-    """``arr`` as a NumPy array: itself on the CPU, a host copy of a CuPy array."""
-    return arr if isinstance(arr, np.ndarray) else move(arr, CPU)
+def to_host(arr: Any, why: str = "to_host") -> np.ndarray:
+    """``arr`` as a NumPy array: itself on the CPU, a host copy of a CuPy array.
+
+    Every read of array values by the host goes through here and is counted as one host read
+    (:func:`host_reads`), on the CPU too; ``why`` names it in :func:`count_host_reads` records.
+    Device checks still pending on this thread (:func:`device_check`) are read first.
+    """
+    _host_read(why)
+    return _copy_to_host(arr)
+
+
+def _copy_to_host(arr: Any) -> Any:
+    """The host copy itself, uncounted (only ``to_host`` and ``check_deferred`` call it)."""
+    if isinstance(arr, (np.ndarray, np.generic)):
+        return arr
+    import tinyflow_cuda
+
+    return tinyflow_cuda.to_host(arr)
 
 
 def move(arr: Any, device: Device) -> Any:
-    """Copy ``arr`` to ``device`` (no copy when it is already there)."""
+    """Copy ``arr`` to ``device`` (no copy when it is already there; to the CPU: a host read)."""
     src = device_of(arr)
     if src == device:
         return arr
     if device.type == "cpu":
-        import tinyflow_cuda
-
-        return tinyflow_cuda.to_host(arr)
+        return to_host(arr, "move to cpu")
     import tinyflow_cuda
 
     return tinyflow_cuda.to_device(arr, device.index)
+
+
+# ---- host reads: counted per thread; checks that wait for the next one ------------------------
+class HostSyncError(RuntimeError):
+    """A host read inside a :func:`forbid_host_reads` block."""
+
+
+class _ThreadReads(threading.local):
+    """This thread's host reads (thread ranks and loader threads each count their own)."""
+
+    count = 0
+    recorders: tuple = ()  # the count_host_reads() blocks open on this thread
+    forbidden = 0  # depth of forbid_host_reads() blocks
+    pending: dict | None = None  # device_check flags not read yet: key -> [bad, value, make_error]
+
+
+_reads = _ThreadReads()
+
+
+def _count(why: str) -> None:
+    reads = _reads
+    reads.count += 1
+    for recorder in reads.recorders:
+        recorder.reasons.append(why)
+
+
+def _host_read(why: str) -> None:
+    reads = _reads
+    if reads.forbidden:
+        raise HostSyncError(
+            f"host read ({why}) inside forbid_host_reads(): on a GPU it would wait for the device; "
+            "keep the value on the device (accumulate it) and read it once per log interval"
+        )
+    if reads.pending:
+        check_deferred()
+    _count(why)
+
+
+def host_reads() -> int:
+    """How many host reads this thread has made so far (compare two calls to count a region)."""
+    return _reads.count
+
+
+class HostReads:
+    """What a :func:`count_host_reads` block saw: ``count`` and the ``reasons``, in order."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.reasons)
+
+    def __repr__(self) -> str:
+        return f"HostReads(count={self.count}, reasons={self.reasons})"
+
+
+@contextlib.contextmanager
+def count_host_reads() -> Iterator[HostReads]:
+    """``with count_host_reads() as r: ...`` records this thread's host reads in the block
+    (``r.count``, ``r.reasons`` such as ``"item"`` or ``"numpy"``)."""
+    recorder = HostReads()
+    reads = _reads
+    reads.recorders = (*reads.recorders, recorder)
+    try:
+        yield recorder
+    finally:
+        reads.recorders = tuple(r for r in reads.recorders if r is not recorder)
+
+
+@contextlib.contextmanager
+def forbid_host_reads() -> Iterator[None]:
+    """Inside the block a host read on this thread raises :class:`HostSyncError` (a scoped
+    ``torch.cuda.set_sync_debug_mode("error")`` for the reads that go through ``to_host``)."""
+    _reads.forbidden += 1
+    try:
+        yield
+    finally:
+        _reads.forbidden -= 1
+
+
+def device_check(bad: Any, value: Any, make_error: Callable[[int], Exception], key: Hashable,
+                 defer: bool | None = None) -> None:
+    """Raise ``make_error(int(value))`` if the 0-d ``bad`` is true, without a sync on a device.
+
+    A host array is checked at once. On a device reading ``bad`` would make the host wait, so
+    the flag stays there, OR-ed on the device with the pending flag of the same ``key`` (the
+    first bad ``value`` is kept), and is read at this thread's next host read or
+    :func:`check_deferred`: the error surfaces there, as a CUDA device-side assert surfaces at
+    the next sync. ``key`` names the check (one pending flag each, e.g. ``("embedding", rows)``);
+    ``defer=True`` defers a host check too (tests).
+    """
+    if defer is None:
+        defer = not isinstance(bad, (np.ndarray, np.generic, bool))
+    if not defer:
+        if bad:
+            raise make_error(int(value))
+        return
+    reads = _reads
+    if reads.pending is None:
+        reads.pending = {}
+    entry = reads.pending.get(key)
+    if entry is None:
+        reads.pending[key] = [bad, value, make_error]
+    else:
+        xp = array_module(bad)
+        entry[1] = xp.where(entry[0], entry[1], value)
+        entry[0] = entry[0] | bad
+
+
+def check_deferred() -> None:
+    """Read this thread's pending :func:`device_check` flags (one host read per device holding
+    some) and raise the first error; nothing to do, no read."""
+    reads = _reads
+    pending = reads.pending
+    if not pending:
+        return
+    if reads.forbidden:
+        raise HostSyncError("check_deferred() inside forbid_host_reads(): reading the pending device "
+                            "checks is a host read")
+    reads.pending = None
+    groups: dict[Device, list] = {}
+    for entry in pending.values():
+        groups.setdefault(device_of(entry[0]), []).append(entry)
+    for entries in groups.values():
+        xp = array_module(entries[0][0])
+        packed = xp.stack([xp.stack([bad.astype(np.int64), value.astype(np.int64)]) for bad, value, _ in entries])
+        _count("device checks")
+        for (flag, value), (_, _, make_error) in zip(_copy_to_host(packed).tolist(), entries):  # (K, 2)
+            if flag:
+                raise make_error(int(value))
 
 
 # ---- handing a buffer to another thread (thread ranks, each on its own stream) ----------------

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow import amp, autograd
-from tinyflow.device import CPU, Device, device_of, move
+from tinyflow.device import CPU, Device, device_of, move, to_host
 from tinyflow.dtypes import as_dtype, is_dtype_name, is_floating, is_floating_or_complex
 
 __all__ = [
@@ -180,7 +180,7 @@ class Tensor:
         return (self[i] for i in range(len(self)))
 
     def __repr__(self) -> str:
-        body = np.array2string(self.numpy(), separator=", ", precision=4, prefix="tensor(")
+        body = np.array2string(self._read("repr"), separator=", ", precision=4, prefix="tensor(")
         extra = []
         if self.dtype != _default_dtype and is_floating(self.dtype) or self.dtype.kind not in "fib":
             extra.append(f"dtype={self.dtype}")
@@ -195,38 +195,47 @@ class Tensor:
     def __bool__(self) -> bool:
         if self.data.size != 1:
             raise RuntimeError(f"the truth value of a tensor with {self.data.size} elements is ambiguous")
-        return bool(self.data)
+        return bool(self._read("bool"))
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._scalar("float"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._scalar("int"))
 
     def __index__(self) -> int:
         if self.dtype.kind not in "iu" or self.data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
-        return int(self.item())
+        return int(self._scalar("index"))
 
     def __hash__(self) -> int:
         return id(self)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        arr = self.numpy()
+        arr = self._read("__array__")
         return arr if dtype is None else arr.astype(dtype)
 
     # ---------------------------------------------------------------- conversion
-    def numpy(self) -> np.ndarray:
-        """The data as a NumPy array (copied to the host for CUDA tensors)."""
-        return self.data if self._device.type == "cpu" else move(self.data, CPU)
+    def _read(self, why: str) -> np.ndarray:
+        """The data on the host. Every read of a tensor's values comes through here, and so
+        through ``tinyflow.device.to_host``, which counts it (a sync on a GPU)."""
+        return to_host(self.data, why)
 
-    def item(self) -> Any:
+    def _scalar(self, why: str) -> Any:
         if self.data.size != 1:
             raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
-        return self.numpy().reshape(()).item()
+        return self._read(why).reshape(()).item()
+
+    def numpy(self) -> np.ndarray:
+        """The data as a NumPy array (copied to the host for CUDA tensors; a host read)."""
+        return self._read("numpy")
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number (a host read: a sync on a GPU)."""
+        return self._scalar("item")
 
     def tolist(self) -> Any:
-        return self.numpy().tolist()
+        return self._read("tolist").tolist()
 
     def detach(self) -> Tensor:
         """The same data, cut from the graph (shares memory and the in-place counter, as PyTorch)."""

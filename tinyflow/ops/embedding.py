@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.autograd import Context, Function
+from tinyflow.device import device_check
 
 __all__ = ["Embedding", "embedding"]
 
@@ -26,12 +27,8 @@ class Embedding(Function):
                 f"{tuple(indices.shape)}; convert with .to(tf.int64)"
             )
         num = weight.shape[0]
-        if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= num):
-            bad = int(indices.min()) if int(indices.min()) < 0 else int(indices.max())
-            raise IndexError(
-                f"embedding: index {bad} is out of range for a weight of {num} rows (shape {tuple(weight.shape)}); "
-                "ids must lie in [0, num_embeddings)"
-            )
+        if indices.size:
+            _check_range(xp, indices, num, tuple(weight.shape))
         ctx.save_for_backward(indices)
         ctx.num = num
         ctx.padding_idx = padding_idx
@@ -44,6 +41,19 @@ class Embedding(Function):
             return None, None
         flat = grad.reshape(-1, grad.shape[-1])  # (N, D)
         return None, ctx.kernels.embedding_backward(flat, indices.reshape(-1), ctx.num, ctx.padding_idx)
+
+
+def _check_range(xp: Any, indices: Any, num: int, shape: tuple[int, ...]) -> None:
+    """Ids outside [0, num) are an IndexError naming the smallest (if negative) or largest id: at
+    once on the CPU, on a device at the next host read, so the lookup costs no sync
+    (tinyflow.device.device_check)."""
+    lo, hi = indices.min(), indices.max()
+
+    def error(bad: int) -> IndexError:
+        return IndexError(f"embedding: index {bad} is out of range for a weight of {num} rows (shape {shape}); "
+                          "ids must lie in [0, num_embeddings)")
+
+    device_check((lo < 0) | (hi >= num), xp.where(lo < 0, lo, hi), error, key=("embedding", shape))
 
 
 def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Any:

@@ -132,9 +132,17 @@ def _validate_targets(op: str, logits: Any, target: Any, ignore_index: int) -> N
     if target.dtype.kind not in "iu":
         raise TypeError(f"{op}: class-index targets must be integers, got dtype {target.dtype}")
     c = logits.shape[1]
-    bad = (target != ignore_index) & ((target < 0) | (target >= c))
-    if target.size and bool(bad.any()):
-        raise IndexError(f"{op}: target values must be in [0, {c}) (or ignore_index={ignore_index}); got {int(target[bad].reshape(-1)[0])}")
+    if not target.size:
+        return
+    from tinyflow.device import device_check
+
+    # At once on the CPU; on a device read at the next host read (no sync per call).
+    bad = ((target != ignore_index) & ((target < 0) | (target >= c))).reshape(-1)
+
+    def error(value: int) -> IndexError:
+        return IndexError(f"{op}: target values must be in [0, {c}) (or ignore_index={ignore_index}); got {value}")
+
+    device_check(bad.any(), target.reshape(-1)[bad.argmax()], error, key=(op, c, ignore_index))
 
 
 class NLLLoss(Function):

@@ -8,7 +8,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.device import array_module, to_host
 from tinyflow.tensor import Tensor
 
 ParamsOrTensor = Union[Tensor, Iterable[Tensor]]
@@ -41,8 +41,10 @@ def clip_grad_norm_(
 ) -> Tensor:
     """Scale all gradients so that their joint ``norm_type``-norm is at most ``max_norm``.
 
-    Returns the total norm before clipping (a 0-d Tensor), like ``torch.nn.utils.clip_grad_norm_``:
-    every gradient is multiplied by ``min(1, max_norm / (total_norm + 1e-6))``.
+    Returns the total norm before clipping (a 0-d Tensor on the gradients' device), like
+    ``torch.nn.utils.clip_grad_norm_``: every gradient is multiplied by
+    ``min(1, max_norm / (total_norm + 1e-6))``, computed on the device, so clipping never waits for
+    it; only ``error_if_nonfinite=True`` reads the norm (a host read per call, as in PyTorch).
     """
     import tinyflow
 
@@ -56,14 +58,17 @@ def clip_grad_norm_(
     dtype = np.result_type(*[g.dtype for g in grads])
     norms = xp.stack([_vector_norm(xp, g, norm_type).astype(dtype) for g in grads])
     total_norm = _vector_norm(xp, norms, norm_type)
-    if error_if_nonfinite and not bool(xp.isfinite(total_norm)):
-        raise RuntimeError(
-            f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
-            f"{float(total_norm)}, so they cannot be clipped; set error_if_nonfinite=False to "
-            "clip anyway (the gradients become NaN)"
-        )
+    if error_if_nonfinite:
+        norm = float(to_host(total_norm, "clip_grad_norm_(error_if_nonfinite=True)"))
+        if not math.isfinite(norm):
+            raise RuntimeError(
+                f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
+                f"{norm}, so they cannot be clipped; set error_if_nonfinite=False to "
+                "clip anyway (the gradients become NaN)"
+            )
     clip_coef = xp.minimum(max_norm / (total_norm + 1e-6), 1.0)
-    # On the CPU skip the no-op multiply by 1; on a GPU reading the value would force a sync.
+    # On the CPU skip the no-op multiply by 1 (a free look at a NumPy value, not a host read);
+    # on a GPU reading the value would force a sync, so the multiply always runs there.
     if not (xp is np and float(clip_coef) >= 1.0):
         with np.errstate(invalid="ignore"):  # an infinite norm gives NaN grads, as in PyTorch
             for g in grads:

@@ -7,13 +7,17 @@ Pieces that any recipe can use on its own:
 - ``MetricsLog``: one JSON object per epoch in ``metrics.jsonl`` plus a PNG plot of the curves;
 - ``InterruptGuard``: Ctrl-C sets a flag; the loop saves a checkpoint and stops cleanly;
 - ``Progress``: a tqdm bar showing the loss and images (or tokens) per second;
-- ``topk_correct``: top-1 / top-5 counts.
+- ``StepLog``: per-step values kept on the device and read once per log interval;
+- ``topk_counts`` / ``topk_correct``: top-1 / top-5 counts (on the device / as ints).
 
-And ``fit``, the classification loop built from them. Resuming is exact: the checkpoint holds
-the model, the optimizer (and scheduler), the RNG states, the epoch, the batch within the epoch
-and the running sums of the epoch's metrics, and the DataLoader's batches are a pure function of
-(seed, epoch, batch index); so a resumed run ends with the same parameters as an uninterrupted
-one.
+And ``fit``, the classification loop built from them. A training step never waits for the
+device: the loss and the top-k counts of each step stay there (``StepLog``) and are read to the
+host once every ``log_every`` steps, when the progress bar moves, and at the end of the epoch.
+
+Resuming is exact: the checkpoint holds the model, the optimizer (and scheduler), the RNG
+states, the epoch, the batch within the epoch and the running sums of the epoch's metrics, and
+the DataLoader's batches are a pure function of (seed, epoch, batch index); so a resumed run ends
+with the same parameters as an uninterrupted one.
 """
 from __future__ import annotations
 
@@ -36,11 +40,12 @@ import numpy as np
 
 __all__ = [
     "CheckpointMismatchError", "save_checkpoint", "load_checkpoint", "rng_state", "set_rng_state",
-    "MetricsLog", "plot_metrics", "InterruptGuard", "Progress", "topk_correct", "FitResult", "fit",
-    "out_of_memory_message",
+    "MetricsLog", "plot_metrics", "InterruptGuard", "Progress", "StepLog", "topk_counts", "topk_correct",
+    "FitResult", "fit", "out_of_memory_message", "LOG_EVERY",
 ]
 
 CHECKPOINT_FORMAT = "tinyflow-train-v1"
+LOG_EVERY = 20  # training steps between host reads of the loss and metrics (progress updates)
 LAST = "last.ckpt"
 BEST = "best.ckpt"
 
@@ -187,16 +192,86 @@ def plot_metrics(records: Sequence[dict[str, Any]], path: str | os.PathLike) -> 
     os.replace(tmp, path)
 
 
-def topk_correct(logits: np.ndarray, targets: np.ndarray, ks: Iterable[int] = (1, 5)) -> dict[int, int]:
-    """How many rows have their target among the k largest logits, for each k (capped at C)."""
-    logits = np.asarray(logits)  # (N, C)
-    targets = np.asarray(targets).reshape(-1)  # (N,)
-    order = np.argsort(-logits, axis=1, kind="stable")
-    out = {}
-    for k in ks:
-        top = order[:, : min(k, logits.shape[1])]
-        out[k] = int((top == targets[:, None]).any(axis=1).sum())
-    return out
+def _raw(x: Any) -> Any:
+    """The array behind a Tensor; NumPy and CuPy arrays as they are; anything else as NumPy."""
+    from tinyflow.tensor import Tensor
+
+    if isinstance(x, Tensor):
+        return x.data
+    return x if isinstance(x, np.ndarray) or hasattr(x, "__cuda_array_interface__") else np.asarray(x)
+
+
+def topk_counts(logits: Any, targets: Any, ks: Sequence[int] = (1, 5)) -> Any:
+    """How many rows have their target among the k largest logits, for each k (capped at C):
+    an int64 array (len(ks),) on the logits' device, with no host read and no sort.
+
+    The ranking is that of ``np.argsort(-logits, kind="stable")``: a target is in the top k when
+    fewer than k logits come before it, i.e. are larger, or equal at a lower index (a NaN comes
+    after everything); so it is one compare-and-count pass over the (N, C) logits.
+    """
+    from tinyflow.device import array_module
+
+    z, t = _raw(logits), _raw(targets)  # (N, C), (N,)
+    xp = array_module(z)
+    c = z.shape[1]
+    t = t.reshape(-1, 1).astype(np.int64, copy=False)  # (N, 1)
+    own = xp.take_along_axis(z, t, axis=1)  # (N, 1): each row's target logit
+    before = xp.arange(c)[None, :] < t  # (N, C): columns at a lower index than the target
+    ahead = (z > own) | ((z == own) & before)
+    if z.dtype.kind in "fc":  # a NaN target logit sorts after every number and earlier NaNs
+        ahead |= xp.isnan(own) & (~xp.isnan(z) | before)
+    rank = ahead.sum(axis=1)  # (N,): logits ranked before the target
+    return xp.stack([(rank < min(k, c)).sum() for k in ks]).astype(np.int64)
+
+
+def topk_correct(logits: Any, targets: Any, ks: Iterable[int] = (1, 5)) -> dict[int, int]:
+    """``topk_counts`` as Python ints ``{k: count}`` (a host read when the logits are on a device)."""
+    from tinyflow.device import to_host
+
+    ks = tuple(ks)
+    counts = to_host(topk_counts(logits, targets, ks), "topk_correct").tolist()
+    return dict(zip(ks, counts))
+
+
+class StepLog:
+    """Per-step values (the loss, correct counts, ...) kept on the device, read once per interval.
+
+    ``add`` writes one step's 0-d values (arrays or Tensors) into row ``n`` of an (every, width)
+    float64 buffer on their device: a copy queued on the device, no sync. ``read`` brings the
+    rows written since the last read to the host in one transfer. float64 holds a float32 loss
+    and any count exactly, so sums made from the rows equal sums made step by step.
+    """
+
+    def __init__(self, every: int, width: int):
+        if every < 1:
+            raise ValueError(f"log interval must be at least 1 step, got {every}")
+        self.every, self.width = int(every), int(width)
+        self.rows: Any = None  # (every, width) float64, on the device of the first values
+        self.n = 0  # rows written since the last read
+
+    def add(self, *values: Any) -> bool:
+        """Record one step; True when the buffer is full (time to ``read``)."""
+        from tinyflow.device import array_module
+
+        if self.n == self.every:
+            raise RuntimeError("StepLog is full: read() it before adding more steps")
+        arrays = [_raw(v) for v in values]
+        if self.rows is None:
+            self.rows = array_module(arrays[0]).zeros((self.every, self.width), dtype=np.float64)
+        for j, a in enumerate(arrays):
+            self.rows[self.n, j] = a
+        self.n += 1
+        return self.n == self.every
+
+    def read(self) -> np.ndarray:
+        """The rows since the last read, (k, width) float64: one host read (none when k = 0)."""
+        from tinyflow.device import to_host
+
+        if self.n == 0:
+            return np.zeros((0, self.width))
+        rows = np.array(to_host(self.rows[: self.n], "step log"), dtype=np.float64)  # a copy: the buffer is reused
+        self.n = 0
+        return rows
 
 
 # ----------------------------------------------------------------------------- Ctrl-C and progress
@@ -247,12 +322,13 @@ class Progress:
             self.bar = tqdm(total=total, initial=initial, desc=desc, unit="batch", leave=True,
                             dynamic_ncols=True, file=sys.stderr)
 
-    def update(self, items: int, loss: float) -> None:
+    def update(self, items: int, loss: float, steps: int = 1) -> None:
+        """Advance by ``steps`` batches of ``items`` in all; ``loss`` is their mean loss."""
         self.items += items
         if self.bar is not None:
             rate = self.items / max(time.perf_counter() - self.start, 1e-9)
             self.bar.set_postfix({"loss": f"{loss:.4f}", f"{self.unit}/s": f"{rate:.1f}"}, refresh=False)
-            self.bar.update(1)
+            self.bar.update(steps)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -272,7 +348,7 @@ class _Sums:
     count: float = 0.0
     batches: int = 0
 
-    def add(self, loss: float, n: int, correct: dict[int, int]) -> None:
+    def add(self, loss: float, n: int, correct: dict[int, float]) -> None:
         self.loss += loss * n
         self.top1 += correct[1]
         self.top5 += correct[5]
@@ -303,12 +379,17 @@ class FitResult:
 
 def evaluate(model: Any, loader: Iterable, loss_fn: Callable | None = None,
              allreduce_sum: Callable[[np.ndarray], np.ndarray] | None = None, prefix: str = "val") -> dict[str, float]:
-    """Mean loss and top-1 / top-5 accuracy of ``model`` over ``loader`` (eval mode, no grad)."""
+    """Mean loss and top-1 / top-5 accuracy of ``model`` over ``loader`` (eval mode, no grad).
+
+    The sums stay on the device until the end: one host read per evaluation, not per batch.
+    """
     import tinyflow
     import tinyflow.nn.functional as F
+    from tinyflow.device import array_module, to_host
 
     loss_fn = loss_fn or F.cross_entropy
     sums = _Sums()
+    totals: Any = None  # float64 [sum of loss * n, top-1 count, top-5 count] on the device
     was_training = getattr(model, "training", True)
     if hasattr(loader, "set_epoch"):
         loader.set_epoch(0)  # the same batches (and any augmentation) at every evaluation
@@ -318,9 +399,16 @@ def evaluate(model: Any, loader: Iterable, loss_fn: Callable | None = None,
             for x, y in loader:
                 logits = model(x)  # (N, num_classes)
                 loss = loss_fn(logits, y)
-                sums.add(float(loss.item()), len(y), topk_correct(logits.numpy(), y.numpy()))
+                xp = array_module(loss.data)
+                counts = topk_counts(logits, y).astype(np.float64)
+                row = xp.concatenate([(loss.data.astype(np.float64) * len(y)).reshape(1), counts])  # (3,)
+                totals = row if totals is None else totals + row
+                sums.count += len(y)
+                sums.batches += 1
     finally:
         model.train(was_training)
+    if totals is not None:
+        sums.loss, sums.top1, sums.top5 = to_host(totals, "evaluate").tolist()
     return sums.means(allreduce_sum, prefix)
 
 
@@ -340,9 +428,10 @@ def fit(
     rank: int = 0,
     allreduce_sum: Callable[[np.ndarray], np.ndarray] | None = None,
     after_backward: Callable[[], None] | None = None,
-    on_step: Callable[[int, int, float], None] | None = None,
+    on_step: Callable[[int, int, Any], None] | None = None,
     guard: InterruptGuard | None = None,
     amp: str | None = None,
+    log_every: int = LOG_EVERY,
 ) -> FitResult:
     """Train a classifier for ``epochs`` epochs; evaluate, log, plot and checkpoint each epoch.
 
@@ -351,8 +440,17 @@ def fit(
     checkpoint to continue from. For data-parallel runs: ``rank`` (only rank 0 writes files and
     shows a bar), ``allreduce_sum`` (sums a float64 vector over ranks, for the metrics) and
     ``after_backward`` (e.g. wait for the gradient all-reduce). ``on_step(epoch, step, loss)``
-    is called after each optimizer step. ``amp`` ("bf16" or "fp16") runs forward in mixed
-    precision (float32 master weights; fp16 adds dynamic loss scaling).
+    is called after each optimizer step with the loss as a 0-d Tensor on the model's device
+    (reading it, e.g. ``float(loss)``, is a host sync). ``amp`` ("bf16" or "fp16") runs forward
+    in mixed precision (float32 master weights; fp16 adds dynamic loss scaling).
+
+    No step reads the device: the losses and top-k counts are read once every ``log_every``
+    steps and at the end of the epoch (a log point: the progress bar moves, the sums grow).
+    A non-finite loss is found there too, so it stops training up to ``log_every - 1`` steps
+    after the step that produced it, as a GradScaler's ``found_inf`` is only looked at later;
+    those steps' updates are applied to the model in memory, but nothing on disk is touched:
+    the last checkpoint predates them. Ctrl-C stops after the current step; in a data-parallel
+    run (``allreduce_sum``) the ranks agree on stopping at log points only.
     """
     import tinyflow.nn.functional as F
     from tinyflow.amp import GradScaler, autocast
@@ -365,6 +463,8 @@ def fit(
         ckpt_dir.mkdir(parents=True, exist_ok=True)
     batch_size = getattr(train_loader, "batch_size", None)
     scaler = GradScaler(enabled=amp == "fp16")
+    steplog = StepLog(log_every, 3)  # per step: loss, top-1 count, top-5 count (on the device)
+    sizes: list[int] = []  # the batch size of each step in steplog
 
     start_epoch, start_step, global_step = 0, 0, 0
     sums = _Sums()
@@ -414,6 +514,22 @@ def fit(
             return guard.interrupted
         return bool(allreduce_sum(np.array([float(guard.interrupted)]))[0] > 0)
 
+    def log_point(epoch: int, step: int, bar: Progress) -> None:
+        """Read the steps since the last log point (one host read) into the sums and the bar."""
+        rows = steplog.read()  # (k, 3): loss, top-1, top-5 of each step
+        first = step - len(rows)  # steps of this epoch before these
+        for i, ((loss_value, top1, top5), n) in enumerate(zip(rows.tolist(), sizes)):
+            if not math.isfinite(loss_value):
+                bad = first + i + 1
+                late = (f" (found at batch {step}: the updates of batches {bad}-{step} are applied in memory; "
+                        "the checkpoints on disk predate them)") if bad < step else ""
+                raise FloatingPointError(f"the training loss became {loss_value} at epoch {epoch + 1}, batch {bad}: "
+                                         f"lower --lr (or check the data){late}")
+            sums.add(loss_value, n, {1: top1, 5: top5})
+        if len(rows):
+            bar.update(sum(sizes), float(rows[:, 0].mean()), steps=len(rows))
+        sizes.clear()
+
     with guard:
         for epoch in range(start_epoch, epochs):
             if stop_requested():  # Ctrl-C came during the last evaluation: its checkpoint is saved
@@ -425,6 +541,7 @@ def fit(
             t0 = time.perf_counter()
             lr = float(optimizer.param_groups[0]["lr"])
             step = start_step
+            n_batches = len(train_loader)
             stopped = False
             try:
                 for x, y in train_loader:
@@ -441,20 +558,23 @@ def fit(
                         scaler.update()
                     except MemoryError as exc:
                         raise MemoryError(out_of_memory_message(batch_size or len(y), f"training step of epoch {epoch + 1}")) from exc
-                    loss_value = float(loss.item())
-                    if not math.isfinite(loss_value):
-                        raise FloatingPointError(
-                            f"the training loss became {loss_value} at epoch {epoch + 1}, batch {step + 1}: "
-                            "lower --lr (or check the data)")
-                    sums.add(loss_value, len(y), topk_correct(logits.detach().numpy(), y.numpy()))
+                    counts = topk_counts(logits, y)  # on the device, like the loss: nothing read here
+                    full = steplog.add(loss, counts[0], counts[1])
+                    sizes.append(len(y))
                     step += 1
                     global_step += 1
-                    bar.update(len(y), loss_value)
+                    at_log_point = full or step == n_batches
+                    if at_log_point:
+                        log_point(epoch, step, bar)
                     if on_step is not None:
-                        on_step(epoch, step, loss_value)
-                    stopped = stop_requested()
+                        on_step(epoch, step, loss.detach())
+                    if allreduce_sum is None:
+                        stopped = guard.interrupted
+                    elif at_log_point:  # a collective: every rank reaches the same log points
+                        stopped = stop_requested()
                     if stopped:
                         break
+                log_point(epoch, step, bar)  # steps after the last log point (Ctrl-C, or a loader shorter than its len)
             finally:
                 bar.close()
             if stopped:

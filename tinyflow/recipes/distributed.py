@@ -11,7 +11,9 @@ wraps the model in DataParallel (rank 0's weights are broadcast), and trains wit
 ranks. Rank 0 logs each step's time split to CHECKPOINT_DIR/steps.jsonl: ``step_s`` (wall),
 ``comm_s`` (all-reduce time on the communication thread, mostly hidden behind backward) and
 ``wait_s`` (communication backward had to wait for: the exposed part), with
-``compute_s = step_s - wait_s``. ``--trace FILE`` writes one Chrome trace with a row per rank.
+``compute_s = step_s - wait_s``; the lines are written every ``--log-every`` steps (the step
+losses are read from the device then, not per step). ``--trace FILE`` writes one Chrome trace
+with a row per rank.
 """
 from __future__ import annotations
 
@@ -69,13 +71,15 @@ def _relaunch(args: argparse.Namespace) -> int:
 class _StepTimer:
     """Per-step compute/communication split (rank 0 writes it) and the Chrome-trace spans."""
 
-    def __init__(self, dp: Any, rank: int, path: str | None, tracer: Any):
+    def __init__(self, dp: Any, rank: int, path: str | None, tracer: Any, flush_every: int = 20):
         self.dp = dp
         self.rank = rank
         self.tracer = tracer
         self.file = open(path, "a") if path else None  # noqa: SIM115 - closed in close()
         self.forward_start = self.forward_end = self.backward_end = None
         self.totals = {"step_s": 0.0, "comm_s": 0.0, "wait_s": 0.0, "steps": 0}
+        self.flush_every = max(1, flush_every)
+        self.pending: list[tuple[dict[str, Any], Any]] = []  # (record, loss still on the device)
 
     def pre_forward(self, module: Any, inputs: Any) -> None:
         self.forward_start = time.perf_counter()
@@ -92,13 +96,14 @@ class _StepTimer:
         if self.tracer is not None and self.forward_end is not None:
             self.tracer.add("backward", self.forward_end, self.backward_end, cat="compute")
 
-    def on_step(self, epoch: int, step: int, loss: float) -> None:
+    def on_step(self, epoch: int, step: int, loss: Any) -> None:
+        """Time the step; ``loss`` (a 0-d Tensor on the device) is kept there until the next flush."""
         now = time.perf_counter()
         if self.tracer is not None and self.backward_end is not None:
             self.tracer.add("optimizer step", self.backward_end, now, cat="compute")
         stats = self.dp.last_step
         step_s = now - (self.forward_start or now)
-        record = {"epoch": epoch + 1, "step": step, "loss": round(loss, 6), "step_s": round(step_s, 6),
+        record = {"epoch": epoch + 1, "step": step, "step_s": round(step_s, 6),
                   "compute_s": round(step_s - stats.wait_seconds, 6), "comm_s": round(stats.comm_seconds, 6),
                   "wait_s": round(stats.wait_seconds, 6), "bytes_sent": stats.bytes_sent}
         self.totals["step_s"] += step_s
@@ -106,8 +111,21 @@ class _StepTimer:
         self.totals["wait_s"] += stats.wait_seconds
         self.totals["steps"] += 1
         if self.file is not None:
-            self.file.write(json.dumps(record) + "\n")
-            self.file.flush()
+            self.pending.append((record, loss))
+            if step % self.flush_every == 0 or len(self.pending) >= self.flush_every:  # with fit's log points
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the pending lines: their losses come from the device in one host read."""
+        if self.file is None or not self.pending:
+            return
+        import tinyflow
+
+        losses = tinyflow.stack([loss.reshape(1) for _, loss in self.pending]).numpy().reshape(-1).tolist()
+        for (record, _), loss in zip(self.pending, losses):
+            self.file.write(json.dumps({**record, "loss": round(loss, 6)}) + "\n")
+        self.file.flush()
+        self.pending.clear()
 
     def summary(self) -> str:
         t = self.totals
@@ -118,6 +136,7 @@ class _StepTimer:
 
     def close(self) -> None:
         if self.file is not None:
+            self.flush()
             self.file.close()
 
 
@@ -129,7 +148,7 @@ def _train_worker(args: argparse.Namespace, w: Any, comm: Any) -> int:
     from tinyflow.parallel.allreduce import all_gather_object, allreduce
     from tinyflow.parallel.data_parallel import DataParallel
     from tinyflow.parallel.trace import ChromeTracer, merge_traces
-    from tinyflow.recipes.common import fit, make_optimizer, resume_path
+    from tinyflow.recipes.common import LOG_EVERY, fit, make_optimizer, resume_path
     from tinyflow.recipes.vision import (
         build_data,
         build_model,
@@ -201,7 +220,8 @@ def _train_worker(args: argparse.Namespace, w: Any, comm: Any) -> int:
         if is_main:
             os.makedirs(args.checkpoint_dir, exist_ok=True)
         steps_path = os.path.join(args.checkpoint_dir, "steps.jsonl") if is_main else None
-        timer = _StepTimer(dp, rank, steps_path, tracer)
+        log_every = getattr(args, "log_every", None) or LOG_EVERY
+        timer = _StepTimer(dp, rank, steps_path, tracer, flush_every=log_every)
         dp.register_forward_pre_hook(timer.pre_forward)
         dp.register_forward_hook(timer.post_forward)
         fit_kwargs = {"after_backward": timer.after_backward, "on_step": timer.on_step}
@@ -209,7 +229,8 @@ def _train_worker(args: argparse.Namespace, w: Any, comm: Any) -> int:
         result = fit(dp, optimizer, train_loader, val_loader, epochs=args.epochs,
                      checkpoint_dir=args.checkpoint_dir, meta=meta, scheduler=scheduler,
                      resume=resume_path(args), progress=is_main and not getattr(args, "quiet", False),
-                     rank=rank, allreduce_sum=allreduce_sum, amp=getattr(args, "amp", None), **fit_kwargs)
+                     rank=rank, allreduce_sum=allreduce_sum, amp=getattr(args, "amp", None),
+                     log_every=getattr(args, "log_every", None) or LOG_EVERY, **fit_kwargs)
     finally:
         if timer is not None:
             timer.close()

@@ -6,8 +6,9 @@ from the running interpreter, so it exists on every machine) becomes character-l
 ``lstm-lm`` preset, overridden by any of ``MODEL_OPTIONS`` present on ``args``. Training walks B parallel
 streams in segments of ``--seq-len`` steps (truncated BPTT, the hidden state carried across
 segments and detached), clips the gradient norm and reports the perplexity exp(mean loss) per
-epoch. The progress bar, metrics log and plot, checkpoints, resume and Ctrl-C handling are the
-shared harness of ``tinyflow.recipes.common``. `tinyflow sample` generates text from a checkpoint.
+epoch. No segment reads the device: the losses are read once every ``--log-every`` segments
+(``StepLog``). The progress bar, metrics log and plot, checkpoints, resume and Ctrl-C handling
+are the shared harness of ``tinyflow.recipes.common``. `tinyflow sample` generates text from a checkpoint.
 """
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ from tinyflow.data.text import Corpus, TruncatedBPTT, Vocab, batchify, default_c
 from tinyflow.recipes.common import (
     BEST,
     LAST,
+    LOG_EVERY,
     CheckpointMismatchError,
     InterruptGuard,
     MetricsLog,
     Progress,
+    StepLog,
     load_checkpoint,
     load_model_state,
     make_optimizer,
@@ -71,24 +74,30 @@ def read_text(path: str | None) -> tuple[str, str]:
 
 
 def evaluate_loss(model: Any, streams: np.ndarray, seq_len: int, device: Any = None) -> float:
-    """Mean next-token cross-entropy of ``model`` over (N, B) streams (eval mode, no grad)."""
+    """Mean next-token cross-entropy of ``model`` over (N, B) streams (eval mode, no grad).
+
+    The sum stays on the device until the end: one host read per evaluation.
+    """
     import tinyflow
     import tinyflow.nn.functional as F
+    from tinyflow.device import to_host
 
     was_training = model.training
     model.eval()
-    total, count = 0.0, 0
+    total: Any = None  # float64 sum of loss * tokens, on the device
+    count = 0
     bptt = TruncatedBPTT(streams, seq_len, device=device)
     try:
         with tinyflow.no_grad():
             for x, y in bptt:
                 logits, bptt.state = model(x, bptt.state)  # (T, B, V)
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-                total += float(loss.item()) * y.numel()
+                part = loss.data.astype(np.float64) * y.numel()
+                total = part if total is None else total + part
                 count += y.numel()
     finally:
         model.train(was_training)
-    return total / max(count, 1)
+    return (float(to_host(total, "evaluate_loss")) if total is not None else 0.0) / max(count, 1)
 
 
 def _state_arrays(state: Any) -> list[np.ndarray] | None:
@@ -106,12 +115,15 @@ MODEL_OPTIONS = ("seq_len", "embedding_dim", "hidden_size", "num_layers", "dropo
 
 def train_language_model(args: argparse.Namespace, text: str, source: str, progress: bool = True,
                          guard: InterruptGuard | None = None,
-                         on_step: Callable[[int, int, float], None] | None = None) -> dict[str, Any]:  # fmt: skip
+                         on_step: Callable[[int, int, Any], None] | None = None) -> dict[str, Any]:  # fmt: skip
     """Build the corpus and model, train for ``args.epochs`` and return the last epoch's record.
 
     Model sizes come from the ``lstm-lm`` preset, overridden by any of ``MODEL_OPTIONS`` set on
     ``args``. A Ctrl-C (or ``guard.request()``) saves a checkpoint after the current segment and
-    returns ``{"interrupted": True, ...}``; ``on_step(epoch, step, loss)`` runs after each step.
+    returns ``{"interrupted": True, ...}``; ``on_step(epoch, step, loss)`` runs after each step
+    (the loss a 0-d Tensor on the device). The losses are read to the host every
+    ``args.log_every`` segments and at the end of the epoch (see ``tinyflow.recipes.common.fit``:
+    a non-finite loss is found there, up to ``log_every - 1`` segments late).
     """
     import models
     import tinyflow
@@ -151,6 +163,8 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
     bptt = TruncatedBPTT(train_streams, seq_len, device=device)
     start_epoch, start_step, history, best = 0, 0, [], math.inf
     sums = {"loss": 0.0, "tokens": 0}
+    steplog = StepLog(getattr(args, "log_every", None) or LOG_EVERY, 1)  # each segment's loss, on the device
+    sizes: list[int] = []  # tokens of each segment in steplog
     carried = None
     if state is not None:
         load_model_state(model, state["model"], os.fspath(resume))
@@ -175,6 +189,23 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
                                "history": log.records, "best": best, "hidden": _state_arrays(hidden),
                                "scaler": scaler.state_dict() if scaler.enabled else None})  # fmt: skip
         return str(path)
+
+    def log_point(epoch: int, step: int, bar: Progress) -> None:
+        """Read the segments since the last log point (one host read) into the sums and the bar."""
+        rows = steplog.read()  # (k, 1)
+        first = step - len(rows)
+        for i, (value, n) in enumerate(zip(rows[:, 0].tolist(), sizes)):
+            if not math.isfinite(value):
+                bad = first + i + 1
+                late = (f" (found at segment {step}: the updates of segments {bad}-{step} are applied in memory; "
+                        "the checkpoints on disk predate them)") if bad < step else ""
+                raise FloatingPointError(f"the training loss became {value} at epoch {epoch + 1}, "
+                                         f"segment {bad}: lower --lr or --clip{late}")  # fmt: skip
+            sums["loss"] += value * n
+            sums["tokens"] += n
+        if len(rows):
+            bar.update(sum(sizes), float(rows[:, 0].mean()), steps=len(rows))
+        sizes.clear()
 
     record: dict[str, Any] = {}
     guard = guard or InterruptGuard()
@@ -202,18 +233,16 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
                         clip_grad_norm_(model.parameters(), args.clip)
                     scaler.step(optimizer)  # = optimizer.step() without fp16
                     scaler.update()
-                    value = float(loss.item())
-                    if not math.isfinite(value):
-                        raise FloatingPointError(f"the training loss became {value} at epoch {epoch + 1}, "
-                                                 f"segment {step + 1}: lower --lr or --clip")  # fmt: skip
-                    sums["loss"] += value * y.numel()
-                    sums["tokens"] += y.numel()
+                    full = steplog.add(loss)  # stays on the device: nothing read here
+                    sizes.append(y.numel())
                     step += 1
-                    bar.update(y.numel(), value)
+                    if full or step == len(bptt):
+                        log_point(epoch, step, bar)
                     if on_step is not None:
-                        on_step(epoch, step, value)
+                        on_step(epoch, step, loss.detach())
                     if guard.interrupted:
                         break
+                log_point(epoch, step, bar)  # segments after the last log point (Ctrl-C)
             finally:
                 bar.close()
             if guard.interrupted:

@@ -33,6 +33,7 @@ from tinyflow.data import (
 )
 from tinyflow.data import transforms as T
 from tinyflow.recipes.common import (
+    LOG_EVERY,
     CheckpointMismatchError,
     evaluate,
     fit,
@@ -297,7 +298,8 @@ def train_classifier(model: Any, model_name: str, data: VisionData, args: argpar
     resume = resume_path(args)
     return fit(model, optimizer, train_loader, val_loader, epochs=args.epochs, checkpoint_dir=args.checkpoint_dir,
                meta=meta, scheduler=scheduler, resume=resume, progress=progress,
-               amp=getattr(args, "amp", None), **fit_kwargs)
+               amp=getattr(args, "amp", None), log_every=getattr(args, "log_every", None) or LOG_EVERY,
+               **fit_kwargs)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -397,6 +399,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=min(2, max(0, (os.cpu_count() or 1) - 1)),
                         help="data-loading processes, 0 = in the training process (default: %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--log-every", type=int, default=None, metavar="STEPS",
+                        help="steps between progress updates, when the loss and accuracy are read from "
+                             f"the device (steps in between never wait for it; default: {LOG_EVERY})")
     parser.add_argument("--amp", choices=("bf16", "fp16"), default=None,
                         help="mixed precision: convolutions, linear layers and matmuls in bf16/fp16; losses, "
                              "softmax and norms in float32; float32 master weights (fp16 adds dynamic loss "
