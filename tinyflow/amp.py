@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.device import array_module, to_host
 from tinyflow.dtypes import bfloat16, is_half
 
 __all__ = [
@@ -224,7 +224,7 @@ class GradScaler:
             data *= data.dtype.type(inv)
             # one reduction per gradient; a single host sync at the end (bool of the OR)
             found = found | ~xp.isfinite(data).all()
-        self._found_inf = self._found_inf or bool(found)
+        self._found_inf = self._found_inf or bool(to_host(found, "GradScaler found_inf"))
         self._unscaled.add(id(optimizer))
         return self._found_inf
 

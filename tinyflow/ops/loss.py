@@ -93,7 +93,7 @@ class CrossEntropy(Function):
         if reduction == "mean":
             valid = t != ignore_index
             denom = (weight[xp.where(valid, t, 0)] * valid).sum() if weight is not None else valid.sum()
-            ctx.scale = 1.0 / denom if denom else xp.nan
+            ctx.scale = _mean_scale(xp, denom)
             out = losses.sum() * ctx.scale
         elif reduction == "sum":
             out = losses.sum()
@@ -118,6 +118,13 @@ class CrossEntropy(Function):
         if len(shape) > 2:  # back to (N, C, d1, ...)
             gz = gz.reshape(shape[0], -1, shape[1]).transpose(0, 2, 1).reshape(shape)
         return (gz,) + (None,) * 5
+
+
+def _mean_scale(xp: Any, denom: Any) -> Any:
+    """1 / denom for a 'mean' reduction, NaN when nothing counts (all targets ignored, as
+    PyTorch), computed on the device: no ``if denom`` that would wait for the GPU every step."""
+    positive = denom > 0
+    return xp.where(positive, 1.0 / xp.where(positive, denom, 1), xp.nan)
 
 
 def _validate_targets(op: str, logits: Any, target: Any, ignore_index: int) -> None:
@@ -164,7 +171,7 @@ class NLLLoss(Function):
         ctx.save_for_backward(safe, w)
         ctx.shape, ctx.reduction, ctx.zshape = lp.shape, reduction, z.shape
         if reduction == "mean":
-            ctx.scale = 1.0 / w.sum() if w.sum() else xp.nan
+            ctx.scale = _mean_scale(xp, w.sum())
             return xp.asarray(losses.sum() * ctx.scale, dtype=lp.dtype)
         if reduction == "sum":
             return xp.asarray(losses.sum(), dtype=lp.dtype)
