@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,7 @@ class CupyRuntime:
         self._modules: dict[tuple[Path, int], Any] = {}
         self._functions: dict[tuple[str, int], Any] = {}
         self._sm_counts: dict[int, int] = {}
+        self._compile_lock = threading.Lock()
         self._scalar = {"int": np.int32, "long long": np.int64, "unsigned long long": np.uint64,
                         "float": np.float32, "double": np.float64}
 
@@ -128,12 +130,15 @@ class CupyRuntime:
         key = (name, device)
         fn = self._functions.get(key)
         if fn is None:
-            info = self.kernels[name]
-            module = self._modules.get((info.source, device))
-            if module is None:
-                module = self.xp.RawModule(code=info.source.read_text(), options=self.options)
-                self._modules[(info.source, device)] = module
-            fn = self._functions[key] = module.get_function(name)
+            with self._compile_lock:  # thread ranks may ask for the same kernel at once: compile it once
+                fn = self._functions.get(key)
+                if fn is None:
+                    info = self.kernels[name]
+                    module = self._modules.get((info.source, device))
+                    if module is None:
+                        module = self.xp.RawModule(code=info.source.read_text(), options=self.options)
+                        self._modules[(info.source, device)] = module
+                    fn = self._functions[key] = module.get_function(name)
         return fn
 
     def convert(self, name: str, args: Sequence[Any]) -> tuple[Any, ...]:

@@ -13,8 +13,8 @@ import numpy as np
 
 from tinyflow.autograd import Function
 from tinyflow.kernels.pool import pool_output_shape
-from tinyflow.ops.linalg import matmul_array
 from tinyflow.ops.conv import _pair
+from tinyflow.ops.linalg import matmul_array
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor

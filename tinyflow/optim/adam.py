@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tinyflow.device import array_module
-from tinyflow.device import kernels_of
+from tinyflow.device import array_module, kernels_of
 from tinyflow.optim.optimizer import Optimizer, ParamsT
 
 
