@@ -1,7 +1,8 @@
 """The collective entry points: ``allreduce``, ``broadcast``, ``all_gather`` (+ objects).
 
 ``allreduce(array, comm, algorithm="ring", op="sum")`` picks one of the algorithm files
-(ring, tree, naive, native) and runs it in place; ``op="mean"`` divides by the world size
+(ring, tree, naive, native, or auto: one of ring, tree and native chosen per size by a cost
+model fitted once per world) and runs it in place; ``op="mean"`` divides by the world size
 afterwards. Arrays may be NumPy or CuPy arrays, or tinyflow Tensors (their ``.data``).
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 from tinyflow.device import array_module, kernels_of
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.parallel._segments import segment_bounds, segment_elements
+from tinyflow.parallel.auto import auto_allreduce
 from tinyflow.parallel.communicator import Communicator
 from tinyflow.parallel.naive import naive_allreduce
 from tinyflow.parallel.native import native_allreduce
@@ -27,6 +29,8 @@ ALGORITHMS: dict[str, Callable[..., None]] = {
     "naive": naive_allreduce,
     "native": native_allreduce,
 }
+# What ``algorithm=`` accepts: the four algorithms, and auto (one of ring, tree, native per size).
+ALGORITHM_CHOICES = (*ALGORITHMS, "auto")
 OPS = ("sum", "mean")
 GATHER_TAG = 300
 
@@ -52,12 +56,12 @@ def allreduce(
 ) -> Any:
     """Reduce ``array`` over every rank of ``comm`` in place and return it.
 
-    ``algorithm`` is one of ring, tree, naive, native; ``op`` is "sum" or "mean" (floating
+    ``algorithm`` is one of ring, tree, naive, native, auto; ``op`` is "sum" or "mean" (floating
     dtypes only). Every rank must call it with the same shape, dtype, algorithm and op.
     """
-    if algorithm not in ALGORITHMS:
+    if algorithm not in ALGORITHM_CHOICES:
         raise ValueError(
-            f"allreduce: unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}"
+            f"allreduce: unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHM_CHOICES)}"
         )
     if op not in OPS:
         raise ValueError(f"allreduce: unknown op {op!r}; choose 'sum' or 'mean'")
@@ -68,7 +72,8 @@ def allreduce(
             f"cast to a floating dtype or use op='sum'"
         )
     work = buf if _is_contiguous(buf) else buf.copy()  # algorithms need a flat view
-    ALGORITHMS[algorithm](work, comm, segment_bytes=segment_bytes)
+    run = auto_allreduce if algorithm == "auto" else ALGORITHMS[algorithm]
+    run(work, comm, segment_bytes=segment_bytes)
     if op == "mean" and comm.size > 1:
         kernels_of(work).reduce_scale(work, 1.0 / comm.size)
     if work is not buf:

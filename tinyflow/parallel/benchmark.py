@@ -2,22 +2,32 @@
 
 algbw = bytes / time (what the application sees); busbw = algbw * 2(N-1)/N, the traffic each
 link carries in an optimal all-reduce, so busbw is comparable across world sizes and against
-the hardware's link speed (nccl-tests' convention). Times are the slowest rank's mean over
-``iters`` timed iterations after ``warmup`` untimed ones.
+the hardware's link speed (nccl-tests' convention). After ``warmup`` untimed calls, each of
+``iters`` rounds times every algorithm in turn (interleaved, so a load change on a shared host
+hits all of them alike), each as a block of back-to-back calls lasting about 2 ms (at least
+one call) after a barrier; a row's time is the median over rounds of the slowest rank's time
+per call.
+
+``auto`` is timed like the others after its cost model has been fitted (once, before any
+timing); its rows name the algorithm it picked (``chosen``), and ``auto_report`` compares it
+with the best of the other algorithms at each size.
 """
 from __future__ import annotations
 
 import json
 import re
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from tinyflow.parallel.allreduce import ALGORITHMS, all_gather_object, allreduce
+from tinyflow.parallel.allreduce import ALGORITHM_CHOICES, all_gather_object, allreduce
 from tinyflow.parallel.communicator import Communicator
 
+BLOCK_SECONDS = 0.002  # a timed block of back-to-back calls lasts about this long
+MAX_INNER = 64
 _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024**2, "MB": 1024**2, "G": 1024**3, "GB": 1024**3}
 
 
@@ -64,6 +74,7 @@ class Row:
     busbw: float  # GB/s
     bytes_sent: int  # payload bytes the busiest rank sent per all-reduce (0 for native)
     correct: bool
+    chosen: str = ""  # for auto: the algorithm its cost model picked at this size
 
 
 def run_allreduce_bench(
@@ -76,41 +87,93 @@ def run_allreduce_bench(
 ) -> list[Row]:
     """Time each algorithm at each size on every rank; every rank returns the same rows."""
     for a in algorithms:
-        if a not in ALGORITHMS:
-            raise ValueError(f"bench: unknown algorithm {a!r}; choose from {', '.join(ALGORITHMS)}")
+        if a not in ALGORITHM_CHOICES:
+            raise ValueError(f"bench: unknown algorithm {a!r}; choose from {', '.join(ALGORITHM_CHOICES)}")
     n = comm.size
     if hasattr(comm, "native_blocking"):
         comm.native_blocking = True  # measure MPI's own blocking MPI_Allreduce, not our polling of it
     dt = np.dtype(dtype)
     rows: list[Row] = []
+    if "auto" in algorithms and n > 1:
+        from tinyflow.parallel.auto import calibrate
+
+        calibrate(comm, max(sizes))  # fitted once for this world, before anything is timed
     for size in sizes:
         count = max(1, size // dt.itemsize)
+        nbytes = count * dt.itemsize
         buf = np.empty(count, dtype=dt)
+        checks = {}
         for algorithm in algorithms:
             # correctness first: rank r contributes r + 1, so every element must be N(N+1)/2
             buf.fill(comm.rank + 1)
             comm.reset_counters()
             allreduce(buf, comm, algorithm=algorithm)
-            sent = comm.bytes_sent
-            correct = bool(np.all(buf == n * (n + 1) / 2))
-            buf.fill(1.0 / n)  # keep repeated sums bounded
-            for _ in range(warmup):
-                allreduce(buf, comm, algorithm=algorithm, op="mean")
-            comm.barrier()
+            checks[algorithm] = (comm.bytes_sent, bool(np.all(buf == n * (n + 1) / 2)))
+        buf.fill(0)  # sums of zeros stay zeros: the same traffic, no overflow however many calls
+        warm = []
+        for algorithm in algorithms:
             start = time.perf_counter()
-            for _ in range(iters):
+            for _ in range(max(1, warmup)):
                 allreduce(buf, comm, algorithm=algorithm)
-            elapsed = (time.perf_counter() - start) / iters
-            stats = all_gather_object((elapsed, sent, correct), comm)
-            slowest = max(s[0] for s in stats)
-            nbytes = count * dt.itemsize
+            warm.append((time.perf_counter() - start) / max(1, warmup))
+        # calls per timed block: enough to span ~BLOCK_SECONDS, agreed by all ranks
+        slowest_warm = max(max(w) for w in all_gather_object(warm, comm))
+        inner = int(min(MAX_INNER, max(1, BLOCK_SECONDS / max(slowest_warm, 1e-9))))
+        times: dict[str, list[float]] = {a: [] for a in algorithms}
+        for _ in range(iters):
+            for algorithm in algorithms:  # interleaved, so load changes hit every algorithm alike
+                comm.barrier()
+                start = time.perf_counter()
+                for _ in range(inner):
+                    allreduce(buf, comm, algorithm=algorithm)
+                times[algorithm].append((time.perf_counter() - start) / inner)
+        stats = all_gather_object((times, checks), comm)
+        for algorithm in algorithms:
+            per_round = [max(r[0][algorithm][i] for r in stats) for i in range(iters)]  # slowest rank
+            slowest = statistics.median(per_round)
             algbw = nbytes / slowest / 1e9
             rows.append(Row(
                 size=nbytes, count=count, algorithm=algorithm, time_us=slowest * 1e6,
-                algbw=algbw, busbw=algbw * 2 * (n - 1) / n if n > 1 else algbw,
-                bytes_sent=max(s[1] for s in stats), correct=all(s[2] for s in stats),
+                algbw=algbw, busbw=busbw(algbw, n),
+                bytes_sent=max(r[1][algorithm][0] for r in stats),
+                correct=all(r[1][algorithm][1] for r in stats),
+                chosen=_chosen(comm, algorithm, nbytes),
             ))
     return rows
+
+
+def busbw(algbw: float, nproc: int) -> float:
+    """Bus bandwidth: algbw * 2(N-1)/N, what each link carries in an optimal all-reduce."""
+    return algbw * 2 * (nproc - 1) / nproc if nproc > 1 else algbw
+
+
+def _chosen(comm: Communicator, algorithm: str, nbytes: int) -> str:
+    if algorithm != "auto" or comm.size == 1:
+        return ""
+    from tinyflow.parallel.auto import choose_algorithm
+
+    return choose_algorithm(comm, nbytes)
+
+
+def auto_report(rows: Sequence[Row], tolerance: float = 0.05) -> tuple[str, bool]:
+    """Per size: auto's time against the best other algorithm's; True when every size is within
+    ``tolerance`` (auto's time <= (1 + tolerance) x the best)."""
+    by_size: dict[int, dict[str, Row]] = {}
+    for r in rows:
+        by_size.setdefault(r.size, {})[r.algorithm] = r
+    lines, ok = [], True
+    for size, group in sorted(by_size.items()):
+        auto = group.get("auto")
+        others = {a: r for a, r in group.items() if a not in ("auto", "naive")}
+        if auto is None or not others:
+            continue
+        best = min(others.values(), key=lambda r: r.time_us)
+        ratio = auto.time_us / best.time_us
+        within = ratio <= 1 + tolerance
+        ok &= within
+        lines.append(f"{human(size):>6}: auto -> {auto.chosen or '?':6s} {auto.time_us:10.1f} us; best {best.algorithm:6s} "
+                     f"{best.time_us:10.1f} us; auto / best = {ratio:.3f} {'ok' if within else 'OVER ' + f'{tolerance:.0%}'}")
+    return "\n".join(lines), ok
 
 
 def format_table(rows: Sequence[Row], nproc: int, transport: str) -> str:
@@ -124,9 +187,10 @@ def format_table(rows: Sequence[Row], nproc: int, transport: str) -> str:
         "|---:|---:|:---|---:|---:|---:|---:|:---|",
     ]
     for r in rows:
-        sent = "n/a" if r.algorithm == "native" else human(r.bytes_sent)
+        sent = "n/a" if r.algorithm == "native" or (r.chosen == "native") else human(r.bytes_sent)
+        name = f"auto ({r.chosen})" if r.chosen else r.algorithm
         lines.append(
-            f"| {human(r.size)} | {r.count} | {r.algorithm} | {r.time_us:.1f} | {r.algbw:.3f} | "
+            f"| {human(r.size)} | {r.count} | {name} | {r.time_us:.1f} | {r.algbw:.3f} | "
             f"{r.busbw:.3f} | {sent} | {'ok' if r.correct else 'WRONG'} |"
         )
     return "\n".join(lines)

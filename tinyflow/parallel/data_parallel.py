@@ -31,7 +31,7 @@ from typing import Any
 
 from tinyflow.device import array_module, kernels_of
 from tinyflow.nn.module import Module
-from tinyflow.parallel.allreduce import ALGORITHMS, all_gather_object, allreduce, broadcast
+from tinyflow.parallel.allreduce import ALGORITHM_CHOICES, all_gather_object, allreduce, broadcast
 from tinyflow.parallel.communicator import CommError, Communicator
 from tinyflow.parallel.compression import Compression, get_compression
 from tinyflow.tensor import Tensor
@@ -72,7 +72,8 @@ class StepStats:
 class DataParallel(Module):
     """Wrap ``module`` so that its gradients are averaged over all ranks of ``comm``.
 
-    ``algorithm``: ring | tree | naive | native. ``compression``: None | "fp16" | "1bit".
+    ``algorithm``: auto (the default: ring, tree or native per bucket size, from a cost model
+    timed once per world when the wrapper is built) | ring | tree | naive | native. ``compression``: None | "fp16" | "1bit".
     ``overlap=False`` all-reduces every bucket after backward instead of during it.
     ``timeout`` (seconds) overrides the communicator's; a silent rank becomes an error naming it.
     ``broadcast_buffers`` (default True) copies rank 0's buffers (BatchNorm statistics) to every
@@ -84,7 +85,7 @@ class DataParallel(Module):
         self,
         module: Module,
         comm: Communicator,
-        algorithm: str = "ring",
+        algorithm: str = "auto",
         bucket_mb: float = 25.0,
         compression: str | Compression | None = None,
         timeout: float | None = None,
@@ -93,8 +94,8 @@ class DataParallel(Module):
         broadcast_buffers: bool = True,
     ) -> None:
         super().__init__()
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"DataParallel: unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+        if algorithm not in ALGORITHM_CHOICES:
+            raise ValueError(f"DataParallel: unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHM_CHOICES)}")
         if bucket_mb <= 0:
             raise ValueError(f"DataParallel: bucket_mb must be > 0, got {bucket_mb}")
         self.module = module
@@ -112,6 +113,7 @@ class DataParallel(Module):
         self._check_same_model(module)
         self._broadcast_state(module)
         self.buckets = self._make_buckets(named, int(bucket_mb * 1024 * 1024))
+        self.bucket_algorithms = self._choose_algorithms()
         self._where: dict[int, tuple[_Bucket, _Slot]] = {
             id(s.param): (b, s) for b in self.buckets for s in b.slots
         }
@@ -179,6 +181,16 @@ class DataParallel(Module):
         """Copy rank 0's parameters and buffers to every rank, so replicas start identical."""
         for t in [*module.parameters(), *module.buffers()]:
             broadcast(t.data, self.comm, root=0)
+
+    def _choose_algorithms(self) -> list[str]:
+        """Each bucket's all-reduce algorithm; for auto, time the candidates once now (collective)."""
+        if self.algorithm != "auto" or self.comm.size == 1 or not self.buckets:
+            return [self.algorithm] * len(self.buckets)
+        from tinyflow.parallel.auto import calibrate
+
+        largest = max(self.buckets, key=lambda b: b.nbytes)
+        model = calibrate(self.comm, largest.nbytes, like=largest.flat)
+        return [model.choose(b.nbytes) for b in self.buckets]
 
     def _make_buckets(self, named: list[tuple[str, Tensor]], bucket_bytes: int) -> list[_Bucket]:
         """Pack parameters, last-registered first, into flat buckets of one dtype and device."""
@@ -263,7 +275,7 @@ class DataParallel(Module):
         """Average one bucket over all ranks (sum, optionally compressed, then divide)."""
         start = time.perf_counter()
         if self.compression is None:
-            allreduce(bucket.flat, self.comm, algorithm=self.algorithm)
+            allreduce(bucket.flat, self.comm, algorithm=self.bucket_algorithms[bucket.index])
         else:
             self.compression.allreduce_sum(bucket.flat, self.comm, algorithm=self.algorithm, key=bucket.index)
         kernels_of(bucket.flat).reduce_scale(bucket.flat, 1.0 / self.comm.size)
@@ -272,7 +284,7 @@ class DataParallel(Module):
         if self.tracer is not None:
             self.tracer.add(
                 f"allreduce bucket {bucket.index}", start, end, cat="comm",
-                bytes=bucket.nbytes, algorithm=self.algorithm,
+                bytes=bucket.nbytes, algorithm=self.bucket_algorithms[bucket.index],
             )
 
     # ---- finishing the step --------------------------------------------------------------
@@ -337,8 +349,11 @@ class DataParallel(Module):
 
     def extra_repr(self) -> str:
         comp = self.compression.name if self.compression else "none"
+        algorithm = self.algorithm
+        if algorithm == "auto" and self.comm.size > 1:
+            algorithm += "(" + ",".join(self.bucket_algorithms) + ")"
         return (
-            f"algorithm={self.algorithm}, world={self.comm.size}, buckets={len(self.buckets)}, "
+            f"algorithm={algorithm}, world={self.comm.size}, buckets={len(self.buckets)}, "
             f"compression={comp}, overlap={self.overlap}"
         )
 
