@@ -1,10 +1,14 @@
-"""`tinyflow bench allreduce`: nccl-tests-style all-reduce table and busbw plot.
+"""`tinyflow bench allreduce | train | scaling`: all-reduce bandwidth, training throughput,
+and predicted data-parallel scaling.
 
-    tinyflow bench allreduce --nproc 4 --algorithms ring,tree,naive,native --sizes 4K:256M
+    tinyflow bench allreduce --nproc 4 --algorithms ring,tree,naive,native,auto --sizes 4K:256M
+    tinyflow bench train alexnet --batch-sizes 16,32,64 --nproc 1,2,4 --compare torch --breakdown
+    tinyflow bench scaling alexnet --workers 1,2,4,8,16,32,64,128 --link pcie3 --algorithms ring,tree,naive
 
-With ``--transport mpi`` (the default) and no MPI world around it, the command relaunches
-itself under ``mpirun -n NPROC``; started by a user's own mpirun it measures that world.
-``--transport local`` runs the ranks as threads of one process instead (no MPI needed).
+allreduce: with ``--transport mpi`` (the default) and no MPI world around it, the command
+relaunches itself under ``mpirun -n NPROC``; started by a user's own mpirun it measures that
+world. ``--transport local`` runs the ranks as threads of one process instead (no MPI needed).
+train: see tinyflow/bench/train.py; scaling: see tinyflow/bench/scaling.py.
 """
 from __future__ import annotations
 
@@ -12,15 +16,17 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `bench` command and its `allreduce` sub-command."""
     parser = subparsers.add_parser(
-        "bench", help="benchmarks (allreduce: time, algbw, busbw per size and algorithm)",
-        description="Benchmarks of tinyflow's building blocks.",
+        "bench", help="benchmarks: allreduce (busbw per size), train (images/s per batch and workers), "
+        "scaling (predicted speedup)",
+        description="Benchmarks of tinyflow's building blocks and of whole training steps.",
     )
-    sub = parser.add_subparsers(dest="bench_command", metavar="{allreduce}")
+    sub = parser.add_subparsers(dest="bench_command", metavar="{allreduce,train,scaling}")
     sub.required = True
     ar = sub.add_parser(
         "allreduce", help="all-reduce bandwidth per size and algorithm, like nccl-tests",
@@ -29,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ar.add_argument("--nproc", type=int, default=4, help="number of workers (default: %(default)s)")
     ar.add_argument("--algorithms", default="ring,tree,naive,native",
-                    help="comma-separated subset of ring,tree,naive,native (default: %(default)s)")
+                    help="comma-separated subset of ring,tree,naive,native,auto; auto (ring, tree or native "
+                    "per size from a cost model fitted first) is compared with the best of the others at each "
+                    "size (default: %(default)s)")
     ar.add_argument("--sizes", default="4K:64M",
                     help="MIN:MAX (doubling), a comma list, or one size; K/M/G suffixes (default: %(default)s)")
     ar.add_argument("--iters", type=int, default=5, help="timed iterations per point (default: %(default)s)")
@@ -39,7 +47,196 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ar.add_argument("--out", default=None, help="folder for the table (.md), raw rows (.json) and plot (.png)")
     ar.add_argument("--plot", default=None, help="PNG path of the busbw plot (default: OUT/allreduce_npN_T.png)")
     ar.add_argument("--timeout", type=float, default=120.0, help="seconds before a silent rank is an error")
-    parser.set_defaults(func=run)
+    ar.set_defaults(func=run)
+    _register_train(sub)
+    _register_scaling(sub)
+
+
+def _csv(text: str, kind: type = str) -> list:
+    return [kind(x.strip()) for x in text.split(",") if x.strip()]
+
+
+def _model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="a model of the zoo: alexnet, alexnet-224, alexnet-2012, resnet20, resnet56, "
+                   "resnet18, fcn-r, lstm-lm")
+    p.add_argument("--device", default="cpu", help="cpu or cuda:N (default: %(default)s)")
+    p.add_argument("--config", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a field of the model's config (repeatable), e.g. --config hidden_size=512")
+    p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
+    p.add_argument("--steps", type=int, default=5, help="steps per timed run (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: %(default)s)")
+    p.add_argument("--runs", type=int, default=3, help="timed runs per process; the median is reported "
+                   "(default: %(default)s)")
+    p.add_argument("--bucket-mb", type=float, default=25.0, help="DataParallel bucket size (default: %(default)s)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per cell before it is marked "
+                   "'timeout' (default: %(default)s)")
+
+
+def _register_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train", help="training throughput per batch size and worker count (synthetic data in memory)",
+        description="Time training steps of MODEL on a fixed random batch (no data loader): warm-up, then "
+        "--runs timed runs of --steps steps in a fresh process per cell, median and spread. A table of "
+        "images/s (tokens/s for lstm-lm) per batch size (per worker) and worker count, with speedup and "
+        "scaling efficiency against one worker; a batch that does not fit is marked OOM, one that runs past "
+        "--timeout 'timeout', and the others go on. --compare torch adds the identical PyTorch model (own "
+        "process, same threads, alternating rounds) and the ratio.",
+    )
+    _model_options(p)
+    p.add_argument("--batch-sizes", default="16,32,64", help="comma list of batch sizes per worker "
+                   "(default: %(default)s)")
+    p.add_argument("--nproc", default="1", help="comma list of worker counts, e.g. 1,2,4 (default: %(default)s)")
+    p.add_argument("--precision", default="fp32", help="comma list of fp32, bf16, fp16 (autocast; default: "
+                   "%(default)s)")
+    p.add_argument("--compare", default="", help="torch: also time the PyTorch twin (one worker)")
+    p.add_argument("--rounds", type=int, default=1, help="alternating rounds of fresh processes per cell "
+                   "(default: %(default)s)")
+    p.add_argument("--breakdown", action="store_true", help="also forward and forward+backward ms per batch, "
+                   "and the all-reduce ms per step for several workers")
+    p.add_argument("--allreduce", default="auto", choices=("auto", "ring", "tree", "naive", "native"),
+                   help="gradient all-reduce of the multi-worker cells (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=None, help="threads per worker (default: cores // workers)")
+    p.add_argument("--json", default=None, metavar="PATH", help="write every cell as JSON ('-': stdout)")
+    p.add_argument("--plot", default=None, metavar="PNG", help="plot throughput against batch size")
+    p.add_argument("--out", default=None, metavar="DIR", help="write the table (.md), JSON and plot there")
+    p.set_defaults(func=run_train)
+
+
+def _register_scaling(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "scaling", help="predicted data-parallel speedup from step time, gradient size and link",
+        description="Profile MODEL on one worker (phase times, gradient buckets and when backward makes "
+        "them ready, FLOPs), price each bucket's all-reduce with the alpha-beta cost model of each "
+        "algorithm on --link, replay the bucket schedule (communication overlaps backward) and print the "
+        "predicted speedup and efficiency per worker count. --link measured fits alpha and beta to "
+        "`bench allreduce` runs on this host, whose workers share its cores; --validate 1,2,4 measures "
+        "those worker counts with `bench train` and prints how far off the prediction is.",
+    )
+    _model_options(p)
+    p.add_argument("--batch-size", type=int, default=64, help="batch per worker (default: %(default)s)")
+    p.add_argument("--workers", default="1,2,4,8,16,32,64,128", help="comma list (default: %(default)s)")
+    p.add_argument("--link", default="pcie3", choices=("pcie3", "nvlink", "ib", "measured"),
+                   help="link presets, or measured on this host (default: %(default)s)")
+    p.add_argument("--algorithms", default="ring,tree,naive", help="comma list of ring, tree, naive, native, "
+                   "auto (default: %(default)s)")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
+    p.add_argument("--tflops", type=float, default=None, help="price compute at this sustained TFLOPS instead "
+                   "of the time measured here (what a faster device would see)")
+    p.add_argument("--validate", default="", help="worker counts to measure under MPI here, e.g. 1,2,4")
+    p.add_argument("--allreduce-json", action="append", default=[], metavar="FILE",
+                   help="with --link measured: fit to these `bench allreduce --out` JSON files instead of "
+                   "measuring (repeatable)")
+    p.add_argument("--cores", type=int, default=None, help="cores the workers share with --link measured "
+                   "(default: this host's)")
+    p.add_argument("--json", default=None, metavar="PATH", help="write the prediction as JSON ('-': stdout)")
+    p.add_argument("--plot", default=None, metavar="PNG", help="plot predicted (and measured) speedup")
+    p.set_defaults(func=run_scaling)
+
+
+def _fail(command: str, message: str, code: int = 2) -> int:
+    print(f"tinyflow bench {command}: error: {message}", file=sys.stderr)
+    return code
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """`tinyflow bench train`: run every cell, print the tables, write JSON / plot."""
+    from tinyflow.bench import train as bt
+    from tinyflow.bench.workloads import parse_overrides, workload
+
+    try:
+        settings = bt.BenchSettings(
+            model=args.model, batch_sizes=_csv(args.batch_sizes, int), workers=_csv(args.nproc, int),
+            precisions=_csv(args.precision), device=args.device, steps=args.steps, warmup=args.warmup,
+            runs=args.runs, rounds=max(1, args.rounds), compare=_csv(args.compare), breakdown=args.breakdown,
+            allreduce=args.allreduce, bucket_mb=args.bucket_mb, threads=args.threads, timeout=args.timeout,
+            overrides=parse_overrides(args.config), image_size=args.image_size)
+        workload(settings.model, 1, settings.overrides, settings.image_size)  # an unknown model fails here
+    except ValueError as exc:
+        return _fail("train", str(exc))
+    bad = [p for p in settings.precisions if p not in ("fp32", "bf16", "fp16")]
+    bad += [c for c in settings.compare if c != "torch"]
+    if bad or not settings.batch_sizes or not settings.workers or min(settings.workers) < 1:
+        return _fail("train", f"bad --precision / --compare / --nproc / --batch-sizes value(s) {bad or ''}")
+    if max(settings.workers) > 1:
+        from tinyflow.parallel.launch import find_mpirun
+
+        if find_mpirun() is None:
+            return _fail("train", "--nproc > 1 needs mpirun: pip install 'tinyflow[mpi]'")
+    quiet = args.json == "-"
+    cells = bt.run_bench(settings, progress=None if quiet else (lambda line: print(line, file=sys.stderr, flush=True)))
+    tables = bt.format_tables(cells, settings)
+    meta = {"model": args.model, "date": time.strftime("%Y-%m-%d"), "host": _host()}
+    if not quiet:
+        print(tables, end="", flush=True)
+    stem = f"train_{args.model}_{args.device.replace(':', '')}"
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, stem + ".md"), "w") as f:
+            f.write(f"<!-- {meta['host']}; {meta['date']}; tinyflow bench train {' '.join(sys.argv[3:])} -->\n\n"
+                    + tables)
+    json_path = args.json or (os.path.join(args.out, stem + ".json") if args.out else None)
+    if json_path:
+        text = bt.to_json(cells, settings, **meta)
+        if json_path == "-":
+            print(text)
+        else:
+            with open(json_path, "w") as f:
+                f.write(text)
+    plot_path = args.plot or (os.path.join(args.out, stem + ".png") if args.out else None)
+    if plot_path:
+        bt.plot(cells, settings, plot_path)
+        print(f"wrote {plot_path}", file=sys.stderr)
+    return 0 if any(c.ok for c in cells) else 1
+
+
+def run_scaling(args: argparse.Namespace) -> int:
+    """`tinyflow bench scaling`: profile, predict, optionally validate; print the table."""
+    from tinyflow.bench import scaling as bs
+    from tinyflow.bench.workloads import parse_overrides, workload
+
+    try:
+        settings = bs.ScalingSettings(
+            model=args.model, batch=args.batch_size, workers=_csv(args.workers, int), link=args.link,
+            algorithms=_csv(args.algorithms), bucket_mb=args.bucket_mb, device=args.device,
+            precision=args.precision, tflops=args.tflops, validate=_csv(args.validate, int),
+            allreduce_json=args.allreduce_json, steps=args.steps, warmup=args.warmup, runs=args.runs,
+            timeout=args.timeout, overrides=parse_overrides(args.config), image_size=args.image_size)
+        if args.cores:
+            settings.cores = args.cores
+        workload(settings.model, settings.batch, settings.overrides, settings.image_size)
+        bad = [a for a in settings.algorithms if a not in ("ring", "tree", "naive", "native", "auto")]
+        if bad:
+            raise ValueError(f"unknown algorithm(s) {bad}: choose from ring, tree, naive, native, auto")
+        if not settings.workers or min(settings.workers) < 1:
+            raise ValueError("--workers needs worker counts >= 1")
+        result = bs.run_scaling(settings, log=lambda line: print(line, file=sys.stderr, flush=True))
+    except (ValueError, RuntimeError) as exc:
+        return _fail("scaling", str(exc), 1 if isinstance(exc, RuntimeError) else 2)
+    print(bs.format_result(result, settings), end="")
+    if args.json:
+        text = bs.to_json(result, settings)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text)
+    if args.plot:
+        bs.plot_result(result, settings, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _host() -> str:
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores"
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
@@ -110,6 +307,13 @@ def _report(rows: list, nproc: int, transport: str, args: argparse.Namespace) ->
     table = format_table(rows, nproc, transport)
     print(table, flush=True)
     names = {r.algorithm for r in rows}
+    if "auto" in names and len(names - {"auto", "naive"}) > 0:
+        from tinyflow.parallel.benchmark import auto_report
+
+        text, ok = auto_report(rows)
+        print("auto against the best of " + ", ".join(sorted(names - {"auto", "naive"})) + " at each size:")
+        print(text)
+        print(f"auto within 5% of the best at every size: {'yes' if ok else 'NO'}", flush=True)
     for other in ("native", "naive", "tree"):
         if "ring" in names and other in names:
             best = ratios(rows, "ring", other)
