@@ -1,4 +1,4 @@
-"""The ``tinyflow`` command: ``tinyflow train | eval | data | sample | bench | launch``.
+"""The ``tinyflow`` command: ``tinyflow train | eval | data | sample | bench | sweep | launch``.
 
 Each subcommand lives in ``tinyflow/commands/<name>.py`` with ``register(subparsers)`` (which
 adds its parser and sets ``func``) and ``run(args) -> int``.
@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("train", "eval", "data", "sample", "bench", "launch")
+COMMANDS = ("train", "eval", "data", "sample", "bench", "sweep", "launch")
 
 
 def build_parser() -> argparse.ArgumentParser:
