@@ -21,6 +21,7 @@ measure=...)`` takes a fake timer (tests), ``set_model`` installs a table direct
 """
 from __future__ import annotations
 
+import bisect
 import statistics
 import time
 import weakref
@@ -58,13 +59,14 @@ class AutoModel:
     candidates: tuple[str, ...]
     sizes: list[int] = field(default_factory=list)
     times: dict[str, list[float]] = field(default_factory=dict)
+    _choices: dict[int, str] = field(default_factory=dict, repr=False, compare=False)  # nbytes -> choice
 
     def band(self, algorithm: str, nbytes: float) -> tuple[float, float]:
         """(alpha, beta) of ``algorithm`` in the size band around ``nbytes``."""
         sizes, times = self.sizes, self.times[algorithm]
         if len(sizes) == 1:
             return times[0], 0.0
-        i = int(np.searchsorted(sizes, nbytes, side="right")) - 1
+        i = bisect.bisect_right(sizes, nbytes) - 1
         i = min(max(i, 0), len(sizes) - 2)
         beta = (times[i + 1] - times[i]) / (sizes[i + 1] - sizes[i])
         if nbytes > sizes[-1]:
@@ -81,8 +83,15 @@ class AutoModel:
         return alpha + beta * nbytes
 
     def choose(self, nbytes: float) -> str:
-        """The candidate with the smallest predicted time (the first listed on a tie)."""
-        return min(self.candidates, key=lambda a: self.predict(a, nbytes))
+        """The candidate with the smallest predicted time (the first listed on a tie).
+
+        Remembered per size: a training step asks about the same few bucket sizes every time,
+        and the choice must cost next to nothing beside a small all-reduce."""
+        choice = self._choices.get(nbytes)
+        if choice is None:
+            choice = min(self.candidates, key=lambda a: self.predict(a, nbytes))
+            self._choices[nbytes] = choice
+        return choice
 
     def covers(self, nbytes: float) -> bool:
         """True when the ladder reaches ``nbytes`` (or its top, beyond which it extrapolates)."""
@@ -149,6 +158,7 @@ def calibrate(
         model.times.setdefault(algorithm, [])
     merged = sorted(zip(model.sizes + new, *(model.times[a] + measured[a] for a in model.candidates)))
     model.sizes = [row[0] for row in merged]
+    model._choices.clear()
     for j, algorithm in enumerate(model.candidates, start=1):
         model.times[algorithm] = [row[j] for row in merged]
     return model
