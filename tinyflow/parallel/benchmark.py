@@ -3,8 +3,8 @@
 algbw = bytes / time (what the application sees); busbw = algbw * 2(N-1)/N, the traffic each
 link carries in an optimal all-reduce, so busbw is comparable across world sizes and against
 the hardware's link speed (nccl-tests' convention). After ``warmup`` untimed calls, each of
-``iters`` rounds times every algorithm in turn (interleaved, so a load change on a shared host
-hits all of them alike), each as a block of back-to-back calls lasting about 2 ms (at least
+``iters`` rounds times every algorithm in turn (interleaved, starting one algorithm later each
+round, so that a load change on a shared host hits all of them alike), each as a block of back-to-back calls lasting about 2 ms (at least
 one call) after a barrier; a row's time is the median over rounds of the slowest rank's time
 per call.
 
@@ -19,7 +19,7 @@ import re
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -75,6 +75,7 @@ class Row:
     bytes_sent: int  # payload bytes the busiest rank sent per all-reduce (0 for native)
     correct: bool
     chosen: str = ""  # for auto: the algorithm its cost model picked at this size
+    rounds_us: list[float] = field(default_factory=list)  # the slowest rank's time per call, each round
 
 
 def run_allreduce_bench(
@@ -120,8 +121,9 @@ def run_allreduce_bench(
         slowest_warm = max(max(w) for w in all_gather_object(warm, comm))
         inner = int(min(MAX_INNER, max(1, BLOCK_SECONDS / max(slowest_warm, 1e-9))))
         times: dict[str, list[float]] = {a: [] for a in algorithms}
-        for _ in range(iters):
-            for algorithm in algorithms:  # interleaved, so load changes hit every algorithm alike
+        for i in range(iters):
+            k = i % len(algorithms)  # interleaved, in an order rotating each round, so that load
+            for algorithm in [*algorithms[k:], *algorithms[:k]]:  # changes hit every algorithm alike
                 comm.barrier()
                 start = time.perf_counter()
                 for _ in range(inner):
@@ -137,7 +139,7 @@ def run_allreduce_bench(
                 algbw=algbw, busbw=busbw(algbw, n),
                 bytes_sent=max(r[1][algorithm][0] for r in stats),
                 correct=all(r[1][algorithm][1] for r in stats),
-                chosen=_chosen(comm, algorithm, nbytes),
+                chosen=_chosen(comm, algorithm, nbytes), rounds_us=[t * 1e6 for t in per_round],
             ))
     return rows
 
@@ -156,8 +158,11 @@ def _chosen(comm: Communicator, algorithm: str, nbytes: int) -> str:
 
 
 def auto_report(rows: Sequence[Row], tolerance: float = 0.05) -> tuple[str, bool]:
-    """Per size: auto's time against the best other algorithm's; True when every size is within
-    ``tolerance`` (auto's time <= (1 + tolerance) x the best)."""
+    """Per size: auto's time against the best other algorithm's (the lowest median); True when
+    every size is within ``tolerance`` (auto's time <= (1 + tolerance) x the best).
+
+    With per-round times the ratio is paired: the median over rounds of auto's time over the
+    best one's in the same round, so that load changes between rounds cancel out."""
     by_size: dict[int, dict[str, Row]] = {}
     for r in rows:
         by_size.setdefault(r.size, {})[r.algorithm] = r
@@ -169,6 +174,8 @@ def auto_report(rows: Sequence[Row], tolerance: float = 0.05) -> tuple[str, bool
             continue
         best = min(others.values(), key=lambda r: r.time_us)
         ratio = auto.time_us / best.time_us
+        if auto.rounds_us and len(auto.rounds_us) == len(best.rounds_us):
+            ratio = statistics.median(a / b for a, b in zip(auto.rounds_us, best.rounds_us))
         within = ratio <= 1 + tolerance
         ok &= within
         lines.append(f"{human(size):>6}: auto -> {auto.chosen or '?':6s} {auto.time_us:10.1f} us; best {best.algorithm:6s} "
