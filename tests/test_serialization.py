@@ -333,3 +333,258 @@ def test_loading_bf16_without_ml_dtypes_names_it(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import ml_dtypes raises ImportError
     with pytest.raises(TypeError, match="ml_dtypes"):
         tf.load(tmp_path / "c")
+
+
+# --------------------------------------------------------------------------- damaged files
+
+
+def _small_checkpoint(path) -> dict:
+    obj = {"model": {"w": tf.tensor(np.arange(12, dtype=np.float32).reshape(3, 4)), "b": np.ones(3)},
+           "step": 3, "lr": 0.1, "t": (1, [2, None])}
+    tf.save(obj, path)
+    return obj
+
+
+def _one_line_naming(exc: BaseException, path) -> str:
+    message = str(exc)
+    assert repr(str(path)) in message and "\n" not in message, message
+    return message
+
+
+def test_every_flipped_byte_is_caught_or_harmless(tmp_path) -> None:
+    """A flipped byte anywhere in a checkpoint gives a CheckpointError naming the file (never a
+    BadZipFile, KeyError, OSError... and never a silently different value): the zip CRCs cover the
+    data and the manifest; flips in fields that nothing reads load the same objects."""
+    obj = _small_checkpoint(tmp_path / "good.ckpt")
+    data = (tmp_path / "good.ckpt").read_bytes()
+    bad = tmp_path / "flipped.ckpt"
+    caught = 0
+    for i in range(len(data)):
+        flipped = bytearray(data)
+        flipped[i] ^= 0x10
+        bad.write_bytes(bytes(flipped))
+        try:
+            back = tf.load(bad)
+        except serialization.CheckpointError as exc:
+            _one_line_naming(exc, bad)
+            caught += 1
+        else:
+            assert_same(back, obj)
+    assert caught > len(data) * 0.7
+
+
+def test_a_flipped_data_byte_says_damaged_and_names_the_array(tmp_path) -> None:
+    _small_checkpoint(tmp_path / "c.ckpt")
+    data = bytearray((tmp_path / "c.ckpt").read_bytes())
+    w = np.arange(12, dtype=np.float32).tobytes()
+    data[data.index(w) + 5] ^= 0x01  # one bit of model/w
+    (tmp_path / "c.ckpt").write_bytes(bytes(data))
+    with pytest.raises(serialization.CheckpointError) as info:
+        tf.load(tmp_path / "c.ckpt")
+    message = _one_line_naming(info.value, tmp_path / "c.ckpt")
+    assert "(array 'model/w') is damaged" in message and "BadZipFile: Bad CRC-32" in message
+    assert "load another checkpoint" in message
+
+
+def test_a_truncated_checkpoint_says_truncated(tmp_path) -> None:
+    _small_checkpoint(tmp_path / "full.ckpt")
+    data = (tmp_path / "full.ckpt").read_bytes()
+    cut = tmp_path / "cut.ckpt"
+    for n in [4, 40, 47, 100, len(data) // 2, len(data) - 30, len(data) - 1]:
+        cut.write_bytes(data[:n])
+        with pytest.raises(serialization.CheckpointError, match="is truncated") as info:
+            tf.load(cut)
+        message = _one_line_naming(info.value, cut)
+        assert f"({n} bytes" in message and "not a tinyflow checkpoint" not in message
+        if n >= 47:  # long enough to show the manifest's name, which tf.save writes first
+            assert "begins as a tinyflow checkpoint" in message
+    with pytest.raises(serialization.CheckpointError, match="the given file object is truncated"):
+        tf.load(io.BytesIO(data[:200]))
+    cut.write_bytes(b"")
+    with pytest.raises(serialization.CheckpointError, match=r"is empty \(0 bytes\)"):
+        tf.load(cut)
+
+
+def _write_manifest(path, manifest, arrays=()) -> None:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(serialization.MANIFEST_NAME, json.dumps(manifest))
+        for name in arrays:
+            with zf.open(name + ".npy", "w") as f:
+                np.lib.format.write_array(f, np.ones(2))
+
+
+@pytest.mark.parametrize(
+    "root, error",
+    [
+        ({"type": "dict"}, "KeyError: 'items'"),
+        ({"type": "dict", "items": [[1]]}, "ValueError: not enough values to unpack"),
+        ({"type": "list", "items": 5}, "TypeError"),
+        ({"type": "array"}, "KeyError: 'name'"),
+        ({"type": "float", "value": "lots"}, "ValueError: could not convert"),
+        ({"type": "dict", "items": [[["a"], 1]]}, "TypeError: unhashable"),
+    ],
+)
+def test_a_malformed_manifest_is_a_checkpoint_error(tmp_path, root, error) -> None:
+    path = tmp_path / "odd.ckpt"
+    _write_manifest(path, {"format": "tinyflow-checkpoint", "version": 1, "root": root}, arrays=["x"])
+    with pytest.raises(serialization.CheckpointError, match="has a malformed manifest") as info:
+        tf.load(path)
+    assert error in _one_line_naming(info.value, path)
+
+
+def test_a_manifest_without_root_or_with_unknown_entries(tmp_path) -> None:
+    path = tmp_path / "odd.ckpt"
+    _write_manifest(path, {"format": "tinyflow-checkpoint", "version": 1})
+    with pytest.raises(serialization.CheckpointError, match="malformed manifest.*no 'root'"):
+        tf.load(path)
+    _write_manifest(path, {"format": "tinyflow-checkpoint", "version": 1, "root": {"type": "set"}})
+    with pytest.raises(serialization.CheckpointError, match="unknown manifest entry of type 'set'"):
+        tf.load(path)
+    _write_manifest(path, {"format": "tinyflow-checkpoint", "version": 1, "root": {"type": "array", "name": "y"}})
+    with pytest.raises(serialization.CheckpointError, match="names array 'y', which is missing"):
+        tf.load(path)
+
+
+# --------------------------------------------------------------------------- failed writes
+
+
+@pytest.mark.parametrize("where", ["write", "fsync"])
+def test_a_full_disk_is_one_clear_error_and_keeps_the_last_checkpoint(tmp_path, monkeypatch, where) -> None:
+    import errno
+
+    path = tmp_path / "last.ckpt"
+    old = {"w": tf.tensor(np.ones(4, np.float32)), "epoch": 1}
+    tf.save(old, path)
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if where == "write":
+
+        def write_then_fill_up(fp, array, *args, **kwargs):
+            fp.write(b"\x00" * 100)  # some of it made it to the disk
+            no_space()
+
+        monkeypatch.setattr(np.lib.format, "write_array", write_then_fill_up)
+    else:
+        monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(serialization.CheckpointWriteError) as info:
+        tf.save({"w": tf.tensor(np.zeros(4, np.float32)), "epoch": 2}, path)
+    monkeypatch.undo()
+    err = info.value
+    assert isinstance(err, OSError) and err.errno == errno.ENOSPC  # existing `except OSError` still works
+    message = _one_line_naming(err, path)
+    assert message.startswith("tf.save: no space left in") and repr(str(tmp_path)) in message
+    assert f"the previous {str(path)!r} is unchanged" in message and "Free some space" in message
+    assert_same(tf.load(path), old)
+    assert os.listdir(tmp_path) == ["last.ckpt"]  # the temporary is gone too
+
+
+def test_a_directory_that_refuses_new_files_is_one_clear_error(tmp_path, monkeypatch) -> None:
+    import errno
+
+    real_open = os.open
+
+    def read_only(path, flags, *args):
+        if flags & os.O_CREAT:
+            raise OSError(errno.EROFS, "Read-only file system", path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(serialization.CheckpointWriteError) as info:
+        tf.save({"v": 1}, tmp_path / "last.ckpt")
+    monkeypatch.undo()
+    message = _one_line_naming(info.value, tmp_path / "last.ckpt")
+    assert f"cannot create files in {str(tmp_path)!r} (Read-only file system)" in message
+    assert "was not written" in message and "Save to a writable directory" in message
+    assert info.value.errno == errno.EROFS
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(FileNotFoundError, match="is not a directory"):
+        tf.save({"v": 1}, tmp_path / "a_file" / "x.ckpt")
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root writes to read-only folders")
+def test_a_read_only_directory_keeps_the_last_checkpoint(tmp_path) -> None:
+    path = tmp_path / "ro" / "last.ckpt"
+    path.parent.mkdir()
+    tf.save({"epoch": 1}, path)
+    path.parent.chmod(0o555)
+    try:
+        with pytest.raises(serialization.CheckpointWriteError, match="cannot create files in") as info:
+            tf.save({"epoch": 2}, path)
+        assert f"the previous {str(path)!r} is unchanged" in str(info.value)
+    finally:
+        path.parent.chmod(0o755)
+    assert tf.load(path) == {"epoch": 1}
+
+
+# --------------------------------------------------------------------------- stale temporaries
+
+
+def _save_until_killed(path: str) -> None:
+    """In a child process: start tf.save(path) and hang in the middle, as if killed there."""
+    import time
+
+    def hang(fp, array, *args, **kwargs):
+        fp.write(b"partial")
+        fp.flush()
+        time.sleep(600)
+
+    np.lib.format.write_array = hang
+    tf.save({"w": np.ones(3)}, path)
+
+
+def _start_writer(path):
+    import multiprocessing
+    import time
+
+    proc = multiprocessing.get_context("fork").Process(target=_save_until_killed, args=(str(path),), daemon=True)
+    proc.start()
+    deadline = time.monotonic() + 20
+    while not [n for n in os.listdir(path.parent) if f".{proc.pid}." in n]:
+        assert time.monotonic() < deadline, "the writer made no temporary"
+        time.sleep(0.02)
+    (name,) = [n for n in os.listdir(path.parent) if f".{proc.pid}." in n]
+    return proc, path.parent / name
+
+
+def test_clean_stale_temporaries_removes_only_dead_writers_own_temporaries(tmp_path) -> None:
+    import signal
+    import time
+
+    path = tmp_path / "last.ckpt"
+    tf.save({"epoch": 1}, path)
+    killed, killed_tmp = _start_writer(path)
+    os.kill(killed.pid, signal.SIGKILL)  # a kill during save
+    killed.join()
+    live, live_tmp = _start_writer(path)  # another run, saving right now
+    assert killed_tmp.name.startswith(".last.ckpt.") and killed_tmp.name.endswith(".tmp")
+
+    own = tmp_path / f".last.ckpt.{serialization._host_tag()}.{os.getpid()}.{'a' * 12}.tmp"  # this process's
+    other_host = tmp_path / f".last.ckpt.elsewhere.{killed.pid}.{'b' * 12}.tmp"  # pid means nothing here
+    untagged = tmp_path / f".best.ckpt.{'c' * 12}.tmp"  # from a tinyflow before pid tags
+    old_untagged = tmp_path / f".last.ckpt.{'d' * 12}.tmp"
+    others = [tmp_path / n for n in ("notes.tmp", ".hidden.tmp", "last.ckpt.tmp", ".last.ckpt.xyz.tmp", "metrics.jsonl")]
+    for p in [own, other_host, untagged, old_untagged, *others]:
+        p.write_bytes(b"x")
+    (tmp_path / f".dir.{'e' * 12}.tmp").mkdir()
+    two_hours_ago = time.time() - 7200
+    os.utime(old_untagged, (two_hours_ago, two_hours_ago))
+    os.utime(others[0], (two_hours_ago, two_hours_ago))
+
+    try:
+        removed = serialization.clean_stale_temporaries(tmp_path)
+        assert sorted(removed) == sorted([str(killed_tmp), str(old_untagged)])
+        assert live_tmp.exists() and own.exists() and other_host.exists() and untagged.exists()
+        assert all(p.exists() for p in others) and (tmp_path / f".dir.{'e' * 12}.tmp").is_dir()
+        assert tf.load(path) == {"epoch": 1}
+        # Once untouched for max_age, the temporaries of other hosts and untagged ones go too.
+        os.utime(other_host, (two_hours_ago, two_hours_ago))
+        os.utime(untagged, (two_hours_ago, two_hours_ago))
+        assert sorted(serialization.clean_stale_temporaries(tmp_path)) == sorted([str(other_host), str(untagged)])
+        assert live_tmp.exists() and own.exists()
+    finally:
+        os.kill(live.pid, signal.SIGKILL)
+        live.join()
+    assert serialization.clean_stale_temporaries(tmp_path) == [str(live_tmp)]  # its writer is gone now
+    assert serialization.clean_stale_temporaries(tmp_path / "missing") == []

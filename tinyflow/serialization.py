@@ -8,6 +8,13 @@ a file cannot run code.
 
 Writes are atomic: the file is written to a temporary file in the same directory, flushed and
 fsync'ed, then renamed over ``path`` with ``os.replace``; a crash mid-write leaves the old file.
+A write that fails (full disk, read-only directory) raises CheckpointWriteError, an OSError that
+says so in one line, and leaves the old file too. A process killed mid-write leaves its hidden
+temporary ``.<name>.<host>.<pid>.<random>.tmp`` behind: ``clean_stale_temporaries(directory)``
+removes those whose writer is gone.
+
+A file that cannot be read back (truncated, a flipped byte, a malformed manifest) is a
+CheckpointError naming the file and what is wrong with it.
 
 The ``.npy`` format has no bfloat16 (it would come back as anonymous 2-byte ``V2`` records): a
 bfloat16 array is stored as its raw ``uint16`` bits with ``"dtype": "bfloat16"`` in its manifest
@@ -17,12 +24,20 @@ predates this refuses them instead of loading integers; all others stay version 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
 import re
 import secrets
+import socket
+import stat
+import struct
+import time
 import zipfile
+import zlib
+from collections.abc import Iterator
 from typing import IO, Any, Union
 
 import numpy as np
@@ -31,7 +46,7 @@ from tinyflow.device import CPU, Device, device_of, move
 from tinyflow.dtypes import bfloat16, is_bfloat16
 from tinyflow.tensor import Tensor
 
-__all__ = ["save", "load", "CheckpointError", "MANIFEST_NAME"]
+__all__ = ["save", "load", "clean_stale_temporaries", "CheckpointError", "CheckpointWriteError", "MANIFEST_NAME"]
 
 MANIFEST_NAME = "__tinyflow__.json"
 FORMAT_NAME = "tinyflow-checkpoint"
@@ -46,6 +61,14 @@ _SAFE = re.compile(r"[^A-Za-z0-9._+-]")
 
 class CheckpointError(ValueError):
     """A file that is not a (readable) tinyflow checkpoint."""
+
+
+class CheckpointWriteError(OSError):
+    """tf.save could not write the file (full disk, read-only directory, ...); whatever was at the
+    path before is left as it was. ``errno`` is that of the failure; ``str()`` is one line."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 # --------------------------------------------------------------------------- save
@@ -147,24 +170,107 @@ def save(obj: Any, path: Union[PathLike, IO[bytes]]) -> None:
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise FileNotFoundError(f"tf.save: directory {directory!r} does not exist (saving {path!r})")
+        what = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise FileNotFoundError(f"tf.save: directory {directory!r} {what} (saving {path!r})")
     # A fresh name in the same directory (so os.replace is an atomic rename on one filesystem);
     # mode 0o666 lets the umask decide the permissions, as for any new file.
-    tmp_path = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    tmp_path = os.path.join(directory, _temporary_name(os.path.basename(path)))
+    try:
+        fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    except OSError as exc:
+        raise _write_error(exc, path, directory, creating=True) from exc
     try:
         with os.fdopen(fd, "wb") as f:
             _write_npz(f, manifest, writer.arrays)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp_path, path)
-    except BaseException:
-        try:
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
             os.unlink(tmp_path)
-        except FileNotFoundError:
-            pass
+        if isinstance(exc, OSError):
+            raise _write_error(exc, path, directory) from exc
         raise
     _fsync_directory(directory)
+
+
+def _write_error(exc: OSError, path: str, directory: str, creating: bool = False) -> CheckpointWriteError:
+    """One line: what failed, that the previous file is unchanged, and what to do."""
+    reason = exc.strerror or str(exc)
+    kept = f"the previous {path!r} is unchanged" if os.path.exists(path) else f"{path!r} was not written"
+    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        message = (f"tf.save: no space left in {directory!r} ({reason}) while writing {path!r}; {kept}. "
+                   "Free some space or save to another directory")
+    elif creating and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        message = (f"tf.save: cannot create files in {directory!r} ({reason}); {kept}. "
+                   "Save to a writable directory")
+    else:
+        message = f"tf.save: could not write {path!r} ({type(exc).__name__}: {reason}); {kept}"
+    return CheckpointWriteError(exc.errno, message)
+
+
+# The temporary files of save(): hidden, next to their target, and tagged with the host and the
+# process that writes them, so that clean_stale_temporaries can tell a dead writer's from a live one's.
+_TEMPORARY = re.compile(r"^\..+\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>[0-9]+)\.[0-9a-f]{12}\.tmp$")
+_UNTAGGED_TEMPORARY = re.compile(r"^\..+\.[0-9a-f]{12}\.tmp$")  # written by tinyflow before the tags
+
+
+def _host_tag() -> str:
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:32] or "host"
+
+
+def _temporary_name(basename: str) -> str:
+    return f".{basename[:100]}.{_host_tag()}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+
+
+def _process_running(pid: int) -> bool:
+    """Whether process ``pid`` of this host still runs (True when that cannot be told)."""
+    if pid == os.getpid() or os.name == "nt":  # on Windows os.kill(pid, 0) would end the process
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OverflowError, ValueError):
+        return False  # no such pid can exist
+    except OSError:  # PermissionError: it runs, as another user
+        return True
+    return True
+
+
+def clean_stale_temporaries(directory: PathLike, max_age: float = 3600.0) -> list[str]:
+    """Remove the temporaries that tf.save left in ``directory`` when its process was killed.
+
+    A temporary is stale when the process named in it (on this host) no longer runs, or when it
+    has not been written to for ``max_age`` seconds (a writer on another host, a reused pid, or a
+    temporary from a tinyflow that did not tag them). The temporaries of this process and of live
+    writers are kept, and nothing else in the directory is touched. Returns the paths removed.
+    """
+    directory = os.fspath(directory)
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    host, now, removed = _host_tag(), time.time(), []
+    for name in names:
+        tagged = _TEMPORARY.match(name)
+        if tagged is None and not _UNTAGGED_TEMPORARY.match(name):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if tagged is not None and int(tagged["pid"]) == os.getpid() and tagged["host"] == host:
+            continue  # ours: a save in progress in another thread
+        writer_gone = tagged is not None and tagged["host"] == host and not _process_running(int(tagged["pid"]))
+        if writer_gone or now - st.st_mtime > max_age:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                removed.append(path)
+    return removed
 
 
 def _fsync_directory(directory: str) -> None:
@@ -182,6 +288,41 @@ def _fsync_directory(directory: str) -> None:
 
 
 # --------------------------------------------------------------------------- load
+# What opening a damaged zip or reading a damaged member raises: a bad CRC or header (BadZipFile),
+# a size that runs past the end (EOFError, struct.error, ValueError from read_array), an offset
+# before the start (OSError EINVAL from seek), a flipped compression method or flag
+# (NotImplementedError, RuntimeError "encrypted"), bad compressed data (zlib.error).
+_DAMAGE = (zipfile.BadZipFile, EOFError, struct.error, ValueError, OverflowError, NotImplementedError,
+           RuntimeError, zlib.error, UnicodeDecodeError)
+
+
+@contextlib.contextmanager
+def _read_errors_as_damage(source: str) -> Iterator[None]:
+    """Around the reads of the zip file only, so that other errors keep their own type."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except _DAMAGE as exc:
+        raise _damaged(source, exc) from exc
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # a real I/O error (EIO, EACCES) is not damage
+            raise
+        raise _damaged(source, exc) from exc
+
+
+# What walking a manifest of the wrong shape raises (a missing key, a list where a dict belongs, a
+# pair that is not a pair, a float that is not a number, ...).
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError)
+
+
+def _damaged(source: str, exc: BaseException) -> CheckpointError:
+    return CheckpointError(
+        f"tf.load: {source} is damaged and cannot be read ({type(exc).__name__}: {exc}); load another "
+        "checkpoint (an earlier copy, or best.ckpt beside last.ckpt)"
+    )
+
+
 class _Reader:
     def __init__(self, zf: zipfile.ZipFile, source: str, map_location: Device | None) -> None:
         self.zf = zf
@@ -195,7 +336,7 @@ class _Reader:
             raise CheckpointError(
                 f"tf.load: {self.source} is damaged: its manifest names array {node['name']!r}, which is missing"
             )
-        with self.zf.open(member) as f:
+        with _read_errors_as_damage(f"{self.source} (array {node['name']!r})"), self.zf.open(member) as f:
             arr = np.lib.format.read_array(f, allow_pickle=False)
         if node.get("dtype") == "bfloat16":
             if arr.dtype != np.uint16:
@@ -236,39 +377,103 @@ def load(path: Union[PathLike, IO[bytes]], map_location: DeviceLike = None) -> A
     """Read a checkpoint written by ``tf.save``.
 
     ``map_location=None`` puts every Tensor back on the device it was saved from; a device
-    (``"cpu"``, ``"cuda:0"``) puts all of them there.
+    (``"cpu"``, ``"cuda:0"``) puts all of them there. A file that is not a tinyflow checkpoint,
+    or one that is damaged (truncated, a changed byte, a malformed manifest), is a CheckpointError
+    that names the file and says what is wrong with it.
     """
     device = Device(map_location) if map_location is not None else None
     source = repr(os.fspath(path)) if not hasattr(path, "read") else "the given file object"
     if not hasattr(path, "read") and not os.path.exists(path):  # type: ignore[arg-type]
         raise FileNotFoundError(f"tf.load: no such file {source}")
     if not zipfile.is_zipfile(path):  # type: ignore[arg-type]
-        raise CheckpointError(
-            f"tf.load: {source} is not a tinyflow checkpoint (not an .npz/zip file); "
-            "tf.load reads files written by tf.save"
-        )
-    with zipfile.ZipFile(path) as zf:  # type: ignore[arg-type]
-        if MANIFEST_NAME not in zf.namelist():
-            if any(name.endswith("data.pkl") for name in zf.namelist()):
-                raise CheckpointError(
-                    f"tf.load: {source} looks like a PyTorch checkpoint (torch.save), not a tinyflow "
-                    "one; read it with torch.load and pass {name: tensor.numpy()} to "
-                    "Module.load_state_dict"
-                )
-            raise CheckpointError(
-                f"tf.load: {source} is a zip/.npz file but not a tinyflow checkpoint (it has no "
-                f"{MANIFEST_NAME}); open plain .npz files with numpy.load"
-            )
+        raise CheckpointError(_not_a_zip(path, source))
+    with _read_errors_as_damage(source):
+        zf = zipfile.ZipFile(path)  # type: ignore[arg-type]
+    with zf:
+        manifest = _read_manifest(zf, source, _begins_as_checkpoint(path))
+        if manifest["version"] >= 2:
+            bfloat16()  # bfloat16 arrays ahead: a TypeError naming ml_dtypes when it is missing
         try:
-            manifest = json.loads(zf.read(MANIFEST_NAME).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise CheckpointError(f"tf.load: {source} has an unreadable manifest: {e}") from e
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-            raise CheckpointError(f"tf.load: {source} is not a tinyflow checkpoint (unknown manifest format)")
-        version = manifest.get("version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+            return _Reader(zf, source, device).value(manifest["root"])
+        except CheckpointError:
+            raise
+        except _MALFORMED as exc:
             raise CheckpointError(
-                f"tf.load: {source} is checkpoint format version {version}; this tinyflow reads "
-                f"versions up to {FORMAT_VERSION} (upgrade tinyflow)"
+                f"tf.load: {source} has a malformed manifest ({MANIFEST_NAME}: {type(exc).__name__}: {exc}); the "
+                "file is damaged or was not written by tf.save: load another checkpoint"
+            ) from exc
+
+
+def _read_manifest(zf: zipfile.ZipFile, source: str, begins_as_checkpoint: bool) -> dict[str, Any]:
+    """The parsed, checked ``__tinyflow__.json`` of an open checkpoint."""
+    names = zf.namelist()
+    if MANIFEST_NAME not in names:
+        if begins_as_checkpoint:  # the manifest is there, its entry in the zip directory is not
+            raise _damaged(source, zipfile.BadZipFile(f"the zip directory has no entry {MANIFEST_NAME}"))
+        if any(name.endswith("data.pkl") for name in names):
+            raise CheckpointError(
+                f"tf.load: {source} looks like a PyTorch checkpoint (torch.save), not a tinyflow "
+                "one; read it with torch.load and pass {name: tensor.numpy()} to "
+                "Module.load_state_dict"
             )
-        return _Reader(zf, source, device).value(manifest["root"])
+        raise CheckpointError(
+            f"tf.load: {source} is a zip/.npz file but not a tinyflow checkpoint (it has no "
+            f"{MANIFEST_NAME}); open plain .npz files with numpy.load"
+        )
+    with _read_errors_as_damage(source):
+        raw = zf.read(MANIFEST_NAME)
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise CheckpointError(f"tf.load: {source} has an unreadable manifest ({MANIFEST_NAME}): {e}") from e
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise CheckpointError(f"tf.load: {source} is not a tinyflow checkpoint (unknown manifest format)")
+    version = manifest.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"tf.load: {source} is checkpoint format version {version}; this tinyflow reads "
+            f"versions up to {FORMAT_VERSION} (upgrade tinyflow)"
+        )
+    if "root" not in manifest:
+        raise CheckpointError(f"tf.load: {source} has a malformed manifest ({MANIFEST_NAME} has no 'root'); "
+                              "the file is damaged or was not written by tf.save: load another checkpoint")
+    return manifest
+
+
+_ZIP_LOCAL_HEADER = b"PK\x03\x04"
+
+
+def _begins_as_checkpoint(path: Union[PathLike, IO[bytes]]) -> bool:
+    """Whether the file starts as tf.save writes it: the zip entry of the manifest comes first
+    (its name follows the 30-byte local header of the first member)."""
+    head, _ = _head(path, 30 + len(MANIFEST_NAME))
+    return head.startswith(_ZIP_LOCAL_HEADER) and head[30:] == MANIFEST_NAME.encode()
+
+
+def _not_a_zip(path: Union[PathLike, IO[bytes]], source: str) -> str:
+    """Why a file that zipfile cannot open is not a checkpoint: empty, truncated, or something else."""
+    head, size = _head(path, len(_ZIP_LOCAL_HEADER))
+    if size == 0:
+        return f"tf.load: {source} is empty (0 bytes), not a checkpoint; load another checkpoint"
+    if head.startswith(_ZIP_LOCAL_HEADER):
+        what = "a tinyflow checkpoint" if _begins_as_checkpoint(path) else "a zip/.npz file"
+        return (f"tf.load: {source} is truncated: it begins as {what} but its end-of-archive record is missing "
+                f"({size} bytes; a copy or download cut short?); copy it again or load another checkpoint")
+    return (f"tf.load: {source} is not a tinyflow checkpoint (not an .npz/zip file); "
+            "tf.load reads files written by tf.save")
+
+
+def _head(path: Union[PathLike, IO[bytes]], n: int) -> tuple[bytes, int]:
+    """The first ``n`` bytes of a path or a seekable binary file object, and its size."""
+    if hasattr(path, "read"):
+        f = path  # type: ignore[assignment]
+        where = f.tell()  # type: ignore[union-attr]
+        try:
+            f.seek(0, os.SEEK_END)  # type: ignore[union-attr]
+            size = f.tell()  # type: ignore[union-attr]
+            f.seek(0)  # type: ignore[union-attr]
+            return f.read(n), size  # type: ignore[union-attr,return-value]
+        finally:
+            f.seek(where)  # type: ignore[union-attr]
+    with open(path, "rb") as f:
+        return f.read(n), os.fstat(f.fileno()).st_size

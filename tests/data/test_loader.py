@@ -121,7 +121,7 @@ def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
 
     from tinyflow.data import DataLoaderWorkerError
 
-    with pytest.raises(DataLoaderWorkerError, match="worker process died"):
+    with pytest.raises(DataLoaderWorkerError, match=r"worker process died \(pid \d+, exit status 1\)"):
         list(DataLoader(Dies(16), batch_size=2, num_workers=2, as_tensors=False))
 
 
@@ -159,3 +159,54 @@ def test_default_seed_follows_tinyflow_manual_seed() -> None:
     tf.manual_seed(11)
     b = _epoch(DataLoader(ds, batch_size=5, shuffle=True, as_tensors=False), 0)
     assert _same(a, b)
+
+
+class Logged(NoisyDataset):
+    """Appends each index it loads to a file, so the test knows what the workers have done."""
+
+    def __init__(self, n: int, log: Path):
+        super().__init__(n)
+        self.log = str(log)
+
+    def __getitem__(self, i: int):
+        with open(self.log, "a") as f:
+            f.write(f"{i}\n")
+        return super().__getitem__(i)
+
+
+def _wait_for(condition, timeout: float = 20.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_worker_killed_between_batches_is_the_loaders_error(tmp_path: Path) -> None:
+    """SIGKILL a pool worker while every prefetched batch is already done: the next batch comes
+    from a finished future and only the submit() of a new one sees the broken pool. That must
+    still be the loader's own message, not a bare BrokenProcessPool."""
+    import multiprocessing
+    import os
+    import signal
+    import time
+
+    from tinyflow.data import DataLoaderWorkerError
+
+    log = tmp_path / "loaded.txt"
+    before = {p.pid for p in multiprocessing.active_children()}
+    loader = DataLoader(Logged(40, log), batch_size=2, num_workers=2, prefetch_factor=2, as_tensors=False)
+    it = iter(loader)
+    next(it)
+    # 1 batch delivered + 4 in flight (2 workers x prefetch 2): wait until all 5 were loaded.
+    _wait_for(lambda: log.exists() and len(log.read_text().split()) >= 10)
+    time.sleep(0.3)  # and their results have reached the main process
+    workers = [p for p in multiprocessing.active_children() if p.pid not in before]
+    assert len(workers) == 2
+    os.kill(workers[0].pid, signal.SIGKILL)
+    _wait_for(lambda: not any(p.is_alive() for p in workers))  # the pool noticed and ended the other one
+    with pytest.raises(DataLoaderWorkerError, match=r"worker process died \(pid \d+, killed by SIGKILL\)") as info:
+        for _ in it:
+            pass
+    assert "--workers 0" in str(info.value) and "\n" not in str(info.value)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -53,3 +54,47 @@ def test_pack_refuses_a_non_empty_destination_and_reading_a_non_packed_folder(ma
     assert (tmp_path / "dst" / "keep.txt").read_text() == "mine"
     with pytest.raises(FileNotFoundError, match="tinyflow data pack"):
         PackedDataset(src)
+
+
+def _packed(make_folder, tmp_path: Path) -> Path:
+    src = make_folder(tmp_path / "src", {"x": 3, "y": 3}, size=(12, 12))
+    pack_folder(src, tmp_path / "p", size=8)
+    return tmp_path / "p"
+
+
+def _truncate(path: Path, keep: int) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+@pytest.mark.parametrize(
+    "damage, file, what",
+    [
+        (lambda p: _truncate(p / "images.npy", 300), "images.npy", "truncated"),  # mmap length > file size
+        (lambda p: _truncate(p / "labels.npy", 140), "labels.npy", "truncated"),  # read past the end
+        (lambda p: _truncate(p / "labels.npy", 60), "labels.npy", "truncated"),  # EOF inside the header
+        (lambda p: _truncate(p / "labels.npy", 0), "labels.npy", "empty"),  # EOFError
+        (lambda p: (p / "images.npy").write_bytes(b"garbage" * 40), "images.npy", "not a .npy array file"),
+        (lambda p: (p / "meta.json").write_text('{"classes": ["x", "y"], "size": 8, "cou'), "meta.json",
+         "not valid JSON"),
+        (lambda p: (p / "meta.json").write_text('{"size": 8}'), "meta.json", "'classes' entry is missing"),
+        (lambda p: (p / "meta.json").write_text('{"classes": ["x", "y"], "size": 16}'), "images.npy",
+         r"shape \(N, 16, 16, 3\)"),
+        (lambda p: (p / "meta.json").write_text('{"classes": ["x"], "size": 8}'), "labels.npy",
+         "labels run from 0 to 1 but meta.json lists 1 classes"),
+        (lambda p: np.save(p / "labels.npy", np.zeros(4, np.int64)), "p", "6 images but 4 labels"),
+    ],
+)
+def test_a_damaged_packed_set_names_the_file_and_says_pack_again(make_folder, tmp_path: Path, damage, file,
+                                                                  what) -> None:
+    from tinyflow.data import PackedDataError
+
+    root = _packed(make_folder, tmp_path)
+    assert len(PackedDataset(root)) == 6
+    damage(root)
+    with pytest.raises(PackedDataError) as info:
+        PackedDataset(root)
+    message = str(info.value)
+    assert repr(str(root / file) if file != "p" else str(root)) in message, message
+    assert "tinyflow data pack" in message and "\n" not in message
+    assert re.search(what, message), message
+    assert isinstance(info.value, ValueError)  # the CLI's one-line handlers catch ValueError

@@ -91,3 +91,36 @@ def test_default_corpus_is_python_stdlib_text():
     text = default_corpus_text(max_chars=50_000)
     assert len(text) == 50_000
     assert "def " in text and "return" in text
+
+
+def test_read_text_file_reads_utf8_and_drops_a_bom(tmp_path):
+    from tinyflow.data.text import read_text_file
+
+    path = tmp_path / "t.txt"
+    path.write_bytes("\ufeffhéllo wörld\n".encode())
+    assert read_text_file(path) == "héllo wörld\n"
+
+
+@pytest.mark.parametrize(
+    "data, what",
+    [
+        (bytes(range(256)) * 4, r"not a text file \(a NUL byte at offset 0"),  # binary data
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", r"not a text file \(a NUL byte at offset 8"),
+        (b"some text\n" * 3 + "caf\xe9\n".encode("latin-1"), r"not UTF-8 text \(byte 0xe9 at offset 33, line 4\)"),
+        ("text".encode("utf-16"), "is UTF-16 text; convert it to UTF-8"),
+        (b"", "is empty"),
+        (b" \n\t\n", "is empty"),
+    ],
+)
+def test_read_text_file_refuses_what_is_not_text_naming_the_file(tmp_path, data, what):
+    from tinyflow.data.text import NotTextError, read_text_file
+
+    path = tmp_path / "corpus.bin"
+    path.write_bytes(data)
+    with pytest.raises(NotTextError, match=what) as info:
+        read_text_file(path, what="--text")
+    message = str(info.value)
+    assert message.startswith(f"--text {str(path)!r}") and "\n" not in message
+    assert isinstance(info.value, ValueError)  # the CLI's one-line handlers catch ValueError
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        read_text_file(tmp_path / "missing.txt", what="--text")

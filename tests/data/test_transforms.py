@@ -95,3 +95,12 @@ def test_to_tensor_matches_torch_layout() -> None:
     ours = T.ToTensor()(img)
     theirs = torch.from_numpy(img).permute(2, 0, 1).float().div(255).numpy()
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def test_to_tensor_scales_16_bit_images_to_unit_range() -> None:
+    """torchvision leaves 16-bit images at 0..65535; here they come out in [0, 1] like 8-bit ones."""
+    wide = np.array([[0, 257, 32896, 65535]], dtype=np.uint16)
+    np.testing.assert_allclose(T.ToTensor()(wide)[0], wide / 65535.0, atol=1e-7)  # a (H, W) uint16 array
+    np.testing.assert_allclose(T.ToTensor()(Image.fromarray(wide))[0], wide / 65535.0, atol=1e-7)  # mode I;16
+    np.testing.assert_allclose(T.ToTensor()(Image.fromarray(wide).convert("I"))[0], wide / 65535.0, atol=1e-7)
+    assert T.ToTensor()(np.array([[7]], np.int32))[0, 0, 0] == 7.0  # other dtypes keep their values

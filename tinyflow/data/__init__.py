@@ -1,16 +1,16 @@
 """Data: datasets, the prefetching DataLoader, ImageFolder, transforms, packed and synthetic data."""
 from tinyflow.data import synthetic, transforms
 from tinyflow.data.dataset import Dataset, SkippedSample, Subset, TensorDataset, random_split
-from tinyflow.data.folder import EmptyDatasetError, ImageFolder, find_classes, load_image
+from tinyflow.data.folder import EmptyClassWarning, EmptyDatasetError, ImageFolder, find_classes, load_image
 from tinyflow.data.loader import DataLoader, DataLoaderWorkerError, SkippedSampleWarning, default_collate
-from tinyflow.data.packed import PackedDataset, is_packed, pack_folder
+from tinyflow.data.packed import PackedDataError, PackedDataset, is_packed, pack_folder
 from tinyflow.data.sampler import RandomSampler, Sampler, SequentialSampler
 
 __all__ = [
     "synthetic", "transforms", "Dataset", "SkippedSample", "Subset", "TensorDataset", "random_split",
-    "EmptyDatasetError", "ImageFolder", "find_classes", "load_image",
+    "EmptyClassWarning", "EmptyDatasetError", "ImageFolder", "find_classes", "load_image",
     "DataLoader", "DataLoaderWorkerError", "SkippedSampleWarning", "default_collate",
-    "PackedDataset", "is_packed", "pack_folder", "RandomSampler", "Sampler", "SequentialSampler",
+    "PackedDataError", "PackedDataset", "is_packed", "pack_folder", "RandomSampler", "Sampler", "SequentialSampler",
 ]
 # Other modules of data/ (text.py, distributed.py) add their export lines below.
 from tinyflow.data.distributed import DistributedSampler  # noqa: E402

@@ -13,9 +13,11 @@ Workers. With ``num_workers > 0`` a pool of processes decodes and collates whole
 from __future__ import annotations
 
 import collections
+import contextlib
 import multiprocessing
 import numbers
 import signal
+import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -109,6 +111,40 @@ def _worker_load(indices: Sequence[int], seed: int, epoch: int, refill: bool) ->
             f"DataLoader worker failed on a batch with indices {list(indices)[:8]}...: "
             f"{type(exc).__name__}: {exc}\n--- worker traceback ---\n{traceback.format_exc()}"
         ) from None
+
+
+@contextlib.contextmanager
+def _worker_deaths(epoch: int, workers: dict[int, Any]) -> Iterator[None]:
+    """Turn BrokenProcessPool (a worker process died) into the loader's own error, naming how."""
+    try:
+        yield
+    except BrokenProcessPool:
+        raise DataLoaderWorkerError(
+            f"a DataLoader worker process died{_how_workers_died(workers)} while loading epoch {epoch + 1} "
+            "(killed by the system, e.g. out of memory, or crashed in native code); rerun with --workers 0 "
+            "to load in this process and see the error"
+        ) from None
+
+
+def _how_workers_died(workers: dict[int, Any]) -> str:
+    """' (pid 123, killed by SIGKILL)' for the first worker that ended other than by the pool's
+    own SIGTERM (which the pool sends to the survivors once one has died), else ''."""
+    deadline = time.monotonic() + 2.0
+    for proc in workers.values():  # the dead one may not be reaped yet; the pool ends the others
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for pid, proc in workers.items():
+        code = proc.exitcode
+        if code is None or code == 0 or code == -signal.SIGTERM:
+            continue
+        if code < 0:
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"killed by signal {-code}"
+        else:
+            how = f"exit status {code}"
+        return f" (pid {pid}, {how})"
+    return ""
 
 
 def _default_seed() -> int:
@@ -224,9 +260,11 @@ class DataLoader:
     def _iter_workers(self, batches: list[list[int]], epoch: int) -> Iterator[Any]:
         ctx = multiprocessing.get_context(self.multiprocessing_context)
         # A process pool that notices a worker dying (OOM killer, a crash in a decoder): its
-        # futures then raise BrokenProcessPool instead of waiting forever for a lost batch.
+        # futures then raise BrokenProcessPool instead of waiting forever for a lost batch, and
+        # so does every later submit(); both go through _worker_deaths.
         pool = ProcessPoolExecutor(self.num_workers, mp_context=ctx, initializer=_worker_init,
                                    initargs=(self.dataset, self.collate_fn))
+        workers: dict[int, Any] = {}  # pid -> Process, every worker this pool started
         try:
             pending: collections.deque = collections.deque()
             todo = iter(batches)
@@ -236,24 +274,19 @@ class DataLoader:
                 indices = next(todo, None)
                 if indices is not None:
                     pending.append(pool.submit(_worker_load, indices, self.seed, epoch, self.refill_skipped))
+                    workers.update(getattr(pool, "_processes", None) or {})
 
-            for _ in range(limit):
-                submit()
+            with _worker_deaths(epoch, workers):
+                for _ in range(limit):
+                    submit()
             while pending:
-                try:
+                with _worker_deaths(epoch, workers):
                     batch, skipped = pending.popleft().result()
-                except BrokenProcessPool:
-                    raise DataLoaderWorkerError(
-                        f"a DataLoader worker process died while loading epoch {epoch + 1} (killed by the "
-                        "system, e.g. out of memory, or crashed in native code); rerun with --workers 0 "
-                        "to load in this process and see the error"
-                    ) from None
-                submit()
+                    submit()
                 yield from self._deliver(batch, skipped)
         finally:
-            workers = list((getattr(pool, "_processes", None) or {}).values())
             pool.shutdown(wait=False, cancel_futures=True)
-            for proc in workers:  # don't wait for batches prefetched for nobody
+            for proc in workers.values():  # don't wait for batches prefetched for nobody
                 proc.terminate()
 
     def _deliver(self, batch: Any, skipped: list[tuple[str, str]]) -> Iterator[Any]:

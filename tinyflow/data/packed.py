@@ -24,7 +24,7 @@ from tinyflow.data.dataset import Dataset, SkippedSample
 from tinyflow.data.folder import ImageFolder, load_image
 from tinyflow.data.transforms import CenterCrop, Resize
 
-__all__ = ["pack_folder", "PackedDataset", "is_packed"]
+__all__ = ["pack_folder", "PackedDataset", "PackedDataError", "is_packed"]
 
 META = "meta.json"
 
@@ -109,6 +109,49 @@ def pack_folder(src: str | os.PathLike, dst: str | os.PathLike, size: int, worke
     return meta
 
 
+class PackedDataError(ValueError):
+    """A packed data set whose files are damaged (truncated, overwritten, or from another pack)."""
+
+
+def _damaged(path: Path, what: str) -> PackedDataError:
+    kind = "" if path.is_dir() else "file "
+    return PackedDataError(f"damaged packed data set {kind}{str(path)!r}: {what}; pack the image folder again "
+                           "with `tinyflow data pack SRC DST --size S`")
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    """meta.json, checked for the keys PackedDataset reads."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _damaged(path, f"it is not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise _damaged(path, f"it holds a JSON {type(meta).__name__}, not an object")
+    classes, size = meta.get("classes"), meta.get("size")
+    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+        raise _damaged(path, "its 'classes' entry is missing or not a list of class names")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise _damaged(path, f"its 'size' entry is {size!r}, not a positive image side")
+    return meta
+
+
+def _read_array(path: Path, mmap_mode: str | None = None) -> np.ndarray:
+    """np.load, with a truncated or overwritten .npy file turned into an error that names it."""
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic != b"\x93NUMPY":
+        what = "it is empty" if not magic else "it is not a .npy array file (no .npy header)"
+        raise _damaged(path, what)
+    try:
+        return np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except (ValueError, EOFError, SyntaxError) as exc:
+        message = str(exc)
+        truncated = isinstance(exc, EOFError) or any(
+            s in message for s in ("EOF", "mmap length is greater", "Failed to read all data"))
+        what = "it is truncated" if truncated else "it is not a readable .npy array"
+        raise _damaged(path, f"{what} ({type(exc).__name__}: {message})") from None
+
+
 class PackedDataset(Dataset[tuple]):
     """Samples (image (S, S, 3) uint8 array, label) read from a packed folder, memory-mapped."""
 
@@ -121,16 +164,26 @@ class PackedDataset(Dataset[tuple]):
                 "create one with `tinyflow data pack SRC DST --size S`"
             )
         self.root = str(root)
-        meta = json.loads((root / META).read_text())
+        meta = _read_meta(root / META)
         self.classes: list[str] = meta["classes"]
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         self.size: int = meta["size"]
-        self.images = np.load(root / "images.npy", mmap_mode="r")  # (N, S, S, 3) uint8
-        self.labels = np.load(root / "labels.npy")
-        self.targets = self.labels.tolist()
+        self.images = _read_array(root / "images.npy", mmap_mode="r")  # (N, S, S, 3) uint8
+        self.labels = _read_array(root / "labels.npy")  # (N,) int64
+        if self.images.ndim != 4 or self.images.shape[1:] != (self.size, self.size, 3) or self.images.dtype != np.uint8:
+            raise _damaged(root / "images.npy", f"it holds {self.images.dtype} of shape {self.images.shape}, not "
+                           f"uint8 images of shape (N, {self.size}, {self.size}, 3) as {META} says")
+        if self.labels.ndim != 1 or self.labels.dtype.kind not in "iu":
+            raise _damaged(root / "labels.npy", f"it holds {self.labels.dtype} of shape {self.labels.shape}, "
+                           "not one integer label per image")
         if len(self.images) != len(self.labels):
-            raise ValueError(f"packed data set {self.root!r} is inconsistent: "
-                             f"{len(self.images)} images but {len(self.labels)} labels; pack it again")
+            raise _damaged(root, f"{len(self.images)} images but {len(self.labels)} labels")
+        if isinstance(meta.get("count"), int) and meta["count"] != len(self.labels):
+            raise _damaged(root, f"{META} says {meta['count']} images but the arrays hold {len(self.labels)}")
+        if len(self.labels) and not (0 <= self.labels.min() and self.labels.max() < len(self.classes)):
+            raise _damaged(root / "labels.npy", f"labels run from {self.labels.min()} to {self.labels.max()} "
+                           f"but {META} lists {len(self.classes)} classes")
+        self.targets = self.labels.tolist()
         self.transform = transform
         self.target_transform = target_transform
 

@@ -8,8 +8,10 @@ through at most T steps while the state still remembers the whole stream.
 """
 from __future__ import annotations
 
+import codecs
 import collections
 import importlib
+import os
 import sysconfig
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -28,6 +30,8 @@ __all__ = [
     "TruncatedBPTT",
     "detach_state",
     "default_corpus_text",
+    "read_text_file",
+    "NotTextError",
 ]
 
 UNK = "<unk>"
@@ -225,6 +229,40 @@ class TruncatedBPTT:
             x = tensor(self.streams[start:stop], dtype=np.int64, device=self.device)  # (T, B)
             y = tensor(self.streams[start + 1 : stop + 1], dtype=np.int64, device=self.device)  # (T, B)
             yield x, y
+
+
+class NotTextError(ValueError):
+    """A file given as training text that is binary, or not UTF-8, or empty."""
+
+
+def read_text_file(path: str | os.PathLike, what: str = "text file") -> str:
+    """The contents of a UTF-8 text file (a UTF-8 byte-order mark is dropped).
+
+    Refuses, naming the file and where the problem is, a file that is binary (it holds NUL
+    bytes), one in another encoding (UTF-16, or bytes that are not UTF-8, e.g. Latin-1), and one
+    without any text: training on the decoded garbage would give a model of nothing useful.
+    ``what`` names the file in messages (e.g. ``"--text"``).
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{what} {path!r} does not exist or is not a file")
+    data = Path(path).read_bytes()
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise NotTextError(f"{what} {path!r} is UTF-16 text; convert it to UTF-8 "
+                           f"(e.g. iconv -f UTF-16 -t UTF-8 {path} > out.txt)")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise NotTextError(f"{what} {path!r} is not a text file (a NUL byte at offset {nul}: binary data?); "
+                           "give a UTF-8 text file")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise NotTextError(f"{what} {path!r} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}, "
+                           f"line {line}); convert it to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8 {path} > out.txt)") from None
+    if not text.strip():
+        raise NotTextError(f"{what} {path!r} is empty: a language model needs some text")
+    return text
 
 
 # Python standard library modules whose source (or, failing that, docstrings) form the default

@@ -38,6 +38,9 @@ _INTERPOLATION = {
     "lanczos": Image.LANCZOS,
 }
 
+# PIL modes of 16-bit grayscale: PNG/TIFF open as I;16 (or I;16B), 16-bit PGM as I (0..65535).
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+
 _local = threading.local()
 @contextlib.contextmanager
 def sample_rng(rng: np.random.Generator) -> Iterator[np.random.Generator]:
@@ -320,20 +323,29 @@ class RandomHorizontalFlip(_RandomTransform):
 
 
 class ToTensor:
-    """(H, W, C) uint8 image -> (C, H, W) float32 array scaled to [0, 1]."""
+    """(H, W, C) image -> (C, H, W) float32 array; uint8 scaled to [0, 1].
+
+    16-bit images (uint16 arrays, PIL modes ``I;16`` and ``I``) are scaled to [0, 1] too, by
+    1 / 65535 (torchvision leaves them at 0..65535); other dtypes keep their values.
+    """
 
     def __call__(self, img: ImageLike) -> np.ndarray:
         _check_image(img, "ToTensor")
+        sixteen_bit = isinstance(img, Image.Image) and img.mode in SIXTEEN_BIT_MODES
         arr = np.asarray(img)
+        sixteen_bit = sixteen_bit or (arr.dtype.kind == "u" and arr.dtype.itemsize == 2)
         if arr.ndim == 2:
             arr = arr[:, :, None]  # (H, W) -> (H, W, 1)
         out = np.ascontiguousarray(arr.transpose(2, 0, 1), dtype=np.float32)  # (C, H, W)
         if arr.dtype == np.uint8:
             out *= 1.0 / 255.0
+        elif sixteen_bit:
+            out *= 1.0 / 65535.0
         return out
 
     def __repr__(self) -> str:
         return "ToTensor()"
+
 
 
 class Normalize:
