@@ -577,13 +577,13 @@ class Tensor:
         return _ops().Sqrt.apply(self)
 
     def tanh(self) -> Tensor:
-        return _ops().Tanh.apply(self)
+        return _ops().TanhFunction.apply(self)
 
     def sigmoid(self) -> Tensor:
-        return _ops().Sigmoid.apply(self)
+        return _ops().SigmoidFunction.apply(self)
 
     def relu(self) -> Tensor:
-        return _ops().ReLU.apply(self)
+        return _ops().ReLUFunction.apply(self)
 
     def abs(self) -> Tensor:
         return _ops().Abs.apply(self)
@@ -600,10 +600,10 @@ class Tensor:
         return _ops().Minimum.apply(self, self._wrap(other))
 
     def softmax(self, dim: int = -1) -> Tensor:
-        return _ops().Softmax.apply(self, dim)
+        return _ops().SoftmaxFunction.apply(self, dim)
 
     def log_softmax(self, dim: int = -1) -> Tensor:
-        return _ops().LogSoftmax.apply(self, dim)
+        return _ops().LogSoftmaxFunction.apply(self, dim)
 
     def logsumexp(self, dim: int = -1, keepdim: bool = False) -> Tensor:
         return _ops().LogSumExp.apply(self, dim, keepdim)

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinyflow.kernels.conv import col2im, conv_output_size, im2col
+from tinyflow.kernels.conv import col2im, im2col
+from tinyflow.kernels.shapes import conv_output_size
 
 
 def naive_im2col(x, k, s, p, d):
@@ -288,3 +290,34 @@ def test_winograd_input_tiles_are_the_padded_image():
         for tw in range(3):
             np.testing.assert_allclose(d[:, :, th, tw].transpose(3, 2, 0, 1),
                                        xpad[:, :, 2 * th:2 * th + 4, 2 * tw:2 * tw + 4], atol=1e-12)
+
+
+@pytest.mark.parametrize("k, p", [((3, 3), (1, 1)), ((5, 3), (2, 0)), ((6, 5), (1, 2))])
+def test_winograd_conv2d_kernels_match_im2col_and_rebuild_what_they_did_not_keep(k, p):
+    """The named Winograd kernels against im2col + GEMM: forward with and without V kept, and
+    backward from forward's V and U or from x and w (as after a first backward with retain_graph)."""
+    from tinyflow.kernels.winograd import winograd_conv2d_backward, winograd_conv2d_forward
+
+    rng = np.random.default_rng(sum(k) + sum(p))
+    n, c, o, h, w = 3, 4, 5, 7, 6
+    x = rng.standard_normal((n, c, h, w))
+    wt = rng.standard_normal((o, c, *k))
+    b = rng.standard_normal(o)
+    oh, ow = conv_output_size(h, k[0], 1, p[0]), conv_output_size(w, k[1], 1, p[1])
+    col = im2col(x, k, (1, 1), p)  # (C*kh*kw, N*OH*OW)
+    want = (wt.reshape(o, -1) @ col).reshape(o, n, oh, ow).transpose(1, 0, 2, 3) + b.reshape(1, -1, 1, 1)
+    gy = rng.standard_normal(want.shape)
+    gy2 = gy.transpose(1, 0, 2, 3).reshape(o, -1)
+    want_gw = (gy2 @ col.T).reshape(wt.shape)
+    want_gx = col2im(wt.reshape(o, -1).T @ gy2, x.shape, k, (1, 1), p)
+    y, v, u = winograd_conv2d_forward(x, wt, b, p, keep_v=False)
+    assert v is None
+    np.testing.assert_allclose(y, want, rtol=1e-10, atol=1e-10)
+    y, v, u = winograd_conv2d_forward(x, wt, b, p)
+    np.testing.assert_allclose(y, want, rtol=1e-10, atol=1e-10)
+    for saved in ((v, u), (None, None)):
+        gx, gw, gb = winograd_conv2d_backward(gy, x, wt, *saved, x.shape, k, p)
+        np.testing.assert_allclose(gx, want_gx, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(gw, want_gw, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(gb, gy.sum(axis=(0, 2, 3)), rtol=1e-10, atol=1e-10)
+    assert winograd_conv2d_backward(gy, None, wt, None, None, x.shape, k, p, (True, False, False))[1:] == (None, None)

@@ -10,8 +10,8 @@ from tinyflow.kernels.pool import (
     avgpool2d_forward,
     maxpool2d_backward,
     maxpool2d_forward,
-    pool_output_shape,
 )
+from tinyflow.kernels.shapes import pool_output_shape
 
 
 def _windows(h, w, k, s, p, d, ceil_mode):

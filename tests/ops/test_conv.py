@@ -202,15 +202,22 @@ def test_conv2d_threaded_path_matches_inline(monkeypatch):
 
 
 # ----------------------------------------------------------------- the Winograd F(2x2, 3x3) path
+def _use_winograd(x_shape, w_shape, stride=(1, 1), dilation=(1, 1), groups=1, dtype=np.float32):
+    """Whether the CPU kernels run a convolution of these shapes as Winograd F(2x2, 3x3)."""
+    from tinyflow.kernels import winograd
+
+    return winograd.use_winograd(np.empty(x_shape, dtype), np.empty(w_shape, dtype), stride, dilation, groups)
+
+
 class _winograd_everywhere:
     """Lower the Winograd thresholds so that small test shapes take that path (restored after)."""
 
     def __enter__(self):
-        from tinyflow.ops import conv as conv_ops
+        from tinyflow.kernels import winograd
 
-        self.mod, self.saved = conv_ops, (conv_ops.WINOGRAD_MIN_CHANNELS, conv_ops.WINOGRAD_MIN_BATCH)
-        conv_ops.WINOGRAD_MIN_CHANNELS, conv_ops.WINOGRAD_MIN_BATCH = 1, 1
-        return conv_ops
+        self.mod, self.saved = winograd, (winograd.WINOGRAD_MIN_CHANNELS, winograd.WINOGRAD_MIN_BATCH)
+        winograd.WINOGRAD_MIN_CHANNELS, winograd.WINOGRAD_MIN_BATCH = 1, 1
+        return winograd
 
     def __exit__(self, *exc):
         self.mod.WINOGRAD_MIN_CHANNELS, self.mod.WINOGRAD_MIN_BATCH = self.saved
@@ -240,9 +247,8 @@ def test_conv2d_winograd_path_gradcheck(c):
     def fn(x, w, b=None):
         return F.conv2d(x, w, b, padding=c["p"])
 
-    with _winograd_everywhere() as conv_ops:
-        geom = (c["k"], (1, 1), c["p"], (1, 1))
-        assert conv_ops._use_winograd(np, x.shape, w.shape, geom, 1)
+    with _winograd_everywhere():
+        assert _use_winograd(x.shape, w.shape, dtype=np.float64)
         gradcheck(fn, inputs)
 
 
@@ -250,13 +256,11 @@ def test_conv2d_winograd_path_gradcheck(c):
 def test_conv2d_winograd_path_matches_pytorch_at_alexnet_like_shapes(k, p, size):
     """Default thresholds (16 channels, batch 8): the path AlexNet's conv2-5 take, vs PyTorch."""
     torch = pytest.importorskip("torch")
-    from tinyflow.ops import conv as conv_ops
-
     rng = np.random.default_rng(k * 100 + size)
     x = rng.standard_normal((8, 16, size, size)).astype(np.float32)
     w = (rng.standard_normal((24, 16, k, k)) / np.sqrt(16 * k * k)).astype(np.float32)
     b = rng.standard_normal(24).astype(np.float32)
-    assert conv_ops._use_winograd(np, x.shape, w.shape, ((k, k), (1, 1), (p, p), (1, 1)), 1)
+    assert _use_winograd(x.shape, w.shape)
     tx, tw, tb = (tf.tensor(a, requires_grad=True) for a in (x, w, b))
     y = F.conv2d(tx, tw, tb, padding=p)
     g = rng.standard_normal(y.shape).astype(np.float32)
@@ -273,8 +277,7 @@ def test_conv2d_winograd_path_matches_pytorch_at_alexnet_like_shapes(k, p, size)
 
 def test_conv2d_winograd_path_equals_im2col_path_and_threads_change_nothing(monkeypatch):
     """Both algorithms agree to float rounding; the channel-split transforms match inline ones."""
-    from tinyflow.kernels import _cpu
-    from tinyflow.ops import conv as conv_ops
+    from tinyflow.kernels import _cpu, winograd
 
     rng = np.random.default_rng(3)
     x = rng.standard_normal((9, 16, 9, 8)).astype(np.float32)
@@ -287,16 +290,16 @@ def test_conv2d_winograd_path_equals_im2col_path_and_threads_change_nothing(monk
         (y * y).sum().backward()
         return [y.numpy(), tx.grad.numpy(), tw.grad.numpy(), tb.grad.numpy()]
 
-    assert conv_ops._use_winograd(np, x.shape, w.shape, ((5, 3), (1, 1), (2, 1), (1, 1)), 1)
+    assert _use_winograd(x.shape, w.shape)
     monkeypatch.setenv("TINYFLOW_NUM_THREADS", "1")
     inline = run()
     with tf.no_grad():  # inference keeps nothing for backward
         np.testing.assert_array_equal(F.conv2d(tf.tensor(x), tf.tensor(w), tf.tensor(b), padding=(2, 1)).numpy(),
                                       inline[0])
-    monkeypatch.setattr(conv_ops, "WINOGRAD_MIN_CHANNELS", 0)  # off: im2col + GEMM
+    monkeypatch.setattr(winograd, "WINOGRAD_MIN_CHANNELS", 0)  # off: im2col + GEMM
     for a, b_ in zip(run(), inline):
         np.testing.assert_allclose(a, b_, rtol=1e-4, atol=1e-3 * np.abs(b_).max())
-    monkeypatch.setattr(conv_ops, "WINOGRAD_MIN_CHANNELS", 16)
+    monkeypatch.setattr(winograd, "WINOGRAD_MIN_CHANNELS", 16)
     monkeypatch.setattr(_cpu, "MIN_CHUNK", 1)
     monkeypatch.setenv("TINYFLOW_NUM_THREADS", "3")
     for a, b_ in zip(run(), inline):
@@ -304,19 +307,34 @@ def test_conv2d_winograd_path_equals_im2col_path_and_threads_change_nothing(monk
 
 
 def test_conv2d_winograd_path_only_where_it_pays():
-    from tinyflow.ops import conv as conv_ops
+    use = _use_winograd
+    assert use((64, 192, 7, 7), (384, 192, 3, 3))
+    assert not use((64, 192, 7, 7), (384, 96, 3, 3), groups=2)  # grouped
+    assert not use((64, 3, 64, 64), (64, 3, 3, 3))  # too few channels
+    assert not use((1, 192, 7, 7), (384, 192, 3, 3))  # batch too small
+    assert not use((64, 192, 7, 7), (384, 192, 3, 3), stride=(2, 2))
+    assert not use((64, 192, 7, 7), (384, 192, 3, 3), dilation=(2, 2))
+    assert not use((64, 64, 35, 35), (64, 64, 11, 11))
+    assert not use((64, 192, 7, 7), (384, 192, 3, 3), dtype=np.float16)  # half: keep exact GEMMs
+    assert use((64, 192, 7, 7), (384, 192, 3, 3), dtype=np.float64)
 
-    use = conv_ops._use_winograd
-    g3 = ((3, 3), (1, 1), (1, 1), (1, 1))
-    assert use(np, (64, 192, 7, 7), (384, 192, 3, 3), g3, 1)
-    assert not use(np, (64, 192, 7, 7), (384, 96, 3, 3), g3, 2)  # grouped
-    assert not use(np, (64, 3, 64, 64), (64, 3, 3, 3), g3, 1)  # too few channels
-    assert not use(np, (1, 192, 7, 7), (384, 192, 3, 3), g3, 1)  # batch too small
-    assert not use(np, (64, 192, 7, 7), (384, 192, 3, 3), ((3, 3), (2, 2), (1, 1), (1, 1)), 1)
-    assert not use(np, (64, 192, 7, 7), (384, 192, 3, 3), ((3, 3), (1, 1), (1, 1), (2, 2)), 1)
-    assert not use(np, (64, 64, 35, 35), (64, 64, 11, 11), ((11, 11), (1, 1), (2, 2), (1, 1)), 1)
-    assert not use(np, (64, 192, 7, 7), (384, 192, 3, 3), g3, 1, np.float16)  # half: keep exact GEMMs
-    assert use(np, (64, 192, 7, 7), (384, 192, 3, 3), g3, 1, np.float64)
+
+def test_conv2d_takes_the_winograd_path_through_the_kernel_module(monkeypatch):
+    """The op asks its device's kernels (ctx.kernels) whether and how to run Winograd."""
+    import tinyflow.kernels as kernels
+
+    calls = []
+    real = kernels.winograd_conv2d_forward
+
+    def spy(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "winograd_conv2d_forward", spy)
+    x = tf.randn(8, 16, 7, 7, requires_grad=True)
+    F.conv2d(x, tf.randn(16, 16, 3, 3), padding=1).sum().backward()
+    F.conv2d(x, tf.randn(16, 16, 3, 3), stride=2)  # strided: im2col + GEMM
+    assert calls == [(8, 16, 7, 7)]
 
 
 def test_conv2d_winograd_path_backward_twice_with_retain_graph():

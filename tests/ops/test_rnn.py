@@ -19,7 +19,7 @@ from tinyflow.kernels.rnn import (
     lstm_cell_backward,
     lstm_cell_forward,
 )
-from tinyflow.ops.embedding import embedding
+from tinyflow.nn.functional import embedding
 from tinyflow.ops.rnn import GRULayer, LSTMLayer, gru_cell, gru_layer, lstm_cell, lstm_layer
 from tinyflow.testing import gradcheck, numerical_grad
 

@@ -22,30 +22,13 @@ the CPU the work is split by channel over a few threads (``tinyflow.kernels._cpu
 """
 from __future__ import annotations
 
-import math
-
 from tinyflow.device import array_module
 from tinyflow.kernels._cpu import parallel_for, workspace
+from tinyflow.kernels.shapes import conv_output_size
 
-__all__ = ["im2col", "col2im"]  # conv_output_size is a shape helper, not a kernel
+__all__ = ["im2col", "col2im"]
 
 Pair = tuple[int, int]
-
-
-def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int = 1,
-                     ceil_mode: bool = False) -> int:
-    """Output length along one axis, with PyTorch's rule (also for pooling's ceil_mode).
-
-    With ``ceil_mode`` the last window may hang over the right padding, but it must start inside
-    the input or the left padding (PyTorch drops a window that would start in the right padding).
-    """
-    span = size + 2 * padding - dilation * (kernel - 1) - 1
-    if span < 0:
-        return 0
-    out = (math.ceil(span / stride) if ceil_mode else span // stride) + 1
-    if ceil_mode and (out - 1) * stride >= size + padding:
-        out -= 1
-    return out
 
 
 def _window_slice(start: int, count: int, step: int) -> slice:

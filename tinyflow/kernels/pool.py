@@ -17,9 +17,10 @@ import numpy as np
 
 from tinyflow.device import array_module
 from tinyflow.kernels._cpu import parallel_for
-from tinyflow.kernels.conv import _window_slice, conv_output_size
+from tinyflow.kernels.conv import _window_slice
+from tinyflow.kernels.shapes import pool_output_shape
 
-__all__ = [  # pool_output_shape is a shape helper, not a kernel
+__all__ = [
     "maxpool2d_forward",
     "maxpool2d_backward",
     "avgpool2d_forward",
@@ -27,13 +28,6 @@ __all__ = [  # pool_output_shape is a shape helper, not a kernel
 ]
 
 Pair = tuple[int, int]
-
-
-def pool_output_shape(h: int, w: int, kernel_size: Pair, stride: Pair, padding: Pair,
-                      dilation: Pair = (1, 1), ceil_mode: bool = False) -> tuple[int, int]:
-    """(OH, OW) of a pooling window sweep, PyTorch's rule including ceil_mode."""
-    return (conv_output_size(h, kernel_size[0], stride[0], padding[0], dilation[0], ceil_mode),
-            conv_output_size(w, kernel_size[1], stride[1], padding[1], dilation[1], ceil_mode))
 
 
 def _padded_extent(size: int, out: int, kernel: int, stride: int, padding: int, dilation: int) -> int:

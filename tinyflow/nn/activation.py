@@ -1,4 +1,4 @@
-"""Activation layers and Dropout."""
+"""Activation layers: ReLU, LeakyReLU, Tanh, Sigmoid, GELU, Softmax, LogSoftmax."""
 from __future__ import annotations
 
 from tinyflow.nn import functional as F
@@ -60,19 +60,3 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     def forward(self, x: Tensor) -> Tensor:
         return F.log_softmax(x, self.dim)
-
-
-class Dropout(Module):
-    """Inverted dropout: zero each element with probability p in training, scale by 1/(1-p)."""
-
-    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
-        super().__init__()
-        if not 0 <= p <= 1:
-            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
-        self.p = p
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.p, self.training)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace=False"

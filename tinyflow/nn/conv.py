@@ -1,17 +1,16 @@
 """Conv2d: the convolution layer, with PyTorch's signature, parameter names and initialisation."""
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
+from tinyflow.kernels.shapes import IntPair, _pair
+from tinyflow.nn import functional as F
 from tinyflow.nn import init
 from tinyflow.nn.module import Module
 from tinyflow.nn.parameter import Parameter
-from tinyflow.ops.conv import _pair, conv2d
 from tinyflow.tensor import Tensor, empty
 
 __all__ = ["Conv2d"]
-
-IntPair = Union[int, tuple[int, int]]
 
 
 class Conv2d(Module):
@@ -22,7 +21,7 @@ class Conv2d(Module):
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair, stride: IntPair = 1,
-                 padding: Union[IntPair, str] = 0, dilation: IntPair = 1, groups: int = 1,
+                 padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1,
                  bias: bool = True, padding_mode: str = "zeros", device: Any = None,
                  dtype: Any = None) -> None:
         super().__init__()
@@ -49,7 +48,7 @@ class Conv2d(Module):
         init.default_linear_init_(self.weight, self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        return conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"

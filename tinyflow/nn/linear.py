@@ -1,4 +1,4 @@
-"""Linear, Identity and Flatten layers."""
+"""Linear and Identity layers."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,6 +8,8 @@ from tinyflow.nn import init
 from tinyflow.nn.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, empty
+
+__all__ = ["Linear", "Identity"]
 
 
 class Linear(Module):
@@ -39,17 +41,3 @@ class Identity(Module):
 
     def forward(self, x: Any) -> Any:
         return x
-
-
-class Flatten(Module):
-    """Flatten dims start_dim..end_dim (default: all but the batch dim)."""
-
-    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
-        super().__init__()
-        self.start_dim, self.end_dim = start_dim, end_dim
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x.flatten(self.start_dim, self.end_dim)
-
-    def extra_repr(self) -> str:
-        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

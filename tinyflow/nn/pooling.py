@@ -1,15 +1,12 @@
 """Pooling layers: MaxPool2d, AvgPool2d, AdaptiveAvgPool2d (PyTorch's signatures)."""
 from __future__ import annotations
 
-from typing import Union
-
+from tinyflow.kernels.shapes import IntPair
+from tinyflow.nn import functional as F
 from tinyflow.nn.module import Module
-from tinyflow.ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from tinyflow.tensor import Tensor
 
 __all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"]
-
-IntPair = Union[int, tuple[int, int]]
 
 
 class MaxPool2d(Module):
@@ -25,7 +22,7 @@ class MaxPool2d(Module):
         self.padding, self.dilation, self.ceil_mode = padding, dilation, ceil_mode
 
     def forward(self, x: Tensor) -> Tensor:
-        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -46,8 +43,8 @@ class AvgPool2d(Module):
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
 
     def forward(self, x: Tensor) -> Tensor:
-        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                          self.count_include_pad)
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -56,12 +53,12 @@ class AvgPool2d(Module):
 class AdaptiveAvgPool2d(Module):
     """Average to a fixed output size whatever the input size (torchvision's (6, 6) / (1, 1))."""
 
-    def __init__(self, output_size: Union[int, None, tuple[int | None, int | None]]) -> None:
+    def __init__(self, output_size: int | None | tuple[int | None, int | None]) -> None:
         super().__init__()
         self.output_size = output_size
 
     def forward(self, x: Tensor) -> Tensor:
-        return adaptive_avg_pool2d(x, self.output_size)
+        return F.adaptive_avg_pool2d(x, self.output_size)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"

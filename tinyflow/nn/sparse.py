@@ -4,10 +4,10 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.autograd import no_grad
+from tinyflow.nn import functional as F
 from tinyflow.nn import init
 from tinyflow.nn.module import Module
 from tinyflow.nn.parameter import Parameter
-from tinyflow.ops.embedding import embedding
 from tinyflow.tensor import Tensor, empty
 
 __all__ = ["Embedding"]
@@ -52,7 +52,7 @@ class Embedding(Module):
         return module
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"

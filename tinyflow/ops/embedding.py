@@ -6,10 +6,10 @@ from typing import Any
 from tinyflow.autograd import Context, Function
 from tinyflow.device import device_check
 
-__all__ = ["Embedding", "embedding"]
+__all__ = ["EmbeddingFunction"]
 
 
-class Embedding(Function):
+class EmbeddingFunction(Function):
     """out[...] = weight[indices[...]]: (*, ) int ids and (V, D) weight -> (*, D).
 
     The weight gradient adds up the gradient rows of repeated ids (a scatter-add); the row of
@@ -54,13 +54,3 @@ def _check_range(xp: Any, indices: Any, num: int, shape: tuple[int, ...]) -> Non
                           "ids must lie in [0, num_embeddings)")
 
     device_check((lo < 0) | (hi >= num), xp.where(lo < 0, lo, hi), error, key=("embedding", shape))
-
-
-def embedding(input: Any, weight: Any, padding_idx: int | None = None) -> Any:
-    """F.embedding(input, weight, padding_idx=None): the rows of ``weight`` at the ids in ``input``.
-
-    A negative ``padding_idx`` counts from the end, as in PyTorch.
-    """
-    if padding_idx is not None and padding_idx < 0:
-        padding_idx += weight.shape[0]
-    return Embedding.apply(input, weight, padding_idx=padding_idx)

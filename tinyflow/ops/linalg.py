@@ -13,7 +13,7 @@ import numpy as np
 from tinyflow.autograd import Context, Function, sum_to_shape
 from tinyflow.dtypes import is_half
 
-__all__ = ["MatMul", "Linear", "matmul_array", "safe_sum"]
+__all__ = ["MatMul", "LinearFunction", "matmul_array", "safe_sum"]
 
 
 def _matmul_error(a: Any, b: Any) -> ValueError:
@@ -146,7 +146,7 @@ class MatMul(Function):
         return ga, gb
 
 
-class Linear(Function):
+class LinearFunction(Function):
     """y = x @ w.T + b with w of shape (out, in), as torch.nn.functional.linear.
 
     Leading dims of x are flattened into one GEMM; ``x @ w.T`` uses the transposed view of the

@@ -1,65 +1,12 @@
-"""Softmax family and losses: softmax, log_softmax, logsumexp (all computed stably),
-cross_entropy (fused with softmax; ignore_index, label_smoothing, weights, reduction),
-nll_loss and mse_loss."""
+"""Losses: cross_entropy (fused with log_softmax; ignore_index, label_smoothing, weights,
+reduction), nll_loss and mse_loss. Their argument checks are F's (tinyflow/nn/functional.py)."""
 from __future__ import annotations
 
 from typing import Any
 
 from tinyflow.autograd import Context, Function
 
-REDUCTIONS = ("mean", "sum", "none")
-
-
-def _check_reduction(op: str, reduction: str) -> None:
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
-
-
-class Softmax(Function):
-    @staticmethod
-    def forward(ctx: Context, x: Any, dim: int = -1) -> Any:
-        out = ctx.xp.exp(ctx.kernels.log_softmax_forward(x, axis=dim))
-        ctx.save_for_backward(out)
-        ctx.dim = dim
-        return out
-
-    @staticmethod
-    def backward(ctx: Context, g: Any) -> tuple:
-        (p,) = ctx.saved_tensors
-        return p * (g - (g * p).sum(axis=ctx.dim, keepdims=True)), None
-
-
-class LogSoftmax(Function):
-    @staticmethod
-    def forward(ctx: Context, x: Any, dim: int = -1) -> Any:
-        out = ctx.kernels.log_softmax_forward(x, axis=dim)
-        ctx.save_for_backward(out)
-        ctx.dim = dim
-        return out
-
-    @staticmethod
-    def backward(ctx: Context, g: Any) -> tuple:
-        (lp,) = ctx.saved_tensors
-        return g - ctx.xp.exp(lp) * g.sum(axis=ctx.dim, keepdims=True), None
-
-
-class LogSumExp(Function):
-    @staticmethod
-    def forward(ctx: Context, x: Any, dim: int = -1, keepdim: bool = False) -> Any:
-        xp = ctx.xp
-        m = x.max(axis=dim, keepdims=True)
-        m = xp.where(xp.isfinite(m), m, 0)
-        out = m + xp.log(xp.exp(x - m).sum(axis=dim, keepdims=True))  # keepdims
-        ctx.save_for_backward(x, out)
-        ctx.dim, ctx.keepdim = dim, keepdim
-        return out if keepdim else out.squeeze(dim)
-
-    @staticmethod
-    def backward(ctx: Context, g: Any) -> tuple:
-        x, out = ctx.saved_tensors
-        if not ctx.keepdim:
-            g = ctx.xp.expand_dims(g, ctx.dim)
-        return g * ctx.xp.exp(x - out), None, None
+__all__ = ["CrossEntropy", "NLLLossFunction", "MSELossFunction"]
 
 
 def _classes_last(x: Any) -> Any:
@@ -152,7 +99,7 @@ def _validate_targets(op: str, logits: Any, target: Any, ignore_index: int) -> N
     device_check(bad.any(), target.reshape(-1)[bad.argmax()], error, key=(op, c, ignore_index))
 
 
-class NLLLoss(Function):
+class NLLLossFunction(Function):
     """Negative log-likelihood on log-probabilities (N, C) and class indices (N,)."""
 
     @staticmethod
@@ -193,7 +140,7 @@ class NLLLoss(Function):
         return (gz,) + (None,) * 4
 
 
-class MSELoss(Function):
+class MSELossFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any, reduction: str = "mean") -> Any:
         if a.shape != b.shape:

@@ -1,21 +1,17 @@
-"""Normalisation ops: local_response_norm (AlexNet 2012) and batch_norm, PyTorch semantics.
-
-Both compute in float32 inside ``tf.amp.autocast`` (half-precision inputs are cast up).
+"""Normalisation ops: local response normalisation (AlexNet 2012) and batch normalisation,
+PyTorch semantics. F.local_response_norm and F.batch_norm check the arguments and run both in
+float32 inside ``tf.amp.autocast``.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tinyflow import amp
 from tinyflow.autograd import Function
 
-if TYPE_CHECKING:
-    from tinyflow.tensor import Tensor
-
-__all__ = ["LocalResponseNorm", "BatchNorm", "local_response_norm", "batch_norm"]
+__all__ = ["LocalResponseNormFunction", "BatchNorm"]
 
 
-class LocalResponseNorm(Function):
+class LocalResponseNormFunction(Function):
     """Cross-channel LRN through the named ``lrn_forward`` / ``lrn_backward`` kernels."""
 
     @staticmethod
@@ -30,18 +26,6 @@ class LocalResponseNorm(Function):
     def backward(ctx, gout):
         x, out, scale = ctx.saved_tensors
         return ctx.kernels.lrn_backward(gout, x, out, scale, *ctx.params)
-
-
-def local_response_norm(x: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
-                        k: float = 1.0) -> Tensor:
-    """Normalise each activation by the energy of its ``size`` neighbouring channels (N, C, *)."""
-    if x.ndim < 3:
-        raise ValueError(f"local_response_norm: input must be at least 3-D (N, C, *), got shape "
-                         f"{tuple(x.shape)}")
-    if not isinstance(size, int) or size < 1:
-        raise ValueError(f"local_response_norm: size must be a positive int, got {size!r}")
-    (x,) = amp.float32_inputs(x)
-    return LocalResponseNorm.apply(x, size, float(alpha), float(beta), float(k))
 
 
 def _stat_axes(ndim: int) -> tuple[int, ...]:
@@ -109,25 +93,3 @@ class BatchNorm(Function):
             else:
                 gx = gxhat * scale
         return gx, None, None, gweight, gbias
-
-
-def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
-               weight: Tensor | None = None, bias: Tensor | None = None,
-               training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
-    """Batch normalisation over the channel axis of (N, C, *), as ``torch.nn.functional.batch_norm``."""
-    if x.ndim < 2:
-        raise ValueError(f"batch_norm: input must be (N, C, *), got shape {tuple(x.shape)}")
-    c = x.shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var),
-                    ("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.shape) != (c,):
-            raise ValueError(f"batch_norm: {name} has shape {tuple(t.shape)} but input "
-                             f"{tuple(x.shape)} has {c} channels")
-    if not training and (running_mean is None or running_var is None):
-        raise ValueError("batch_norm: evaluation mode needs running_mean and running_var")
-    if training and x.numel() // max(c, 1) <= 1:
-        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got "
-                         f"input shape {tuple(x.shape)}")
-    x, weight, bias = amp.float32_inputs(x, weight, bias)
-    return BatchNorm.apply(x, running_mean, running_var, weight, bias, bool(training),
-                           float(momentum), float(eps))

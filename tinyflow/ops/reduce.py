@@ -5,6 +5,8 @@ from typing import Any
 
 from tinyflow.autograd import Context, Function
 
+__all__ = ["Sum", "Mean", "Var", "Max", "Min", "MaxDim"]
+
 Axis = int | tuple[int, ...] | None
 
 

@@ -28,7 +28,8 @@ from tinyflow.device import array_module
 from tinyflow.dtypes import is_half
 from tinyflow.ops.linalg import matmul_array
 
-__all__ = ["LSTMCell", "GRUCell", "LSTMLayer", "GRULayer", "lstm_cell", "gru_cell", "lstm_layer", "gru_layer"]
+__all__ = ["LSTMCellFunction", "GRUCellFunction", "LSTMLayer", "GRULayer", "lstm_cell", "gru_cell", "lstm_layer",
+           "gru_layer"]
 
 Array = Any
 
@@ -99,7 +100,7 @@ def _operand(a: Array, like: Array) -> Array:
     return a.astype(like.dtype) if is_half(like.dtype) and a.dtype != like.dtype else a
 
 
-class LSTMCell(Function):
+class LSTMCellFunction(Function):
     """One LSTM step: (x (B, I), h (B, H), c (B, H)) -> (h', c'), gates (i, f, g, o) in one kernel."""
 
     @staticmethod
@@ -138,7 +139,7 @@ class LSTMCell(Function):
         )
 
 
-class GRUCell(Function):
+class GRUCellFunction(Function):
     """One GRU step: (x (B, I), h (B, H)) -> h', gates (r, z, n) in one kernel."""
 
     @staticmethod
@@ -339,19 +340,20 @@ class GRULayer(Function):
         )
 
 
-# Functional spellings used by tinyflow.nn. Under autocast they cast the GEMM operands that are
-# inputs (x and the weights; the sequence ops keep W_hh for their float32 recurrence) with the
-# differentiable Cast, so float32 parameters receive float32 gradients.
+# The entry points on Tensors, used by nn.LSTM, nn.GRU and the cells (PyTorch's F has no
+# recurrent functions, so neither has tinyflow's). Under autocast they cast the GEMM operands
+# that are inputs (x and the weights; the sequence ops keep W_hh for their float32 recurrence)
+# with the differentiable Cast, so float32 parameters receive float32 gradients.
 def lstm_cell(x: Any, h: Any, c: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None) -> tuple:
-    """(h', c') of one LSTM step on Tensors; see ``LSTMCell``."""
+    """(h', c') of one LSTM step on Tensors; see ``LSTMCellFunction``."""
     x, w_ih, w_hh = amp.autocast_inputs(x, w_ih, w_hh)
-    return LSTMCell.apply(x, h, c, w_ih, w_hh, b_ih, b_hh)
+    return LSTMCellFunction.apply(x, h, c, w_ih, w_hh, b_ih, b_hh)
 
 
 def gru_cell(x: Any, h: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None) -> Any:
-    """h' of one GRU step on Tensors; see ``GRUCell``."""
+    """h' of one GRU step on Tensors; see ``GRUCellFunction``."""
     x, w_ih, w_hh = amp.autocast_inputs(x, w_ih, w_hh)
-    return GRUCell.apply(x, h, w_ih, w_hh, b_ih, b_hh)
+    return GRUCellFunction.apply(x, h, w_ih, w_hh, b_ih, b_hh)
 
 
 def lstm_layer(x: Any, h0: Any, c0: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None,

@@ -7,6 +7,8 @@ from typing import Any
 
 from tinyflow.autograd import Context, Function
 
+__all__ = ["Reshape", "Permute", "Expand", "GetItem", "Cat", "Stack", "Split", "Pad"]
+
 
 class Reshape(Function):
     returns_view = True

@@ -1,4 +1,5 @@
-"""Copies: clone, dtype casts and moves between devices (all differentiable)."""
+"""Copies: clone, dtype casts and moves between devices (all differentiable; Tensor.clone and
+Tensor.to call them)."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,6 +8,8 @@ import numpy as np
 
 from tinyflow.autograd import Context, Function
 from tinyflow.device import Device, device_of, move
+
+__all__ = ["Clone", "Cast", "ToDevice"]
 
 
 class Clone(Function):
