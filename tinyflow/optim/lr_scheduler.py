@@ -71,18 +71,25 @@ class LRScheduler:
         return self._last_lr
 
     def step(self, epoch: int | None = None) -> None:
-        """Advance one epoch/iteration (or jump to ``epoch`` with the closed form) and set lrs."""
+        """Advance one epoch/iteration and set the lrs (``epoch``, deprecated as in PyTorch, jumps
+        there with the closed form)."""
         self._step_count += 1
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:
+        if epoch is not None:
             warnings.warn(
                 "passing an epoch to scheduler.step() is deprecated (as in PyTorch); call step() "
                 "once per epoch instead",
                 UserWarning,
                 stacklevel=2,
             )
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch: int | None = None) -> None:
+        """Set the lrs of the next epoch, or of ``epoch`` from the closed form where there is one
+        (``step(epoch)`` and SequentialLR's restart of a scheduler at its milestone)."""
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:
             self.last_epoch = epoch
             closed_form = getattr(self, "_get_closed_form_lr", None)
             values = closed_form() if closed_form is not None else self.get_lr()
@@ -311,7 +318,7 @@ class SequentialLR(LRScheduler):
         idx = bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[idx]
         if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
-            _restart(scheduler)
+            scheduler._update_lr(0)  # start it at its epoch 0 (PyTorch's restart)
         else:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
@@ -336,16 +343,6 @@ def _undo_initial_step(scheduler: LRScheduler) -> None:
             _undo_initial_step(s)
         else:
             s.last_epoch -= 1
-
-
-def _restart(scheduler: LRScheduler) -> None:
-    """Jump ``scheduler`` to its epoch 0 with the closed form (PyTorch's ``_update_lr(0)``)."""
-    scheduler.last_epoch = 0
-    closed_form = getattr(scheduler, "_get_closed_form_lr", None)
-    values = closed_form() if closed_form is not None else scheduler.get_lr()
-    for group, lr in zip(scheduler.optimizer.param_groups, values):
-        group["lr"] = lr
-    scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]
 
 
 def warmup_cosine(
