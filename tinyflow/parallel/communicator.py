@@ -1,8 +1,9 @@
 """The Communicator protocol that every all-reduce algorithm is written against.
 
-A transport (threads in one process, MPI processes, NCCL on GPUs) supplies six things:
-``rank``, ``size``, ``send``, ``recv``, ``sendrecv`` and ``barrier``. Algorithms only ever use
-these, so ring, tree and naive run unchanged on every transport. Each communicator also counts
+A transport (threads in one process, MPI processes, NCCL on GPUs) supplies seven things:
+``rank``, ``size``, ``send``, ``recv``, ``sendrecv``, ``start_sendrecv`` (the same, returning a
+pending handle so a reduction can overlap the next transfer) and ``barrier``. Algorithms only
+ever use these, so ring, tree and naive run unchanged on every transport. Each communicator also counts
 the bytes it sends (``bytes_sent``) and turns a peer that stops answering into a
 ``CommTimeoutError`` that names the peer, never a hang.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.kernels import conv as reference
-from tinyflow.kernels.conv import conv_output_size
+from tinyflow.kernels.shapes import conv_output_size
 from tinyflow_cuda.kernels._launch import KernelCall
 
 __all__ = ["im2col", "col2im"]

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.kernels import pool as reference
-from tinyflow.kernels.pool import pool_output_shape
+from tinyflow.kernels.shapes import pool_output_shape
 from tinyflow_cuda.kernels._launch import KernelCall
 
 __all__ = ["maxpool2d_forward", "maxpool2d_backward", "avgpool2d_forward", "avgpool2d_backward"]
