@@ -149,7 +149,7 @@ def test_scaling_from_a_profile_with_a_preset_link():
     assert ring[-1].efficiency > naive[-1].efficiency  # host aggregation stops scaling
     assert naive[-1].speedup < naive[-2].speedup * 8 / 8 + 1  # naive hardly gains from 8 to 64
     text = bs.format_result(result, settings)
-    assert "| 64 |" in text and "ring speedup" in text and "gradient bytes per GFLOP" in text
+    assert "| 64 |" in text and "ring speedup" in text and "MB of gradients to all-reduce per GFLOP" in text
 
 
 def test_scaling_validation_reports_the_error(monkeypatch):

@@ -125,9 +125,11 @@ class ScalingSettings:
     steps: int = 5
     warmup: int = 2
     runs: int = 3
+    rounds: int = 2  # validation: alternating rounds over every (algorithm, workers) run
     timeout: float = 900.0
     overrides: dict[str, Any] = field(default_factory=dict)
     image_size: int | None = None
+    profile_record: dict[str, Any] | None = None  # a profile from an earlier --json: not measured again
 
 
 @dataclass
@@ -138,8 +140,11 @@ class ScalingResult:
     links: dict[str, Link]
     predictions: dict[str, list[StepPrediction]]
     measured: dict[tuple[str, int], float | None] = field(default_factory=dict)  # (algorithm, N) -> speedup
+    checks: list[Any] = field(default_factory=list)  # Check per validated (algorithm, N)
+    validated_base_s: float | None = None  # the one-worker step measured with the validation runs
     compute_scale: float = 1.0
     notes: list[str] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)  # the profile as measured (unscaled)
 
 
 def _profile_spec(s: ScalingSettings, threads: int) -> dict[str, Any]:
@@ -151,11 +156,11 @@ def _profile_spec(s: ScalingSettings, threads: int) -> dict[str, Any]:
 def run_scaling(s: ScalingSettings, runner: Callable[..., dict[str, Any]] | None = None,
                 log: Callable[[str], None] = print) -> ScalingResult:
     """Profile, predict every algorithm at every worker count, and (``validate``) measure."""
-    from tinyflow.bench.train import BenchSettings, run_bench, run_cell
+    from tinyflow.bench.train import run_cell
 
     runner = runner or run_cell
     shared_host = s.link == "measured"
-    record = runner(_profile_spec(s, s.cores), 1, s.timeout)
+    record = s.profile_record or runner(_profile_spec(s, s.cores), 1, s.timeout)
     if record.get("status") != "ok":
         raise RuntimeError(f"profiling {s.model} at batch {s.batch} failed: {record.get('status')}: "
                            f"{record.get('message', '')}")
@@ -174,14 +179,20 @@ def run_scaling(s: ScalingSettings, runner: Callable[..., dict[str, Any]] | None
     if shared_host:
         links, paths = measured_links(s.allreduce_json, log=log)
         notes.append("link: alpha and beta fitted per algorithm to " + ", ".join(paths))
-        per_threads = {s.cores: profile.compute_s}
-        for n in s.workers:
-            t = max(1, s.cores // n)
-            if t not in per_threads:
+        # one worker's step at each thread count the workers get, in alternating rounds (with the
+        # first profile): how much slower a worker computes on its share of the cores
+        samples: dict[int, list[float]] = {s.cores: [profile.compute_s]}
+        threads = sorted({max(1, s.cores // n) for n in s.workers} | {s.cores}, reverse=True)
+        for r in range(s.rounds):
+            for t in threads:
+                if r == 0 and t == s.cores:
+                    continue  # measured above
                 rec = runner(_profile_spec(s, t), 1, s.timeout)
                 if rec.get("status") == "ok":
-                    per_threads[t] = profile_from(rec).compute_s * compute_scale
+                    samples.setdefault(t, []).append(profile_from(rec).compute_s * compute_scale)
+        per_threads = {t: statistics.median(v) for t, v in samples.items()}
         one = per_threads[s.cores]
+        profile = profile.scaled(one / profile.compute_s)
 
         def compute_factor(n: int) -> float:
             t = max(1, s.cores // n)
@@ -205,23 +216,68 @@ def run_scaling(s: ScalingSettings, runner: Callable[..., dict[str, Any]] | None
         predictions[algorithm] = predict_scaling(profile, s.workers, algorithm, link, overlap=overlap,
                                                  compute_factor=compute_factor)
     result = ScalingResult(profile, record.get("params", 0), record.get("unit", "images/s"), links,
-                           predictions, compute_scale=compute_scale, notes=notes)
+                           predictions, compute_scale=compute_scale, notes=notes, record=record)
 
     if s.validate:
-        counts = sorted(set([1, *s.validate]))
-        for algorithm in s.algorithms:
-            bench = BenchSettings(model=s.model, batch_sizes=[s.batch], workers=counts if algorithm == s.algorithms[0]
-                                  else [n for n in counts if n > 1], precisions=[s.precision], device=s.device,
-                                  steps=s.steps, warmup=s.warmup, runs=s.runs, allreduce=algorithm,
-                                  bucket_mb=s.bucket_mb, timeout=s.timeout, overrides=s.overrides,
-                                  image_size=s.image_size)
-            log(f"measuring {algorithm} at {', '.join(map(str, bench.workers))} workers ...")
-            for cell in run_bench(bench, runner=runner):
-                result.measured[(algorithm, cell.workers)] = cell.rate
-        base = result.measured.get((s.algorithms[0], 1))
-        for key, rate in list(result.measured.items()):
-            result.measured[key] = rate / base if rate and base else None
+        validate(result, s, runner, links if shared_host else LINKS[s.link], overlap, compute_factor, log)
     return result
+
+
+def validate(result: ScalingResult, s: ScalingSettings, runner: Callable[..., dict[str, Any]],
+             link: Link | dict[str, Link], overlap: Any, compute_factor: Any, log: Callable[[str], None]) -> None:
+    """Measure N workers under MPI (`bench train` cells), in alternating rounds, and predict again
+    from the one-worker step measured in those same rounds (the load of a shared machine moves)."""
+    from tinyflow.bench.train import BenchSettings, Cell, _cell_from
+
+    counts = sorted(set([1, *s.validate]))
+    cells: dict[tuple[str, int], Cell] = {}
+    for r in range(s.rounds):
+        for algorithm in s.algorithms:
+            for n in counts:
+                if n == 1 and algorithm != s.algorithms[0]:
+                    continue  # one worker sends nothing: measured once
+                key = (algorithm, n)
+                cell = cells.setdefault(key, Cell("tinyflow", s.precision, n, s.batch))
+                if cell.status != "ok":
+                    continue
+                bench = BenchSettings(model=s.model, batch_sizes=[s.batch], workers=[n], precisions=[s.precision],
+                                      device=s.device, steps=s.steps, warmup=s.warmup, runs=s.runs,
+                                      allreduce=algorithm, bucket_mb=s.bucket_mb, timeout=s.timeout,
+                                      overrides=s.overrides, image_size=s.image_size)
+                log(f"round {r + 1}/{s.rounds}: {algorithm} at {n} worker{'s' if n > 1 else ''} ...")
+                cell.merge(_cell_from(runner(bench.spec("tinyflow", s.precision, n, s.batch), n, s.timeout),
+                                      ("tinyflow", s.precision, n, s.batch)))
+    one = cells.get((s.algorithms[0], 1))
+    if one is None or not one.ok:
+        result.notes.append("validation: the one-worker run failed")
+        return
+    base = statistics.median(one.step_s)
+    result.validated_base_s = base
+    profile = result.profile.scaled(base / result.profile.compute_s)
+    for algorithm in s.algorithms:
+        preds = {p.workers: p for p in predict_scaling(profile, counts, algorithm, link, overlap=overlap,
+                                                       compute_factor=compute_factor)}
+        for n in counts[1:]:
+            cell = cells.get((algorithm, n))
+            measured = n * base / statistics.median(cell.step_s) if cell is not None and cell.ok else None
+            result.measured[(algorithm, n)] = measured
+            result.checks.append(Check(algorithm, n, preds[n].speedup, measured, preds[n].exposed_s,
+                                       cell.exposed_s if cell is not None and cell.ok else None,
+                                       preds[n].step_s, statistics.median(cell.step_s) if cell and cell.ok else None))
+
+
+@dataclass
+class Check:
+    """One validated point: predicted against measured speedup, exposed communication and step."""
+
+    algorithm: str
+    workers: int
+    predicted: float
+    measured: float | None
+    predicted_exposed_s: float
+    measured_exposed_s: float | None
+    predicted_step_s: float
+    measured_step_s: float | None
 
 
 def format_result(r: ScalingResult, s: ScalingSettings) -> str:
@@ -232,9 +288,9 @@ def format_result(r: ScalingResult, s: ScalingSettings) -> str:
              f"  one worker: step {p.compute_s * 1e3:.1f} ms (forward {p.forward_s * 1e3:.1f}, backward "
              f"{p.backward_s * 1e3:.1f}, update {p.update_s * 1e3:.1f}); {r.params / 1e6:.2f} M parameters = "
              f"{grad_mb:.1f} MB of gradients in {len(p.buckets)} bucket(s) of <= {s.bucket_mb:g} MB",
-             f"  {flops / 1e9:.3f} GFLOP per {'token' if r.unit == 'tokens/s' else 'example'} (forward + backward); "
-             f"{p.gradient_bytes / max(p.flops, 1) * 1e9:.1f} gradient bytes per GFLOP of a step "
-             f"(what each worker must all-reduce per unit of work)"]
+             f"  {flops / 1e9:.3f} GFLOP per {'token' if r.unit == 'tokens/s' else 'example'} (forward + backward), "
+             f"{p.flops / 1e9:.1f} GFLOP per step: {p.gradient_bytes / max(p.flops, 1) * 1e3:.3f} MB of gradients to "
+             f"all-reduce per GFLOP of work"]
     if s.link != "measured":
         lk = LINKS[s.link]
         lines.append(f"  link {s.link}: alpha {lk.alpha * 1e6:.1f} us, {lk.bandwidth / 1e9:.1f} GB/s per direction, "
@@ -255,26 +311,28 @@ def format_result(r: ScalingResult, s: ScalingSettings) -> str:
             pr = r.predictions[a][i]
             row += [f"{pr.speedup:.2f}x", f"{pr.efficiency:.0%}", f"{pr.exposed_s * 1e3:.1f}"]
         lines.append("| " + " | ".join(row) + " |")
-    if r.measured:
-        lines += ["", "prediction against measured MPI runs on this host (speedup over one worker):", "",
-                  "| workers | algorithm | predicted | measured | predicted / measured - 1 |",
-                  "|---:|:---|---:|---:|---:|"]
+    if r.checks:
+        lines += ["", f"prediction against measured MPI runs on this host ({s.rounds} alternating rounds; the "
+                  f"prediction re-based on the one-worker step measured in them, "
+                  f"{(r.validated_base_s or 0) * 1e3:.0f} ms):", "",
+                  "| workers | algorithm | predicted speedup | measured | off by | predicted step (ms) | measured | "
+                  "predicted exposed comm (ms) | measured |",
+                  "|---:|:---|---:|---:|---:|---:|---:|---:|---:|"]
         errors = []
-        for a in s.algorithms:
-            for n in sorted({k[1] for k in r.measured if k[1] > 1}):
-                meas = r.measured.get((a, n))
-                pred = next((pr for pr in _predict_at(r, s, a, n)), None)
-                if pred is None:
-                    continue
-                if meas is None:
-                    lines.append(f"| {n} | {a} | {pred.speedup:.2f}x | failed | |")
-                    continue
-                err = pred.speedup / meas - 1
-                errors.append(abs(err))
-                lines.append(f"| {n} | {a} | {pred.speedup:.2f}x | {meas:.2f}x | {err:+.0%} |")
+        for c in r.checks:
+            if c.measured is None:
+                lines.append(f"| {c.workers} | {c.algorithm} | {c.predicted:.2f}x | failed | | | | | |")
+                continue
+            err = c.predicted / c.measured - 1
+            errors.append(abs(err))
+            exposed = "" if c.measured_exposed_s is None else f"{c.measured_exposed_s * 1e3:.0f}"
+            lines.append(f"| {c.workers} | {c.algorithm} | {c.predicted:.2f}x | {c.measured:.2f}x | {err:+.0%} | "
+                         f"{c.predicted_step_s * 1e3:.0f} | {c.measured_step_s * 1e3:.0f} | "
+                         f"{c.predicted_exposed_s * 1e3:.0f} | {exposed} |")
         if errors:
             lines.append("")
-            lines.append(f"prediction off by {statistics.mean(errors):.0%} on average, {max(errors):.0%} at worst")
+            lines.append(f"speedup prediction off by {statistics.mean(errors):.0%} on average, "
+                         f"{max(errors):.0%} at worst")
     return "\n".join(lines) + "\n"
 
 
@@ -315,10 +373,11 @@ def to_json(r: ScalingResult, s: ScalingSettings) -> str:
     from dataclasses import asdict
 
     return json.dumps({
-        "settings": asdict(s),
-        "profile": asdict(r.profile), "params": r.params, "unit": r.unit,
+        "settings": {k: v for k, v in asdict(s).items() if k != "profile_record"},
+        "profile": asdict(r.profile), "params": r.params, "unit": r.unit, "profile_record": r.record,
         "links": {a: asdict(lk) for a, lk in r.links.items()},
         "predictions": {a: [asdict(p) for p in ps] for a, ps in r.predictions.items()},
         "measured": [{"algorithm": a, "workers": n, "speedup": v} for (a, n), v in r.measured.items()],
+        "checks": [asdict(c) for c in r.checks], "validated_base_s": r.validated_base_s,
         "notes": r.notes,
     }, indent=1)

@@ -11,8 +11,9 @@ process N x batch examples per step; the time of a step is the slowest rank's.
 A cell that runs out of memory (MemoryError, CuPy's out-of-memory, the kernel's OOM killer) or
 past ``--timeout`` is marked OOM / timeout in the table, and the sweep goes on. With
 ``--compare torch`` each one-worker cell is also run with the PyTorch twin of the model
-(tinyflow.bench.torch_twins) in its own process, alternating with tinyflow for ``--rounds``
-rounds so that load changes hit both, with the same thread count.
+(tinyflow.bench.torch_twins) in its own process, alternating with tinyflow, with the same
+thread count. ``--rounds R`` measures every cell R times, one round after the other, so that
+load changes on a shared machine hit all cells alike.
 
 Throughput is the median over all timed runs (of all rounds), with the spread (slowest and
 fastest run); speedup = throughput(N) / throughput(1) at the same batch per worker and
@@ -310,19 +311,22 @@ Runner = Callable[[dict[str, Any], int, float], dict[str, Any]]
 
 def run_bench(settings: BenchSettings, runner: Runner = run_cell,
               progress: Callable[[str], None] | None = None) -> list[Cell]:
-    """Measure every cell; failures are recorded in their cell and the sweep goes on."""
+    """Measure every cell; failures are recorded in their cell and the sweep goes on.
+
+    Rounds are the outer loop: each round measures every cell once, so slow drifts of a shared
+    machine's load spread over all cells instead of hitting a few."""
     cells: dict[tuple, Cell] = {}
     frameworks = ["tinyflow", *settings.compare]
-    for precision in settings.precisions:
-        for workers in settings.workers:
-            for batch in settings.batch_sizes:
-                for _ in range(settings.rounds):
+    for _ in range(settings.rounds):
+        for precision in settings.precisions:
+            for workers in settings.workers:
+                for batch in settings.batch_sizes:
                     for framework in frameworks:
                         if framework != "tinyflow" and workers != 1:
                             continue  # the comparison is single-process
                         key = (framework, precision, workers, batch)
                         cell = cells.setdefault(key, Cell(framework, precision, workers, batch))
-                        if not cell.ok and cell.status != "ok":
+                        if cell.status != "ok":
                             continue  # failed in an earlier round: do not try again
                         spec = settings.spec(framework, precision, workers, batch)
                         record = runner(spec, workers, settings.timeout)

@@ -13,6 +13,7 @@ train: see tinyflow/bench/train.py; scaling: see tinyflow/bench/scaling.py.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -123,11 +124,15 @@ def _register_scaling(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tflops", type=float, default=None, help="price compute at this sustained TFLOPS instead "
                    "of the time measured here (what a faster device would see)")
     p.add_argument("--validate", default="", help="worker counts to measure under MPI here, e.g. 1,2,4")
+    p.add_argument("--rounds", type=int, default=2, help="alternating rounds of the validation runs "
+                   "(default: %(default)s)")
     p.add_argument("--allreduce-json", action="append", default=[], metavar="FILE",
                    help="with --link measured: fit to these `bench allreduce --out` JSON files instead of "
                    "measuring (repeatable)")
     p.add_argument("--cores", type=int, default=None, help="cores the workers share with --link measured "
                    "(default: this host's)")
+    p.add_argument("--profile-json", default=None, metavar="FILE", help="take the one-worker profile from an "
+                   "earlier --json output instead of measuring it again (e.g. to try other links)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the prediction as JSON ('-': stdout)")
     p.add_argument("--plot", default=None, metavar="PNG", help="plot predicted (and measured) speedup")
     p.set_defaults(func=run_scaling)
@@ -200,9 +205,13 @@ def run_scaling(args: argparse.Namespace) -> int:
             algorithms=_csv(args.algorithms), bucket_mb=args.bucket_mb, device=args.device,
             precision=args.precision, tflops=args.tflops, validate=_csv(args.validate, int),
             allreduce_json=args.allreduce_json, steps=args.steps, warmup=args.warmup, runs=args.runs,
-            timeout=args.timeout, overrides=parse_overrides(args.config), image_size=args.image_size)
+            timeout=args.timeout, overrides=parse_overrides(args.config), image_size=args.image_size,
+            rounds=max(1, args.rounds))
         if args.cores:
             settings.cores = args.cores
+        if args.profile_json:
+            with open(args.profile_json) as f:
+                settings.profile_record = json.load(f)["profile_record"]
         workload(settings.model, settings.batch, settings.overrides, settings.image_size)
         bad = [a for a in settings.algorithms if a not in ("ring", "tree", "naive", "native", "auto")]
         if bad:
@@ -210,7 +219,7 @@ def run_scaling(args: argparse.Namespace) -> int:
         if not settings.workers or min(settings.workers) < 1:
             raise ValueError("--workers needs worker counts >= 1")
         result = bs.run_scaling(settings, log=lambda line: print(line, file=sys.stderr, flush=True))
-    except (ValueError, RuntimeError) as exc:
+    except (ValueError, RuntimeError, OSError, KeyError) as exc:
         return _fail("scaling", str(exc), 1 if isinstance(exc, RuntimeError) else 2)
     print(bs.format_result(result, settings), end="")
     if args.json:
