@@ -32,7 +32,7 @@ def worker(batch: int, steps: int, warmup: int, algorithm: str, out: str) -> Non
 
     import tinyflow as tf
     import tinyflow.nn.functional as F
-    from models import get_model
+    from tinyflow.models import get_model
     from tinyflow.optim import SGD
     from tinyflow.parallel import DataParallel, all_gather_object, world
 

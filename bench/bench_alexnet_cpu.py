@@ -81,8 +81,7 @@ def run_worker(framework: str, workload: str, steps: int, warmup: int, repeats: 
     """Time training steps of one framework in this process; returns the measurements."""
     import numpy as np
 
-    sys.path.insert(0, str(ROOT))
-    from models import get_config
+    from tinyflow.models import get_config
 
     model_name, batch = WORKLOADS[workload]
     cfg = get_config(model_name)
@@ -93,7 +92,7 @@ def run_worker(framework: str, workload: str, steps: int, warmup: int, repeats: 
     if framework == "tinyflow":
         import tinyflow as tf
         import tinyflow.nn.functional as F
-        from models import build
+        from tinyflow.models import build
 
         tf.manual_seed(0)
         model = build(model_name, cfg)

@@ -59,8 +59,8 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import tinyflow as tf  # noqa: E402
 import tinyflow.nn.functional as F  # noqa: E402
-from models.lstm_lm import LSTMLM, LSTMLMConfig  # noqa: E402
 from tinyflow.data.text import batchify, detach_state  # noqa: E402
+from tinyflow.models.lstm_lm import LSTMLM, LSTMLMConfig  # noqa: E402
 from tinyflow.optim import SGD  # noqa: E402
 from tinyflow.optim.clip_grad import clip_grad_norm_  # noqa: E402
 

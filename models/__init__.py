@@ -1,11 +1,12 @@
 """Model registry: each name maps to (config dataclass, builder); ``get_model`` builds one.
 
-    from models import get_model
+    from tinyflow.models import get_model
     net = get_model("alexnet", num_classes=10)      # config fields as keyword overrides
 
 A builder takes a config instance and returns a Module. Presets of one architecture are
 config subclasses with other defaults (``AlexNet64Config``, ``AlexNet224Config``, ...).
-To add a model, add one entry to ``MODELS``.
+To add a model, add one entry to ``MODELS``. This folder installs as ``tinyflow.models`` (see
+pyproject.toml), never as a top-level ``models`` package that would shadow a user's own.
 """
 from __future__ import annotations
 
@@ -13,10 +14,17 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from models.alexnet import AlexNet, AlexNet64Config, AlexNet224Config, AlexNet2012Config, AlexNetConfig
-from models.fcn import FCN, FCNConfig
-from models.lstm_lm import LSTMLM, LSTMLMConfig
-from models.resnet import ResNet, ResNet18Config, ResNet20Config, ResNet56Config, ResNetCifar, ResNetCifarConfig
+from tinyflow.models.alexnet import AlexNet, AlexNet64Config, AlexNet224Config, AlexNet2012Config, AlexNetConfig
+from tinyflow.models.fcn import FCN, FCNConfig
+from tinyflow.models.lstm_lm import LSTMLM, LSTMLMConfig
+from tinyflow.models.resnet import (
+    ResNet,
+    ResNet18Config,
+    ResNet20Config,
+    ResNet56Config,
+    ResNetCifar,
+    ResNetCifarConfig,
+)
 from tinyflow.nn import Module
 
 __all__ = ["MODELS", "get_model", "get_config", "build", "AlexNet", "AlexNetConfig", "ResNet",

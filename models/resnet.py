@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import tinyflow.nn as nn
-from models.alexnet import check_image_input
+from tinyflow.models.alexnet import check_image_input
 from tinyflow.nn import init
 from tinyflow.tensor import Tensor, pad
 

@@ -26,9 +26,9 @@ import pytest
 import tinyflow as tf
 import tinyflow.nn as nn
 import tinyflow.nn.functional as F
-from models import get_model
 from tinyflow import amp
 from tinyflow.dtypes import is_half
+from tinyflow.models import get_model
 from tinyflow.ops.linalg import matmul_array
 
 # (autocast name, tight tolerance, AlexNet all-parameters tolerance, AlexNet per-parameter tolerance)

@@ -136,7 +136,7 @@ def measure_torch(args: argparse.Namespace, workload: str, precision: str) -> Ca
     s = sizes(args, workload)
     torch.manual_seed(0)
     if workload.startswith("alexnet"):
-        from models import get_config
+        from tinyflow.models import get_config
 
         model = torch_alexnet(get_config(s["preset"], num_classes=s["classes"])).to(device)
         x = torch.randn(s["batch"], 3, s["image"], s["image"], device=device)
@@ -165,7 +165,7 @@ def measure_tinyflow(args: argparse.Namespace, workload: str, precision: str) ->
 
     import tinyflow as tf
     import tinyflow.nn.functional as F
-    from models import get_model
+    from tinyflow.models import get_model
 
     s = sizes(args, workload)
     tf.manual_seed(0)

@@ -57,7 +57,7 @@ def _image_loss(model: Any, x: Any, y: Any) -> Any:
 
 
 def _alexnet(preset: str, **overrides: Any) -> Callable[[], Any]:
-    from models import get_model  # lazily: models import the whole nn stack
+    from tinyflow.models import get_model  # lazily: models import the whole nn stack
 
     return lambda: get_model(preset, dropout=0.0, **overrides)
 
@@ -84,7 +84,7 @@ def _lm_loss(model: Any, ids: Any, targets: Any) -> Any:
 
 @pytest.mark.parametrize("dtype,rtol,atol", [(np.float64, 1e-8, 1e-10), (np.float32, 2e-3, 2e-4)])
 def test_lstm_lm_training_step_matches_cpu(dtype, rtol, atol):
-    from models import get_model
+    from tinyflow.models import get_model
 
     rng = np.random.default_rng(2)
     ids = rng.integers(0, 50, size=(12, 4))
@@ -94,7 +94,7 @@ def test_lstm_lm_training_step_matches_cpu(dtype, rtol, atol):
 
 
 def test_module_to_cuda_and_back_keeps_values_and_names():
-    from models import get_model
+    from tinyflow.models import get_model
 
     model = get_model("lstm-lm", vocab_size=20, embedding_dim=8, hidden_size=8)
     before = {k: v.numpy().copy() for k, v in model.state_dict().items()}

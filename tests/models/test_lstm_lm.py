@@ -9,10 +9,9 @@ import pytest
 
 import tinyflow as tf
 import tinyflow.nn.functional as F
-from models import get_config, get_model
-from models.lstm_lm import LSTMLM, LSTMLMConfig
 from tinyflow.data.text import Corpus, TruncatedBPTT, batchify
-from tinyflow.recipes.common import InterruptGuard
+from tinyflow.models import get_config, get_model
+from tinyflow.models.lstm_lm import LSTMLM, LSTMLMConfig
 from tinyflow.recipes.language_model import (
     evaluate_loss,
     generate,
@@ -20,6 +19,7 @@ from tinyflow.recipes.language_model import (
     run_train,
     train_language_model,
 )
+from tinyflow.recipes.loop import InterruptGuard
 
 SMALL = dict(embedding_dim=8, hidden_size=12, num_layers=2, seq_len=5)
 

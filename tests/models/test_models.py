@@ -9,7 +9,7 @@ import pytest
 import tinyflow as tf
 import tinyflow.nn as nn
 import tinyflow.nn.functional as F
-from models import MODELS, get_config, get_model
+from tinyflow.models import MODELS, get_config, get_model
 
 # torchvision.models.alexnet(): every parameter, in order (torchvision/models/alexnet.py)
 TORCHVISION_ALEXNET = [

@@ -29,6 +29,32 @@ def test_world_from_mpi_environment(monkeypatch):
     monkeypatch.setattr(wm, "_process_world", None)
 
 
+@pytest.mark.parametrize("env", [{"PMIX_RANK": "1", "PMIX_SIZE": "2"}, {"PMI_RANK": "1", "PMI_SIZE": "2"},
+                                 {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2"}])
+def test_every_launcher_is_seen_alike(monkeypatch, env):
+    """One test of 'started by an MPI launcher' (`tinyflow train` and `bench` ask it), agreeing with world()."""
+    import sys
+
+    from tinyflow.cli import build_parser
+    from tinyflow.commands import train
+
+    wm = sys.modules["tinyflow.parallel.world"]
+    for var in ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMIX_SIZE", "PMI_RANK", "PMI_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(wm, "_process_world", None)
+    assert not wm.launched_by_mpi()
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setattr(wm, "_process_world", None)
+    assert wm.launched_by_mpi() and (wm.world().rank, wm.world().size) == (1, 2)
+    relaunched = []
+    monkeypatch.setattr(train, "_relaunch", lambda args: relaunched.append(args) or 0)
+    monkeypatch.setattr("tinyflow.recipes.vision.run_train", lambda args: 7)
+    args = build_parser().parse_args(["train", "alexnet", "--nproc", "2"])
+    assert args.func(args) == 7 and not relaunched  # joins the world instead of starting workers
+    monkeypatch.setattr(wm, "_process_world", None)
+
+
 def test_set_world_per_thread_and_average_metrics():
     def fn(comm):
         set_world(comm)

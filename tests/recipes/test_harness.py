@@ -1,4 +1,5 @@
-"""The training harness: exact resume (after an epoch or a Ctrl-C mid-epoch), logs, checkpoints, errors."""
+"""The training loop (recipes/loop.py: fit) and its checkpoints: exact resume (after an epoch or a
+Ctrl-C mid-epoch), logs, checkpoints, errors."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,10 @@ import tinyflow as tf
 import tinyflow.nn as nn
 from tinyflow.data import DataLoader, Dataset
 from tinyflow.data import transforms as T
-from tinyflow.recipes import common
+from tinyflow.recipes import checkpoint as ckpts
+from tinyflow.recipes import metrics
+from tinyflow.recipes.loop import FitOptions, FitResult, Hooks, fit
+from tinyflow.recipes.vision import CLASSIFICATION, classification_step, evaluation_sums
 
 
 class NoisyBlobs(Dataset):
@@ -38,15 +42,17 @@ def _model() -> nn.Module:
 
 
 def _run(ckpt: Path | None, epochs: int = 3, resume: Path | None = None, init_seed: int = 0, on_step=None,
-         workers: int = 0) -> tuple[nn.Module, common.FitResult]:
+         workers: int = 0) -> tuple[nn.Module, FitResult]:
     tf.manual_seed(init_seed)
     model = _model()
     opt = tf.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     sched = tf.optim.StepLR(opt, step_size=1, gamma=0.7)
     train = DataLoader(NoisyBlobs(70), batch_size=8, shuffle=True, seed=3, num_workers=workers)
     val = DataLoader(NoisyBlobs(24, seed=1), batch_size=8, seed=3)
-    result = common.fit(model, opt, train, val, epochs=epochs, checkpoint_dir=ckpt, scheduler=sched,
-                        resume=resume, meta={"model_name": "blobs-mlp"}, progress=False, on_step=on_step)
+    result = fit(model, train, classification_step, epochs=epochs, optimizer=opt, scheduler=sched,
+                 metrics=CLASSIFICATION, evaluate=lambda m: evaluation_sums(m, val),
+                 checkpoints=ckpts.Checkpointer(ckpt, {"model_name": "blobs-mlp"}, resume=resume),
+                 options=FitOptions(progress=False), hooks=Hooks(on_step=on_step))
     return model, result
 
 
@@ -98,22 +104,22 @@ def test_training_learns_and_writes_log_plot_and_checkpoints(tmp_path: Path) -> 
     files = sorted(p.name for p in (tmp_path / "c").iterdir())
     assert files == ["best.ckpt", "last.ckpt", "metrics.jsonl", "metrics.png"]  # no temporary files left
     assert (tmp_path / "c" / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    state = common.load_checkpoint(tmp_path / "c" / "last.ckpt", "blobs-mlp")
+    state = ckpts.load_checkpoint(tmp_path / "c" / "last.ckpt", "blobs-mlp")
     assert state["epoch"] == 4 and state["step"] == 0 and len(state["history"]) == 4
 
 
 def test_checkpoint_of_another_model_is_refused(tmp_path: Path) -> None:
     _run(tmp_path / "c", epochs=1)
-    with pytest.raises(common.CheckpointMismatchError, match=r"written for model 'blobs-mlp', not 'alexnet'"):
-        common.load_checkpoint(tmp_path / "c" / "last.ckpt", "alexnet")
-    state = common.load_checkpoint(tmp_path / "c" / "last.ckpt")
+    with pytest.raises(ckpts.CheckpointMismatchError, match=r"written for model 'blobs-mlp', not 'alexnet'"):
+        ckpts.load_checkpoint(tmp_path / "c" / "last.ckpt", "alexnet")
+    state = ckpts.load_checkpoint(tmp_path / "c" / "last.ckpt")
     other = nn.Sequential(nn.Flatten(), nn.Linear(18, 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 7))
-    with pytest.raises(common.CheckpointMismatchError, match=r"4\.weight has shape \(4, 16\).*\(7, 16\)"):
-        common.load_model_state(other, state["model"], "last.ckpt")
+    with pytest.raises(ckpts.CheckpointMismatchError, match=r"4\.weight has shape \(4, 16\).*\(7, 16\)"):
+        ckpts.load_model_state(other, state["model"], "last.ckpt")
     bogus = tmp_path / "bogus.ckpt"
     tf.save({"weights": np.zeros(3)}, str(bogus))
-    with pytest.raises(common.CheckpointMismatchError, match="not a tinyflow training checkpoint"):
-        common.load_checkpoint(bogus)
+    with pytest.raises(ckpts.CheckpointMismatchError, match="not a tinyflow training checkpoint"):
+        ckpts.load_checkpoint(bogus)
 
 
 def test_out_of_memory_names_the_batch_size(tmp_path: Path) -> None:
@@ -129,15 +135,84 @@ def test_out_of_memory_names_the_batch_size(tmp_path: Path) -> None:
     opt = tf.optim.SGD(model.parameters(), lr=0.1)
     train = DataLoader(NoisyBlobs(16), batch_size=8, seed=0)
     with pytest.raises(MemoryError, match=r"batch size 8.*smaller --batch-size \(e\.g\. 4\)"):
-        common.fit(model, opt, train, None, epochs=1, checkpoint_dir=None, progress=False)
+        fit(model, train, classification_step, epochs=1, optimizer=opt, options=FitOptions(progress=False))
 
 
 def test_topk_correct() -> None:
     logits = np.array([[0.1, 0.5, 0.2, 0.0, 0.3, 0.9], [3.0, 2.0, 1.0, 0.0, -1.0, -2.0]])
-    assert common.topk_correct(logits, np.array([5, 5]), ks=(1, 5)) == {1: 1, 5: 1}
-    assert common.topk_correct(logits, np.array([1, 4]), ks=(1, 2, 5)) == {1: 0, 2: 1, 5: 2}
+    assert metrics.topk_correct(logits, np.array([5, 5]), ks=(1, 5)) == {1: 1, 5: 1}
+    assert metrics.topk_correct(logits, np.array([1, 4]), ks=(1, 2, 5)) == {1: 0, 2: 1, 5: 2}
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)
     lg, tg = rng.normal(size=(50, 8)), rng.integers(0, 8, 50)
     top = torch.topk(torch.from_numpy(lg), 3, dim=1).indices.numpy()
-    assert common.topk_correct(lg, tg, ks=(3,))[3] == int((top == tg[:, None]).any(1).sum())
+    assert metrics.topk_correct(lg, tg, ks=(3,))[3] == int((top == tg[:, None]).any(1).sum())
+
+
+def _data_parallel_run(tmp_path: Path, ranks: int, resume: bool = False, stop_at: tuple[int, int] | None = None):
+    """``fit`` on thread ranks as `tinyflow train --nproc N` runs it: Replicas shard the data, wrap
+    the model in DataParallel, add the sums over ranks; rank 0 alone writes."""
+    from tinyflow.parallel import run_local, set_world
+    from tinyflow.recipes.distributed import Replicas
+    from tinyflow.recipes.loop import InterruptGuard
+
+    def mlp() -> nn.Module:  # no dropout: thread ranks share one random generator
+        return nn.Sequential(nn.Flatten(), nn.Linear(18, 16), nn.ReLU(), nn.Linear(16, 4))
+
+    tf.manual_seed(0)
+    start = _params(mlp())  # drawn here, once: ranks drawing at the same time would interleave
+
+    def worker(comm):  # noqa: ANN001, ANN202
+        replicas = Replicas(set_world(comm))
+        try:
+            model = mlp()
+            model.load_state_dict(start)
+            opt = tf.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            data = NoisyBlobs(64)
+            train = DataLoader(data, batch_size=8, sampler=replicas.sampler(data, shuffle=True, seed=3), seed=3)
+            val_data = NoisyBlobs(24, seed=1)
+            val = DataLoader(val_data, batch_size=8, sampler=replicas.sampler(val_data, shuffle=False), seed=3)
+            net = replicas.wrap(model, str(tmp_path / "run" / "steps.jsonl"), log_every=3)
+            guard, timer = InterruptGuard(), replicas.hooks()
+
+            def on_step(epoch: int, step: int, loss: tf.Tensor) -> None:
+                timer.on_step(epoch, step, loss)
+                if (epoch, step) == stop_at and comm.rank == 1:  # Ctrl-C on one rank only
+                    guard.request()
+
+            result = fit(net, train, classification_step, epochs=2, optimizer=opt, metrics=CLASSIFICATION,
+                         evaluate=lambda m: evaluation_sums(m, val),
+                         checkpoints=ckpts.Checkpointer(tmp_path / "run", {"model_name": "blobs-mlp"},
+                                                        resume=tmp_path / "run" / "last.ckpt" if resume else None,
+                                                        writer=replicas.writer),
+                         options=FitOptions(progress=False, log_every=3, allreduce_sum=replicas.allreduce_sum),
+                         hooks=Hooks(after_backward=timer.after_backward, on_step=on_step, guard=guard))
+            replicas.close()
+            replicas.report()
+            return result, _params(model)
+        finally:
+            set_world(None)
+
+    return run_local(worker, ranks, timeout=60)
+
+
+def test_data_parallel_fit_agrees_on_ctrl_c_writes_once_and_resumes_exactly(tmp_path: Path) -> None:
+    (ref, ref_params), (ref1, ref1_params) = _data_parallel_run(tmp_path / "ref", 2)
+    assert not ref.interrupted and len(ref.history) == 2
+    assert _strip_time(ref.history) == _strip_time(ref1.history)  # metrics summed over the ranks
+    for k, v in ref_params.items():
+        np.testing.assert_array_equal(ref1_params[k], v, err_msg=k)
+    assert sorted(p.name for p in (tmp_path / "ref" / "run").iterdir()) == [
+        "best.ckpt", "last.ckpt", "metrics.jsonl", "metrics.png", "steps.jsonl"]
+    steps = [json.loads(line) for line in (tmp_path / "ref" / "run" / "steps.jsonl").read_text().splitlines()]
+    assert [(s["epoch"], s["step"]) for s in steps] == [(e, s) for e in (1, 2) for s in range(1, 5)]  # rank 0's
+
+    # Rank 1 asks to stop at step 1 of epoch 2: both ranks stop together at the next log point (step 3).
+    cut = _data_parallel_run(tmp_path / "cut", 2, stop_at=(1, 1))
+    assert [(r.interrupted, r.epoch, r.step) for r, _ in cut] == [(True, 1, 3), (True, 1, 3)]
+    assert cut[0][0].checkpoint is not None and cut[1][0].checkpoint is None  # written by rank 0 only
+    (res, params), _ = _data_parallel_run(tmp_path / "cut", 2, resume=True)
+    for got, want in zip(_strip_time(res.history), _strip_time(ref.history), strict=True):
+        assert got == pytest.approx(want, rel=1e-12)  # the sums of both ranks, added in another order
+    for k, v in ref_params.items():
+        np.testing.assert_array_equal(params[k], v, err_msg=k)

@@ -23,7 +23,10 @@ from tinyflow.device import (
     host_reads,
     to_host,
 )
-from tinyflow.recipes import common
+from tinyflow.recipes.checkpoint import Checkpointer
+from tinyflow.recipes.loop import FitOptions, FitResult, Hooks, fit
+from tinyflow.recipes.metrics import topk_correct, topk_counts
+from tinyflow.recipes.vision import CLASSIFICATION, classification_step, evaluation_sums
 
 # ----------------------------------------------------------------------------- the counter
 
@@ -55,7 +58,7 @@ def test_ops_forward_backward_and_step_make_no_host_read() -> None:
         loss.backward()
         tf.optim.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        common.topk_counts(model(x), y)
+        topk_counts(model(x), y)
     assert seen.count == 0
 
 
@@ -122,7 +125,7 @@ def test_topk_counts_rank_as_a_stable_descending_argsort() -> None:
     order = np.argsort(-logits, axis=1, kind="stable")
     for k in (1, 2, 5, 7, 9):
         expected = int((order[:, : min(k, 7)] == targets[:, None]).any(axis=1).sum())
-        assert common.topk_correct(logits, targets, ks=(k,)) == {k: expected}, k
+        assert topk_correct(logits, targets, ks=(k,)) == {k: expected}, k
 
 
 # ----------------------------------------------------------------------------- training loops
@@ -139,6 +142,16 @@ class Blobs(Dataset):
 
     def __getitem__(self, i: int):
         return self.x[i], int(self.y[i])
+
+
+def fit_classifier(model: nn.Module, opt, train: DataLoader, val: DataLoader | None, *, epochs: int,  # noqa: ANN001
+                   checkpoint_dir: Path | None, log_every: int, on_step=None, resume: Path | None = None  # noqa: ANN001
+                   ) -> FitResult:
+    """The loop as `tinyflow train` runs it for an image classifier."""
+    return fit(model, train, classification_step, epochs=epochs, optimizer=opt, metrics=CLASSIFICATION,
+               evaluate=(lambda m: evaluation_sums(m, val)) if val is not None else None,
+               checkpoints=Checkpointer(checkpoint_dir, resume=resume),
+               options=FitOptions(progress=False, log_every=log_every), hooks=Hooks(on_step=on_step))
 
 
 class MarkedLoader(DataLoader):
@@ -164,8 +177,7 @@ def test_fit_reads_the_device_only_at_log_points(tmp_path: Path) -> None:
         last["reads"] = host_reads()
         per_step[(epoch, step)] = last["reads"] - start
 
-    result = common.fit(model, opt, train, val, epochs=2, checkpoint_dir=tmp_path, progress=False,
-                        on_step=on_step, log_every=4)
+    result = fit_classifier(model, opt, train, val, epochs=2, checkpoint_dir=tmp_path, on_step=on_step, log_every=4)
     log_points = {4, 8, 10}  # every 4 steps and the end of the epoch
     assert per_step == {(e, s): (1 if s in log_points else 0) for e in range(2) for s in range(1, 11)}
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
@@ -179,8 +191,8 @@ def test_fit_metrics_equal_a_step_by_step_reference() -> None:
         model = nn.Sequential(nn.Flatten(), nn.Linear(32, 8), nn.ReLU(), nn.Linear(8, 3))
         opt = tf.optim.SGD(model.parameters(), lr=0.05)
         train = DataLoader(Blobs(30), batch_size=4, shuffle=True, seed=0)
-        res = common.fit(model, opt, train, DataLoader(Blobs(12, seed=1), batch_size=5, seed=0), epochs=2,
-                         checkpoint_dir=None, progress=False, log_every=log_every)
+        res = fit_classifier(model, opt, train, DataLoader(Blobs(12, seed=1), batch_size=5, seed=0), epochs=2,
+                             checkpoint_dir=None, log_every=log_every)
         return [{k: v for k, v in r.items() if k not in ("time_s", "images_per_s")} for r in res.history]
 
     assert run(1) == run(3) == run(100)
@@ -191,7 +203,7 @@ def test_fit_stops_on_a_non_finite_loss_at_the_next_log_point(tmp_path: Path) ->
     model = nn.Sequential(nn.Flatten(), nn.Linear(32, 3))
     opt = tf.optim.SGD(model.parameters(), lr=0.05)
     train = DataLoader(Blobs(40), batch_size=4, seed=0)
-    common.fit(model, opt, train, None, epochs=1, checkpoint_dir=tmp_path, progress=False, log_every=4)
+    fit_classifier(model, opt, train, None, epochs=1, checkpoint_dir=tmp_path, log_every=4)
     saved = (tmp_path / "last.ckpt").read_bytes()
 
     def poison(epoch: int, step: int, loss: tf.Tensor) -> None:
@@ -200,8 +212,8 @@ def test_fit_stops_on_a_non_finite_loss_at_the_next_log_point(tmp_path: Path) ->
                 model[1].weight.fill_(float("nan"))
 
     with pytest.raises(FloatingPointError, match=r"became nan at epoch 2, batch 6: lower --lr.*found at batch 8"):
-        common.fit(model, opt, train, None, epochs=2, checkpoint_dir=tmp_path, progress=False, log_every=4,
-                   resume=tmp_path / "last.ckpt", on_step=poison)
+        fit_classifier(model, opt, train, None, epochs=2, checkpoint_dir=tmp_path, log_every=4,
+                       resume=tmp_path / "last.ckpt", on_step=poison)
     assert (tmp_path / "last.ckpt").read_bytes() == saved  # nothing on disk touched
 
 

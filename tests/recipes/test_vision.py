@@ -15,6 +15,7 @@ import tinyflow.nn as nn
 from tinyflow import cli
 from tinyflow.data import PackedDataset, synthetic
 from tinyflow.recipes import vision
+from tinyflow.recipes.loop import Hooks
 
 EASY = ("circle", "stripes")  # two synthetic classes that a tiny CNN tells apart in a few epochs
 
@@ -103,7 +104,7 @@ def test_cli_ctrl_c_then_resume_continues_to_the_uninterrupted_result(tiny_model
             if (epoch, step) == (1, 2):
                 os.kill(os.getpid(), signal.SIGINT)
 
-        return real_fit(*a, on_step=press, **k)
+        return real_fit(*a, **{**k, "hooks": Hooks(on_step=press)})
 
     monkeypatch.setattr(vision, "fit", fit_with_ctrl_c)
     assert _train(easy_data, tmp_path / "b", *args) == 130  # stopped by Ctrl-C, checkpoint saved
@@ -114,7 +115,7 @@ def test_cli_ctrl_c_then_resume_continues_to_the_uninterrupted_result(tiny_model
         return [{k: v for k, v in r.items() if k not in ("time_s", "images_per_s")} for r in records]
 
     assert strip(_metrics(tmp_path / "a")) == strip(_metrics(tmp_path / "b"))
-    from tinyflow.recipes.common import load_checkpoint
+    from tinyflow.recipes.checkpoint import load_checkpoint
 
     a, b = load_checkpoint(tmp_path / "a" / "last.ckpt"), load_checkpoint(tmp_path / "b" / "last.ckpt")
     for k in a["model"]:
@@ -160,6 +161,18 @@ def test_out_of_memory_names_the_batch_size(tiny_model, easy_data: Path, tmp_pat
     assert _train(easy_data, tmp_path / "run", "--epochs", "1", "--batch-size", "48") == 1
     err = capsys.readouterr().err
     assert "batch size 48" in err and "--batch-size" in err
+
+
+def test_the_model_zoo_is_tinyflow_models_not_a_top_level_package() -> None:
+    import importlib.metadata
+
+    from tinyflow import models
+
+    assert vision.available_models() == sorted(models.MODELS) and "alexnet" in models.MODELS
+    assert type(models.get_model("fcn-r")).__module__ == "tinyflow.models.fcn"
+    assert vision.default_image_size("alexnet") == 64 and vision.default_image_size("alexnet-224") == 224
+    top_level = importlib.metadata.distribution("tinyflow").read_text("top_level.txt") or ""
+    assert "models" not in top_level.split()  # `pip install tinyflow` leaves a user's own `models` alone
 
 
 def test_data_layouts_class_root_and_packed(easy_data: Path, tmp_path: Path) -> None:

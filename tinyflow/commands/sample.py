@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinyflow.recipes.common import CheckpointMismatchError
+    from tinyflow.recipes.checkpoint import CheckpointMismatchError
     from tinyflow.recipes.language_model import generate, load_language_model
 
     try:

@@ -1,14 +1,43 @@
-"""`tinyflow train MODEL`: train an image classifier (or, for lstm-lm, a language model)."""
+"""`tinyflow train MODEL`: its options, their defaults, and which recipe runs how.
+
+Image classifiers (alexnet, resnet20, ...) train with tinyflow/recipes/vision.py: in this process,
+or with ``--nproc N`` as N workers that this command starts under mpirun (a process that an MPI
+launcher started, the user's own ``mpirun -H host1,host2 ...`` included, joins that world
+instead). lstm-lm trains with tinyflow/recipes/language_model.py. Options that the two families
+share but set differently (learning rate, weight decay, clipping) are left at None by the parser
+and filled here once, by ``fill_defaults``.
+"""
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from tinyflow.recipes.loop import LOG_EVERY
+from tinyflow.recipes.vision import AUGMENTATIONS, default_image_size
 
 LANGUAGE_MODELS = ("lstm-lm",)
 
 
+@dataclass(frozen=True)
+class FamilyDefaults:
+    """The defaults of the options that depend on the kind of model."""
+
+    lr: dict[str, float] = field(default_factory=dict)  # per optimizer
+    weight_decay: dict[str, float] = field(default_factory=dict)  # per optimizer
+    clip: float | None = None  # gradient-norm clipping (language models only)
+
+
+# Tuned so that `tinyflow train alexnet` (synthetic data, CPU) is clearly above chance after a few
+# minutes: AlexNet has no batch norm and plain SGD leaves it on the loss plateau for longer.
+IMAGE_DEFAULTS = FamilyDefaults(lr={"sgd": 0.02, "adam": 3e-4}, weight_decay={"sgd": 5e-4, "adam": 0.0})
+LANGUAGE_MODEL_DEFAULTS = FamilyDefaults(lr={"sgd": 1.0, "adam": 2e-3}, weight_decay={"sgd": 0.0, "adam": 0.0}, clip=1.0)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `train` command."""
+    """Add the `train` command and all its options."""
     parser = subparsers.add_parser(
         "train", help="train a model (alexnet, resnet20, ..., lstm-lm)",
         description="Train MODEL. Without --data, image models train on the embedded synthetic "
@@ -17,13 +46,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "each epoch; --resume continues exactly; Ctrl-C saves a checkpoint first.",
     )
     parser.add_argument("model", help="model name, e.g. alexnet or lstm-lm")
-    from tinyflow.recipes.vision import add_train_arguments
 
-    add_train_arguments(parser)
+    training = parser.add_argument_group("training")
+    training.add_argument("--epochs", type=int, default=3, help="epochs to train (default: %(default)s)")
+    training.add_argument("--batch-size", type=int, default=32, help="examples per step, per worker (default: %(default)s)")
+    training.add_argument("--optimizer", choices=("sgd", "adam"), default="adam", help="default: %(default)s")
+    training.add_argument("--lr", type=float, default=None,
+                          help="learning rate (default: 3e-4 for adam, 0.02 for sgd; lstm-lm: 2e-3 for adam, 1.0 for sgd)")
+    training.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: %(default)s)")
+    training.add_argument("--weight-decay", type=float, default=None,
+                          help="L2 penalty (default: 5e-4 for sgd, 0 for adam; lstm-lm: 0)")
+    training.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
+                          help="learning-rate schedule over the epochs, image models (default: %(default)s)")
+    training.add_argument("--amp", choices=("bf16", "fp16"), default=None,
+                          help="mixed precision: convolutions, linear layers and matmuls in bf16/fp16; losses, "
+                          "softmax and norms in float32; float32 master weights (fp16 adds dynamic loss "
+                          "scaling). For GPUs: on the CPU it is no faster than float32")
+    training.add_argument("--device", default="cpu", help="cpu or cuda:N (default: %(default)s)")
+    training.add_argument("--seed", type=int, default=0, help="seed of weights, shuffling and augmentation (default: %(default)s)")
+    training.add_argument("--checkpoint-dir", default=None, help="checkpoints, metrics.jsonl and metrics.png "
+                          "(default: runs/MODEL)")
+    training.add_argument("--resume", nargs="?", const="auto", default=None, metavar="CHECKPOINT",
+                          help="continue from CHECKPOINT (default: CHECKPOINT_DIR/last.ckpt)")
+    training.add_argument("--quiet", action="store_true", help="no progress bar")
+    training.add_argument("--log-every", type=int, default=LOG_EVERY, metavar="STEPS",
+                          help="steps between progress updates, when the loss and accuracy are read from "
+                          "the device (steps in between never wait for it; default: %(default)s)")
+
+    images = parser.add_argument_group("image models")
+    images.add_argument("--data", default=None, help="image folder (DIR/train + DIR/val, or DIR/<class>/...) "
+                        "or packed folder; default: the embedded synthetic data set")
+    images.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
+    images.add_argument("--augment", choices=AUGMENTATIONS, default="auto",
+                        help="training augmentation: random resized crops, pad-and-crop, or none; auto = "
+                        "pad-crop for the synthetic and packed sets, resized-crop otherwise (default: auto)")
+    images.add_argument("--crop-scale", type=float, default=0.35,
+                        help="smallest area fraction of the random resized crops (default: %(default)s)")
+    images.add_argument("--workers", type=int, default=min(2, max(0, (os.cpu_count() or 1) - 1)),
+                        help="data-loading processes, 0 = in the training process (default: %(default)s)")
+
     lm = parser.add_argument_group("language model (lstm-lm)")
     lm.add_argument("--text", default=None, help="training text file (default: an embedded corpus)")
     lm.add_argument("--seq-len", type=int, default=None, help="truncated-BPTT segment length")
-    lm.add_argument("--clip", type=float, default=None, help="clip the gradient norm to this value")
+    lm.add_argument("--clip", type=float, default=None, help="clip the gradient norm to this value (default: 1.0)")
     lm.add_argument("--level", choices=("char", "word"), default=None, help="tokens: characters or words (default: char)")
     lm.add_argument("--embedding-dim", type=int, default=None, help="embedding size (default: the preset's)")
     lm.add_argument("--hidden-size", type=int, default=None, help="LSTM hidden size (default: the preset's)")
@@ -31,7 +96,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     lm.add_argument("--dropout", type=float, default=None, help="dropout between LSTM layers")
     lm.add_argument("--tie-weights", action="store_true", default=None,
                     help="share the embedding and output weights (needs embedding-dim == hidden-size)")
-    dp = parser.add_argument_group("data parallel")
+
+    dp = parser.add_argument_group("data parallel (image models)")
     dp.add_argument("--nproc", type=int, default=1, help="local worker processes (launched with mpirun)")
     dp.add_argument("--allreduce", choices=("ring", "tree", "naive", "native"), default="ring",
                     help="all-reduce algorithm for the gradients (default: %(default)s)")
@@ -39,23 +105,55 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _in_mpi_world() -> bool:
-    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
-        if int(os.environ.get(var, "1") or 1) > 1:
-            return True
-    return False
+def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill the options left at None with the defaults of MODEL's family (once, before training)."""
+    language_model = args.model in LANGUAGE_MODELS
+    family = LANGUAGE_MODEL_DEFAULTS if language_model else IMAGE_DEFAULTS
+    if args.lr is None:
+        args.lr = family.lr[args.optimizer]
+    if args.weight_decay is None:
+        args.weight_decay = family.weight_decay[args.optimizer]
+    if args.clip is None:
+        args.clip = family.clip
+    if args.checkpoint_dir is None:
+        args.checkpoint_dir = os.path.join("runs", args.model)
+    if args.image_size is None and not language_model:
+        args.image_size = default_image_size(args.model)  # from the preset config: no model is built
+    return args
 
 
 def run(args: argparse.Namespace) -> int:
-    """Dispatch to the recipe: language model, data-parallel, or single-process image classifier."""
+    """Fill the defaults, then run the recipe: here, or as N workers started under mpirun."""
+    from tinyflow.parallel.world import launched_by_mpi, world
+
+    fill_defaults(args)
     if args.model in LANGUAGE_MODELS:
-        from tinyflow.recipes.language_model import run_train as run_lm
+        from tinyflow.recipes.language_model import run_train as train_language_model
 
-        return run_lm(args)
-    if args.nproc > 1 or _in_mpi_world():
-        from tinyflow.recipes.distributed import run_train as run_dp
+        return train_language_model(args)
+    if args.nproc > 1 and not launched_by_mpi():
+        return _relaunch(args)
+    if args.nproc > 1 and world().size != args.nproc:
+        print(f"tinyflow train: note: --nproc {args.nproc} but the MPI world has {world().size} workers; "
+              f"using {world().size}", file=sys.stderr)
+    from tinyflow.recipes.vision import run_train as train_classifier
 
-        return run_dp(args)
-    from tinyflow.recipes.vision import run_train
+    return train_classifier(args)
 
-    return run_train(args)
+
+def _relaunch(args: argparse.Namespace) -> int:
+    """Run this command line again as ``args.nproc`` workers under mpirun; its exit status."""
+    from tinyflow.parallel.launch import mpirun_command, mpirun_env
+
+    argv = sys.argv[1:]
+    if "train" not in argv:
+        print("tinyflow train: error: --nproc relaunches the command line; run it as "
+              "`tinyflow train ... --nproc N` (or under your own mpirun)", file=sys.stderr)
+        return 2
+    try:
+        cmd = mpirun_command(args.nproc, [sys.executable, "-m", "tinyflow.cli", *argv])
+    except RuntimeError as exc:
+        print(f"tinyflow train: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"launching {args.nproc} workers: {' '.join(cmd[:3])} ...", file=sys.stderr, flush=True)
+    return subprocess.run(cmd, env=mpirun_env(nproc=args.nproc)).returncode

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from tinyflow.parallel.communicator import Communicator
 
 _RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
-_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE")
 _LOCAL_RANK_VARS = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK")
 
 _local = threading.local()
@@ -57,7 +57,8 @@ class World:
 
 
 def launched_by_mpi() -> bool:
-    """True when this process was started by mpirun/mpiexec with more than one rank."""
+    """True when an MPI launcher (mpirun/mpiexec of Open MPI, MPICH/PMI or PMIx) started this
+    process as one of several ranks: the one test of it, for `tinyflow train` and `bench`."""
     return _env_int(_SIZE_VARS, 1) > 1
 
 

@@ -1,2 +1,3 @@
-"""Training recipes behind `tinyflow train`: the shared harness (common), image classifiers (vision),
-the language model (language_model) and data-parallel training (distributed)."""
+"""What `tinyflow train` runs: the one training loop (loop.fit) and its checkpoints (checkpoint) and
+metrics (metrics); the recipes that give the loop a model, its data and its step: image classifiers
+(vision) and the LSTM language model (language_model); what a data-parallel run adds (distributed)."""

@@ -3,12 +3,11 @@
 The text (``--text``, or by default the source of some Python standard library modules read
 from the running interpreter, so it exists on every machine) becomes character-level token ids
 (word level when ``args.level == "word"``), 90 / 10 train / validation. Model sizes are the
-``lstm-lm`` preset, overridden by any of ``MODEL_OPTIONS`` present on ``args``. Training walks B parallel
-streams in segments of ``--seq-len`` steps (truncated BPTT, the hidden state carried across
-segments and detached), clips the gradient norm and reports the perplexity exp(mean loss) per
-epoch. No segment reads the device: the losses are read once every ``--log-every`` segments
-(``StepLog``). The progress bar, metrics log and plot, checkpoints, resume and Ctrl-C handling
-are the shared harness of ``tinyflow.recipes.common``. `tinyflow sample` generates text from a checkpoint.
+``lstm-lm`` preset, overridden by any of ``MODEL_OPTIONS`` present on ``args``. Training walks B
+parallel streams in segments of ``--seq-len`` steps (truncated BPTT, the hidden state carried
+across segments and detached), clips the gradient norm and reports the perplexity exp(mean loss)
+per epoch. The loop is the shared one (tinyflow.recipes.loop.fit): this recipe gives it the
+segments, the step and the metrics. `tinyflow sample` generates text from a checkpoint.
 """
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ import argparse
 import math
 import os
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -25,40 +23,22 @@ from typing import Any
 import numpy as np
 
 from tinyflow.data.text import Corpus, TruncatedBPTT, Vocab, batchify, default_corpus_text, detokenize
-from tinyflow.recipes.common import (
+from tinyflow.recipes.checkpoint import (
     BEST,
-    LAST,
-    LOG_EVERY,
+    Checkpointer,
     CheckpointMismatchError,
-    InterruptGuard,
-    MetricsLog,
-    Progress,
-    StepLog,
     load_checkpoint,
     load_model_state,
-    make_optimizer,
     resume_path,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
 )
-from tinyflow.recipes.common import (
-    fill_defaults as common_fill_defaults,
-)
+from tinyflow.recipes.loop import LOG_EVERY, FitOptions, Hooks, InterruptGuard, StepOutput, fit, make_optimizer
+from tinyflow.recipes.metrics import Metrics
 
 MODEL_NAME = "lstm-lm"
-DEFAULTS = {"epochs": 3, "batch_size": 32, "optimizer": "adam", "clip": 1.0, "momentum": 0.9, "weight_decay": 0.0}
-DEFAULT_LR = {"adam": 2e-3, "sgd": 1.0}
 DEFAULT_CORPUS_CHARS = 200_000
 VALID_BATCH = 8
-
-
-def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
-    """Options left at None (shared with the image recipes) get their language-model defaults."""
-    common_fill_defaults(args, DEFAULTS, DEFAULT_LR)
-    if getattr(args, "checkpoint_dir", None) is None:
-        args.checkpoint_dir = os.path.join("runs", MODEL_NAME)
-    return args
+LANGUAGE_MODELING = Metrics(items="tokens", unit="tok", best="loss", higher_is_better=False,
+                            derived=lambda means: {"ppl": math.exp(min(means["loss"], 50))})
 
 
 def read_text(path: str | None) -> tuple[str, str]:
@@ -73,8 +53,8 @@ def read_text(path: str | None) -> tuple[str, str]:
     return text, path
 
 
-def evaluate_loss(model: Any, streams: np.ndarray, seq_len: int, device: Any = None) -> float:
-    """Mean next-token cross-entropy of ``model`` over (N, B) streams (eval mode, no grad).
+def evaluation_sums(model: Any, streams: np.ndarray, seq_len: int, device: Any = None) -> np.ndarray:
+    """LANGUAGE_MODELING's sums over (N, B) streams, [loss * tokens, tokens] (eval mode, no grad).
 
     The sum stays on the device until the end: one host read per evaluation.
     """
@@ -97,7 +77,13 @@ def evaluate_loss(model: Any, streams: np.ndarray, seq_len: int, device: Any = N
                 count += y.numel()
     finally:
         model.train(was_training)
-    return (float(to_host(total, "evaluate_loss")) if total is not None else 0.0) / max(count, 1)
+    return np.array([float(to_host(total, "evaluate_loss")) if total is not None else 0.0, count], dtype=np.float64)
+
+
+def evaluate_loss(model: Any, streams: np.ndarray, seq_len: int, device: Any = None) -> float:
+    """Mean next-token cross-entropy of ``model`` over (N, B) streams (eval mode, no grad)."""
+    total, count = evaluation_sums(model, streams, seq_len, device)
+    return total / max(count, 1)
 
 
 def _state_arrays(state: Any) -> list[np.ndarray] | None:
@@ -108,6 +94,65 @@ def _state_tensors(arrays: Any, device: Any) -> Any:
     import tinyflow
 
     return None if arrays is None else tuple(tinyflow.tensor(a, device=device) for a in arrays)
+
+
+class Segments:
+    """The training segments of an epoch, with what the loop needs to resume in the middle of one.
+
+    ``set_epoch(epoch, start_batch)`` skips the segments already trained; the hidden state carried
+    into the next segment goes into checkpoints (``state_dict``) and back (``load_state_dict``).
+    ``state`` is the hidden state the step reads and writes (stored detached, see TruncatedBPTT).
+    """
+
+    def __init__(self, bptt: TruncatedBPTT, device: Any = None):
+        self.bptt, self.device = bptt, device
+        self.batch_size = bptt.streams.shape[1]
+        self.start = 0  # segments of this epoch already trained (resuming)
+        self.carried: Any = None  # the hidden state to begin segment ``start`` with (resuming)
+
+    @property
+    def state(self) -> Any:
+        return self.bptt.state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self.bptt.state = value
+
+    def __len__(self) -> int:
+        return len(self.bptt)
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        self.start = start_batch
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        start, self.start = self.start, 0
+        for i, (x, y) in enumerate(self.bptt):  # (T, B) each; a new pass starts from state None
+            if i < start:
+                continue
+            if i == start and self.carried is not None:
+                self.bptt.state, self.carried = self.carried, None
+            yield x, y
+        self.bptt.state = None  # the epoch is over: nothing is carried into the next one
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"hidden": _state_arrays(self.bptt.state)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.carried = _state_tensors(state.get("hidden"), self.device)
+
+
+def language_model_step(segments: Segments) -> Callable[[Any, Any], StepOutput]:
+    """The step over ``segments``: the next-token cross-entropy, the hidden state carried on."""
+    import tinyflow.nn.functional as F
+
+    def step(model: Any, batch: tuple[Any, Any]) -> StepOutput:
+        x, y = batch  # (T, B) token ids each
+        logits, segments.state = model(x, segments.state)  # (T, B, V); the state is stored detached
+        logits = logits.float()  # the loss is always computed in float32
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        return StepOutput(loss, (), y.numel())
+
+    return step
 
 
 MODEL_OPTIONS = ("seq_len", "embedding_dim", "hidden_size", "num_layers", "dropout", "tie_weights")
@@ -122,24 +167,17 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
     ``args``. A Ctrl-C (or ``guard.request()``) saves a checkpoint after the current segment and
     returns ``{"interrupted": True, ...}``; ``on_step(epoch, step, loss)`` runs after each step
     (the loss a 0-d Tensor on the device). The losses are read to the host every
-    ``args.log_every`` segments and at the end of the epoch (see ``tinyflow.recipes.common.fit``:
+    ``args.log_every`` segments and at the end of the epoch (see ``tinyflow.recipes.loop.fit``:
     a non-finite loss is found there, up to ``log_every - 1`` segments late).
     """
-    import models
     import tinyflow
-    import tinyflow.nn.functional as F
-    from tinyflow.amp import GradScaler, autocast
-    from tinyflow.optim import clip_grad_norm_
+    from tinyflow import models
 
     level = getattr(args, "level", None) or "char"
     device = getattr(args, "device", None) or "cpu"
-    amp = getattr(args, "amp", None)
-    scaler = GradScaler(enabled=amp == "fp16")
-    ckpt_dir = Path(args.checkpoint_dir)
-    resume = resume_path(args)
-    state: dict[str, Any] | None = None
-    if resume is not None:
-        state = load_checkpoint(resume, MODEL_NAME)
+    checkpoints = Checkpointer(args.checkpoint_dir, {"model_name": MODEL_NAME}, resume=resume_path(args))
+    state = checkpoints.resume_state()
+    if state is not None:  # the vocabulary and model sizes of the run resumed
         vocab, level = Vocab(state["vocab"]), state["level"]
         config = models.get_config(MODEL_NAME, **state["model_config"])
     else:
@@ -158,130 +196,35 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
     tinyflow.manual_seed(args.seed)
     model = models.build(MODEL_NAME, config).to(device)
     optimizer = make_optimizer(args.optimizer, list(model.parameters()), args.lr, args.momentum, args.weight_decay)
-    meta = {"model_name": MODEL_NAME, "model_config": asdict(config), "vocab": corpus.vocab.itos,
-            "level": level, "seed": args.seed, "source": source}  # fmt: skip
-    bptt = TruncatedBPTT(train_streams, seq_len, device=device)
-    start_epoch, start_step, history, best = 0, 0, [], math.inf
-    sums = {"loss": 0.0, "tokens": 0}
-    steplog = StepLog(getattr(args, "log_every", None) or LOG_EVERY, 1)  # each segment's loss, on the device
-    sizes: list[int] = []  # tokens of each segment in steplog
-    carried = None
-    if state is not None:
-        load_model_state(model, state["model"], os.fspath(resume))
-        optimizer.load_state_dict(state["optimizer"])
-        set_rng_state(state["rng"])
-        if state.get("scaler") is not None:
-            scaler.load_state_dict(state["scaler"])
-        start_epoch, start_step, history = state["epoch"], state["step"], list(state["history"])
-        best, sums = state["best"], dict(state["sums"])
-        carried = _state_tensors(state.get("hidden"), device)
-        print(f"resuming from {resume} at epoch {start_epoch + 1}, segment {start_step + 1}", file=sys.stderr)
-
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    log = MetricsLog(ckpt_dir, records=history)
+    checkpoints.meta.update({"model_config": asdict(config), "vocab": corpus.vocab.itos, "level": level,
+                             "seed": args.seed, "source": source})  # fmt: skip
+    segments = Segments(TruncatedBPTT(train_streams, seq_len, device=device), device)
     print(f"data: {source}: {len(corpus.train)} train / {len(corpus.valid)} valid {level} tokens, vocabulary "
           f"{len(corpus.vocab)}; model: {config}", file=sys.stderr)  # fmt: skip
 
-    def checkpoint(epoch: int, step: int, hidden: Any, name: str = LAST) -> str:
-        path = ckpt_dir / name
-        save_checkpoint(path, {**meta, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                               "rng": rng_state(), "epoch": epoch, "step": step, "sums": dict(sums),
-                               "history": log.records, "best": best, "hidden": _state_arrays(hidden),
-                               "scaler": scaler.state_dict() if scaler.enabled else None})  # fmt: skip
-        return str(path)
-
-    def log_point(epoch: int, step: int, bar: Progress) -> None:
-        """Read the segments since the last log point (one host read) into the sums and the bar."""
-        rows = steplog.read()  # (k, 1)
-        first = step - len(rows)
-        for i, (value, n) in enumerate(zip(rows[:, 0].tolist(), sizes)):
-            if not math.isfinite(value):
-                bad = first + i + 1
-                late = (f" (found at segment {step}: the updates of segments {bad}-{step} are applied in memory; "
-                        "the checkpoints on disk predate them)") if bad < step else ""
-                raise FloatingPointError(f"the training loss became {value} at epoch {epoch + 1}, "
-                                         f"segment {bad}: lower --lr or --clip{late}")  # fmt: skip
-            sums["loss"] += value * n
-            sums["tokens"] += n
-        if len(rows):
-            bar.update(sum(sizes), float(rows[:, 0].mean()), steps=len(rows))
-        sizes.clear()
-
-    record: dict[str, Any] = {}
-    guard = guard or InterruptGuard()
-    with guard:
-        for epoch in range(start_epoch, args.epochs):
-            model.train()
-            bar = Progress(len(bptt), start_step, f"epoch {epoch + 1}/{args.epochs}", unit="tok", enabled=progress)
-            t0 = time.perf_counter()
-            step = 0
-            try:
-                for x, y in bptt:
-                    if step < start_step:  # resuming mid-epoch: skip the segments already trained
-                        step += 1
-                        continue
-                    if step == start_step and carried is not None:
-                        bptt.state = carried
-                    with autocast(amp or "bf16", enabled=amp is not None):
-                        logits, bptt.state = model(x, bptt.state)  # (T, B, V); the state is stored detached
-                    logits = logits.float()  # the loss is always computed in float32
-                    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-                    optimizer.zero_grad()
-                    scaler.scale(loss).backward()
-                    if args.clip and args.clip > 0:
-                        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
-                        clip_grad_norm_(model.parameters(), args.clip)
-                    scaler.step(optimizer)  # = optimizer.step() without fp16
-                    scaler.update()
-                    full = steplog.add(loss)  # stays on the device: nothing read here
-                    sizes.append(y.numel())
-                    step += 1
-                    if full or step == len(bptt):
-                        log_point(epoch, step, bar)
-                    if on_step is not None:
-                        on_step(epoch, step, loss.detach())
-                    if guard.interrupted:
-                        break
-                log_point(epoch, step, bar)  # segments after the last log point (Ctrl-C)
-            finally:
-                bar.close()
-            if guard.interrupted:
-                path = checkpoint(epoch, step, bptt.state)
-                print(f"saved {path} (epoch {epoch + 1}, segment {step}); continue with --resume", file=sys.stderr)
-                return {"interrupted": True, "checkpoint": path}
-            elapsed = time.perf_counter() - t0
-            train_loss = sums["loss"] / max(sums["tokens"], 1)
-            record = {"epoch": epoch + 1, "train_loss": train_loss, "train_ppl": math.exp(min(train_loss, 50))}
-            if valid_streams is not None:
-                val_loss = evaluate_loss(model, valid_streams, seq_len, device)
-                record.update({"val_loss": val_loss, "val_ppl": math.exp(min(val_loss, 50))})
-            record.update({"lr": args.lr, "time_s": round(elapsed, 3),
-                           "tokens_per_s": round(sums["tokens"] / max(elapsed, 1e-9), 1)})  # fmt: skip
-            log.append(record)
-            print("  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items()),
-                  file=sys.stderr, flush=True)  # fmt: skip
-            sums, start_step, carried = {"loss": 0.0, "tokens": 0}, 0, None
-            score = record.get("val_loss", train_loss)
-            improved = score < best
-            best = min(best, score)
-            checkpoint(epoch + 1, 0, None)
-            if improved:
-                checkpoint(epoch + 1, 0, None, BEST)
-    return record
+    result = fit(model, segments, language_model_step(segments), epochs=args.epochs, optimizer=optimizer,
+                 metrics=LANGUAGE_MODELING,
+                 evaluate=(lambda m: evaluation_sums(m, valid_streams, seq_len, device)) if valid_streams is not None else None,
+                 checkpoints=checkpoints,
+                 options=FitOptions(amp=getattr(args, "amp", None), clip=args.clip,
+                                    log_every=getattr(args, "log_every", None) or LOG_EVERY, progress=progress),
+                 hooks=Hooks(on_step=on_step, guard=guard))  # fmt: skip
+    if result.interrupted:
+        return {"interrupted": True, "checkpoint": result.checkpoint}
+    return result.history[-1] if result.history else {}
 
 
 def run_train(args: argparse.Namespace) -> int:
     """`tinyflow train lstm-lm`: returns the exit status (0 done, 2 bad input, 130 interrupted)."""
-    fill_defaults(args)
     try:
         text, source = read_text(getattr(args, "text", None))
         record = train_language_model(args, text, source, progress=not getattr(args, "quiet", False))
     except (CheckpointMismatchError, FileNotFoundError, ValueError) as exc:
         print(f"tinyflow train: error: {exc}", file=sys.stderr)
         return 2
-    except MemoryError:
-        print(f"tinyflow train: error: out of memory at batch size {args.batch_size}: try a smaller --batch-size",
-              file=sys.stderr)  # fmt: skip
+    except MemoryError as exc:
+        msg = str(exc) if "batch size" in str(exc) else f"out of memory at batch size {args.batch_size}: try a smaller --batch-size"
+        print(f"tinyflow train: error: {msg}", file=sys.stderr)
         return 1
     if record.get("interrupted"):
         return 130
@@ -298,7 +241,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def load_language_model(path: str, device: Any = "cpu") -> tuple[Any, Vocab, str]:
     """The model (eval mode), vocabulary and token level stored in a `tinyflow train lstm-lm` checkpoint."""
-    import models
+    from tinyflow import models
 
     state = load_checkpoint(path, MODEL_NAME)
     model = models.build(MODEL_NAME, models.get_config(MODEL_NAME, **state["model_config"]))

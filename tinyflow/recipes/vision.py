@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+import tinyflow.nn.functional as F
 from tinyflow.data import (
     DataLoader,
     Dataset,
@@ -32,20 +33,15 @@ from tinyflow.data import (
     synthetic,
 )
 from tinyflow.data import transforms as T
-from tinyflow.recipes.common import (
-    LOG_EVERY,
+from tinyflow.recipes.checkpoint import (
+    Checkpointer,
     CheckpointMismatchError,
-    evaluate,
-    fit,
     load_checkpoint,
     load_model_state,
-    make_optimizer,
-    out_of_memory_message,
     resume_path,
 )
-from tinyflow.recipes.common import (
-    fill_defaults as common_fill_defaults,
-)
+from tinyflow.recipes.loop import FitOptions, FitResult, StepOutput, fit, make_optimizer, out_of_memory_message
+from tinyflow.recipes.metrics import Metrics, topk_counts
 
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
@@ -155,26 +151,19 @@ def _is_split_root(path: str) -> bool:
 # ----------------------------------------------------------------------------- models
 
 
-def _models_module() -> Any:
-    try:
-        import models
-    except ImportError as exc:
-        raise RuntimeError(f"cannot import the models package ({exc}); run from the tinyflow checkout "
-                           "or install tinyflow") from exc
-    return models
-
-
 def available_models() -> list[str]:
-    models = _models_module()
-    names = getattr(models, "MODELS", None)
-    return sorted(names) if names is not None else []
+    """The names of the model zoo (tinyflow.models)."""
+    from tinyflow import models
+
+    return sorted(models.MODELS)
 
 
 def build_model(name: str, num_classes: int) -> Any:
-    """``models.get_model(name, num_classes=...)``, with the known names in the error."""
-    models = _models_module()
+    """``tinyflow.models.get_model(name, num_classes=...)``, with the known names in the error."""
+    from tinyflow import models
+
     known = available_models()
-    if known and name not in known:
+    if name not in known:
         raise ValueError(f"unknown model {name!r}: choose one of {', '.join(known)}")
     return models.get_model(name, num_classes=num_classes)
 
@@ -197,19 +186,13 @@ def expected_input(model: Any) -> tuple[int | None, int | None]:
     return channels, size
 
 
-def default_image_size(name: str | Any, fallback: int = 64) -> int:
-    """The input side that model ``name``'s preset config asks for (without building the model).
+def default_image_size(name: str, fallback: int = 64) -> int:
+    """The input side that model ``name``'s preset config asks for (read without building the model)."""
+    from tinyflow import models
 
-    A built model may be passed instead of a name: its config is read.
-    """
-    if not isinstance(name, str):
-        size = expected_input(name)[1]
-        return int(size) if size else fallback
-    models = _models_module()
-    get_config = getattr(models, "get_config", None)
-    if get_config is None or name not in available_models():
+    if name not in available_models():
         return fallback
-    size = getattr(get_config(name), "image_size", None)
+    size = getattr(models.get_config(name), "image_size", None)
     if isinstance(size, (list, tuple)):
         size = size[-1]
     return int(size) if size else fallback
@@ -256,72 +239,131 @@ def probe_forward(model: Any, name: str, sample: np.ndarray, source: str, device
         model.train(was_training)
 
 
+# ----------------------------------------------------------------------------- the step and the metrics
+
+
+CLASSIFICATION = Metrics(counts=("top1", "top5"), items="images", unit="img", best="top1", higher_is_better=True)
+
+
+def classification_step(model: Any, batch: tuple[Any, Any]) -> StepOutput:
+    """One batch's forward pass: the cross-entropy and the top-1 / top-5 counts, all on the device."""
+    x, y = batch
+    logits = model(x).float()  # (N, num_classes); the loss is always computed in float32
+    counts = topk_counts(logits, y)  # on the device, like the loss: nothing read here
+    return StepOutput(F.cross_entropy(logits, y), (counts[0], counts[1]), len(y))
+
+
+def evaluation_sums(model: Any, loader: Any) -> np.ndarray:
+    """CLASSIFICATION's sums over ``loader``, [loss * images, top-1 count, top-5 count, images]
+    (eval mode, no grad, float32). They stay on the device until the end: one host read."""
+    import tinyflow
+    from tinyflow.device import array_module, to_host
+
+    totals: Any = None  # float64 [loss * n, top-1 count, top-5 count] on the device
+    count = 0
+    was_training = getattr(model, "training", True)
+    if hasattr(loader, "set_epoch"):
+        loader.set_epoch(0)  # the same batches (and any augmentation) at every evaluation
+    model.eval()
+    try:
+        with tinyflow.no_grad():
+            for x, y in loader:
+                logits = model(x)  # (N, num_classes)
+                loss = F.cross_entropy(logits, y)
+                xp = array_module(loss.data)
+                counts = topk_counts(logits, y).astype(np.float64)
+                row = xp.concatenate([(loss.data.astype(np.float64) * len(y)).reshape(1), counts])  # (3,)
+                totals = row if totals is None else totals + row
+                count += len(y)
+    finally:
+        model.train(was_training)
+    found = to_host(totals, "evaluate").tolist() if totals is not None else [0.0, 0.0, 0.0]
+    return np.array([*found, count], dtype=np.float64)
+
+
+def evaluate(model: Any, loader: Any, prefix: str = "val") -> dict[str, float]:
+    """Mean loss and top-1 / top-5 accuracy of ``model`` over ``loader``: ``{prefix}_loss``, ..."""
+    return CLASSIFICATION.summary(evaluation_sums(model, loader), prefix)
+
+
 # ----------------------------------------------------------------------------- commands
 
 
-# Defaults tuned so that `tinyflow train alexnet` (synthetic data, CPU) is clearly above chance after a
-# few minutes: AlexNet has no batch norm and plain SGD leaves it on the loss plateau for longer.
-DEFAULT_LR = {"sgd": 0.02, "adam": 3e-4}
-DEFAULTS = {"epochs": 3, "batch_size": 32, "optimizer": "adam"}
-DEFAULT_WEIGHT_DECAY = {"sgd": 5e-4, "adam": 0.0}
+def train_classifier(model: Any, model_name: str, data: VisionData, args: argparse.Namespace, replicas: Any,
+                     progress: bool = True) -> FitResult:  # fmt: skip
+    """Loaders, optimizer and schedule for a built model and its data, then the training loop.
 
-
-def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
-    """Give the options left at None (shared with other recipes) their image-classifier defaults."""
-    return common_fill_defaults(args, DEFAULTS, DEFAULT_LR, DEFAULT_WEIGHT_DECAY)
-
-
-def train_classifier(model: Any, model_name: str, data: VisionData, args: argparse.Namespace,
-                     progress: bool = True, **fit_kwargs: Any) -> Any:
-    """Loaders, optimizer, schedule and the fit loop for a built model and data (see run_train)."""
+    ``replicas`` (tinyflow.recipes.distributed.Replicas) is this worker's part in a data-parallel
+    run: its shard of the data, the DataParallel wrapper, the sums over ranks, rank 0 writing.
+    """
     import tinyflow.optim as optim
 
-    device = getattr(args, "device", "cpu") or "cpu"
-    workers = getattr(args, "workers", 0)
-    skip_log = os.path.join(args.checkpoint_dir, "skipped.txt") if args.checkpoint_dir else None
-    if skip_log:
+    device = replicas.device(args.device)
+    skip_log = None
+    if args.checkpoint_dir and not replicas.parallel:  # ranks would write over each other's list
+        skip_log = os.path.join(args.checkpoint_dir, "skipped.txt")
         os.makedirs(args.checkpoint_dir, exist_ok=True)
-    train_loader = DataLoader(data.train, batch_size=args.batch_size, shuffle=True, drop_last=len(data.train) > args.batch_size,
-                              num_workers=workers, seed=args.seed, device=device, skip_log=skip_log)
-    val_loader = (DataLoader(data.val, batch_size=args.batch_size, num_workers=workers, seed=args.seed,
-                             device=device, skip_log=skip_log) if data.val is not None else None)
+    sampler = replicas.sampler(data.train, shuffle=True, seed=args.seed)  # this worker's shard, or None
+    shard = len(sampler) if sampler is not None else len(data.train)
+    # The same seed on every rank: augmentation depends on (seed, epoch, sample), not on the rank,
+    # so N workers see exactly what one worker of batch N*b would.
+    train_loader = DataLoader(data.train, batch_size=args.batch_size, shuffle=sampler is None, sampler=sampler,
+                              drop_last=shard > args.batch_size, num_workers=args.workers, seed=args.seed,
+                              device=device, skip_log=skip_log, refill_skipped=replicas.parallel)
+    val_loader = None
+    if data.val is not None:
+        val_loader = DataLoader(data.val, batch_size=args.batch_size, sampler=replicas.sampler(data.val, shuffle=False),
+                                num_workers=args.workers, seed=args.seed, device=device, skip_log=skip_log,
+                                refill_skipped=replicas.parallel)
     model.to(device)
     sample, _ = first_sample(data.train, data.source)
     check_input(model, model_name, tuple(sample.shape), data.source)
     probe_forward(model, model_name, sample, data.source, device)
 
-    fill_defaults(args)
+    steps_log = os.path.join(args.checkpoint_dir, "steps.jsonl") if args.checkpoint_dir else None
+    net = replicas.wrap(model, steps_log, args.log_every)  # the model itself in a run of one
     optimizer = make_optimizer(args.optimizer, list(model.parameters()), args.lr, args.momentum, args.weight_decay)
     scheduler = optim.CosineAnnealingLR(optimizer, T_max=max(args.epochs, 1)) if args.schedule == "cosine" else None
     meta = {"model_name": model_name, "model_config": model_config(model), "classes": data.classes,
             "num_classes": len(data.classes), "image_size": args.image_size, "seed": args.seed}
-    resume = resume_path(args)
-    return fit(model, optimizer, train_loader, val_loader, epochs=args.epochs, checkpoint_dir=args.checkpoint_dir,
-               meta=meta, scheduler=scheduler, resume=resume, progress=progress,
-               amp=getattr(args, "amp", None), log_every=getattr(args, "log_every", None) or LOG_EVERY,
-               **fit_kwargs)
+    if replicas.parallel:
+        meta.update(world_size=replicas.size, allreduce=args.allreduce)
+    try:
+        return fit(net, train_loader, classification_step, epochs=args.epochs, optimizer=optimizer,
+                   scheduler=scheduler, metrics=CLASSIFICATION,
+                   evaluate=(lambda m: evaluation_sums(m, val_loader)) if val_loader is not None else None,
+                   checkpoints=Checkpointer(args.checkpoint_dir, meta, resume=resume_path(args), writer=replicas.writer),
+                   options=FitOptions(amp=args.amp, log_every=args.log_every, progress=progress,
+                                      allreduce_sum=replicas.allreduce_sum),
+                   hooks=replicas.hooks())
+    finally:
+        replicas.close()
 
 
 def run_train(args: argparse.Namespace) -> int:
-    """`tinyflow train MODEL`: build the data and model, train, log; returns the exit status."""
+    """`tinyflow train MODEL` for an image classifier, alone or as one worker of a data-parallel
+    run (tinyflow/commands/train.py parses the options, fills their defaults and starts the workers)."""
     import tinyflow
+    from tinyflow.parallel.communicator import CommError
+    from tinyflow.parallel.world import world
+    from tinyflow.recipes.distributed import Replicas
 
-    fill_defaults(args)
-    tinyflow.manual_seed(args.seed)
-    if args.checkpoint_dir is None:
-        args.checkpoint_dir = os.path.join("runs", args.model)
+    replicas = Replicas(world(), algorithm=args.allreduce, trace=args.trace)
     try:
         known = available_models()
-        if known and args.model not in known:
+        if args.model not in known:
             raise ValueError(f"unknown model {args.model!r}: choose one of {', '.join(known)}")
-        if args.image_size is None:
-            args.image_size = default_image_size(args.model)
-        data = build_data(args.data, args.image_size, seed=args.seed, crop_scale=args.crop_scale,
-                          augment=getattr(args, "augment", "auto"))
-        print(f"data: {data.source}: {len(data.train)} train / {len(data.val) if data.val else 0} val images, "
-              f"{len(data.classes)} classes, {args.image_size}x{args.image_size}", file=sys.stderr)
+        data = replicas.rank0_first(lambda: build_data(args.data, args.image_size, seed=args.seed,
+                                                       crop_scale=args.crop_scale, augment=args.augment))
+        if replicas.writer:
+            workers = (f"; {replicas.size} workers x batch {args.batch_size} = global batch "
+                       f"{replicas.size * args.batch_size}; all-reduce {args.allreduce}") if replicas.parallel else ""
+            print(f"data: {data.source}: {len(data.train)} train / {len(data.val) if data.val else 0} val images, "
+                  f"{len(data.classes)} classes, {args.image_size}x{args.image_size}{workers}", file=sys.stderr, flush=True)
+        tinyflow.manual_seed(args.seed)
         model = build_model(args.model, num_classes=len(data.classes))
-        result = train_classifier(model, args.model, data, args, progress=not getattr(args, "quiet", False))
+        result = train_classifier(model, args.model, data, args, replicas, progress=not args.quiet)
+        replicas.report()
     except MemoryError as exc:
         msg = str(exc) if "batch size" in str(exc) else out_of_memory_message(args.batch_size, f"model {args.model}")
         print(f"tinyflow train: error: {msg}", file=sys.stderr)
@@ -329,13 +371,18 @@ def run_train(args: argparse.Namespace) -> int:
     except (EmptyDatasetError, InputMismatchError, CheckpointMismatchError, FileNotFoundError, ValueError) as exc:
         print(f"tinyflow train: error: {exc}", file=sys.stderr)
         return 2
+    except CommError as exc:
+        print(f"tinyflow train: error on rank {replicas.rank}: {exc}", file=sys.stderr, flush=True)
+        replicas.abort()
+        return 1
     if result.interrupted:
         return 130
-    if result.history:
+    if replicas.writer and result.history:
         last = result.history[-1]
         summary = ", ".join(f"{k} {last[k]:.4f}" for k in ("train_loss", "val_loss", "val_top1", "val_top5") if k in last)
-        print(f"finished {args.model}: {summary}; checkpoints, metrics.jsonl and metrics.png in {args.checkpoint_dir}",
-              file=sys.stderr)
+        where = f" on {replicas.size} workers" if replicas.parallel else ""
+        print(f"finished {args.model}{where}: {summary}; checkpoints, metrics.jsonl and metrics.png in "
+              f"{args.checkpoint_dir}", file=sys.stderr)
     return 0
 
 
@@ -369,40 +416,3 @@ def run_eval(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps({"model": args.model, "checkpoint": str(Path(args.checkpoint)), "images": len(dataset), **metrics}))
     return 0
-
-
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """The image-classifier options of `tinyflow train`."""
-    parser.add_argument("--data", default=None, help="image folder (DIR/train + DIR/val, or DIR/<class>/...) "
-                        "or packed folder; default: the embedded synthetic data set")
-    parser.add_argument("--epochs", type=int, default=None, help=f"epochs to train (default: {DEFAULTS['epochs']} for images)")
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help=f"examples per step (default: {DEFAULTS['batch_size']} for images)")
-    parser.add_argument("--lr", type=float, default=None, help="learning rate (default: 3e-4 for adam, 0.02 for sgd)")
-    parser.add_argument("--optimizer", choices=("sgd", "adam"), default=None, help="default: adam for images")
-    parser.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: %(default)s)")
-    parser.add_argument("--weight-decay", type=float, default=None, help="L2 penalty (default: 5e-4 for sgd, 0 for adam)")
-    parser.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
-                        help="learning-rate schedule over the epochs (default: %(default)s)")
-    parser.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
-    parser.add_argument("--augment", choices=AUGMENTATIONS, default="auto",
-                        help="training augmentation: random resized crops, pad-and-crop, or none; auto = "
-                        "pad-crop for the synthetic and packed sets, resized-crop otherwise (default: auto)")
-    parser.add_argument("--crop-scale", type=float, default=0.35,
-                        help="smallest area fraction of the random resized crops (default: %(default)s)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default: %(default)s)")
-    parser.add_argument("--checkpoint-dir", default=None, help="checkpoints, metrics.jsonl and metrics.png "
-                        "(default: runs/MODEL)")
-    parser.add_argument("--resume", nargs="?", const="auto", default=None, metavar="CHECKPOINT",
-                        help="continue from CHECKPOINT (default: CHECKPOINT_DIR/last.ckpt)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of weights, shuffling and augmentation (default: %(default)s)")
-    parser.add_argument("--workers", type=int, default=min(2, max(0, (os.cpu_count() or 1) - 1)),
-                        help="data-loading processes, 0 = in the training process (default: %(default)s)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--log-every", type=int, default=None, metavar="STEPS",
-                        help="steps between progress updates, when the loss and accuracy are read from "
-                             f"the device (steps in between never wait for it; default: {LOG_EVERY})")
-    parser.add_argument("--amp", choices=("bf16", "fp16"), default=None,
-                        help="mixed precision: convolutions, linear layers and matmuls in bf16/fp16; losses, "
-                             "softmax and norms in float32; float32 master weights (fp16 adds dynamic loss "
-                             "scaling). For GPUs: on the CPU it is no faster than float32")

@@ -1,0 +1,391 @@
+"""The one training loop, ``fit``: every recipe of `tinyflow train` runs it, data-parallel runs included.
+
+A recipe gives what differs: the step (a forward pass from a batch to the loss and the counts it
+measures), the ``Metrics`` (what an epoch reports, which checkpoint is best), the evaluation and a
+``Checkpointer``. The loop does the rest: backward (with loss scaling under fp16), gradient
+clipping, the optimizer and the schedule, the progress bar, the per-epoch record (metrics.jsonl
+and its plot), checkpoints and exact resume, Ctrl-C.
+
+No step waits for the device: the loss and counts of each step stay there (``StepLog``) and are
+read once every ``log_every`` steps and at the end of the epoch. At such a log point the progress
+bar moves, the epoch's sums grow, and a non-finite loss is found.
+
+Resuming is exact: a checkpoint holds the model, the optimizer (and scheduler), the RNG states,
+the epoch, the batch within the epoch and the epoch's running sums, and the loader's batches are
+a pure function of (seed, epoch, batch index); so a resumed run ends with the same parameters as
+an uninterrupted one.
+
+A data-parallel run is this loop over a DataParallel model: ``FitOptions.allreduce_sum`` adds
+the epoch's sums over the ranks, the ranks agree at log points on whether Ctrl-C stops them, and
+only the process whose Checkpointer writes (rank 0) writes files and prints.
+"""
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tinyflow.recipes.checkpoint import Checkpointer, load_model_state, rng_state, set_rng_state
+from tinyflow.recipes.metrics import Metrics, MetricsLog, StepLog
+
+__all__ = ["fit", "StepOutput", "FitOptions", "Hooks", "FitResult", "InterruptGuard", "Progress",
+           "make_optimizer", "out_of_memory_message", "LOG_EVERY"]
+
+LOG_EVERY = 20  # training steps between host reads of the loss and metrics (progress updates)
+
+
+@dataclass
+class StepOutput:
+    """What a step function returns: the loss to train on and what the step measured."""
+
+    loss: Any  # 0-d float32 Tensor: the batch's mean loss; backward starts here
+    counts: Sequence[Any] = ()  # 0-d values on the device, one per Metrics.counts (e.g. correct top-1)
+    items: int = 1  # the batch's size in Metrics.items (images, tokens): its weight in the epoch's loss
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """How the loop runs, whatever the model."""
+
+    amp: str | None = None  # "bf16" | "fp16": the step under autocast (float32 master weights; fp16 scales the loss)
+    clip: float | None = None  # clip the gradient norm to this (after unscaling); None or 0: no clipping
+    log_every: int = LOG_EVERY  # steps between reads of the step log (log points)
+    progress: bool = True  # a progress bar (on the writing process)
+    allreduce_sum: Callable[[np.ndarray], np.ndarray] | None = None  # data parallel: a float64 vector summed over ranks
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Calls the loop makes: ``after_backward()`` (e.g. finish the gradient all-reduce),
+    ``on_step(epoch, step, loss)`` after each optimizer step with the loss as a 0-d Tensor still on
+    the device (reading it is a host sync), and the Ctrl-C ``guard`` (one of its own if None)."""
+
+    after_backward: Callable[[], None] | None = None
+    on_step: Callable[[int, int, Any], None] | None = None
+    guard: InterruptGuard | None = None
+
+
+@dataclass
+class FitResult:
+    """What ``fit`` ends with: the per-epoch records and whether it stopped early (Ctrl-C)."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+    epoch: int = 0
+    step: int = 0
+    checkpoint: str | None = None
+
+
+def fit(model: Any, train_loader: Any, step_fn: Callable[[Any, Any], StepOutput], *, epochs: int,
+        optimizer: Any, scheduler: Any = None, metrics: Metrics = Metrics(),
+        evaluate: Callable[[Any], np.ndarray] | None = None, checkpoints: Checkpointer | None = None,
+        options: FitOptions = FitOptions(), hooks: Hooks = Hooks()) -> FitResult:  # fmt: skip
+    """Train ``model`` for ``epochs`` epochs; after each, evaluate, log, plot and checkpoint.
+
+    ``train_loader`` yields batches and has ``set_epoch(epoch, start_batch)`` (a DataLoader); one
+    with ``state_dict()`` / ``load_state_dict(state)`` also keeps its mid-epoch state in the
+    checkpoints (the language model's hidden state). ``step_fn(model, batch)`` is the forward pass
+    to a ``StepOutput``; the loop runs it under autocast (``options.amp``), then backward, clipping
+    and the optimizer. ``evaluate(model)`` gives the validation sums ``[loss * items, *counts,
+    items]`` (float64) that ``metrics`` turns into the ``val_`` values. ``checkpoints`` says where
+    checkpoints go, which to resume from and whether this process writes (None: no files).
+
+    A non-finite loss is found at the next log point, so it stops training up to ``log_every - 1``
+    steps after the step that produced it; those steps' updates are applied to the model in
+    memory, but nothing on disk is touched: the last checkpoint predates them. Ctrl-C stops after
+    the current step, saving a checkpoint to resume from; with ``allreduce_sum`` the ranks agree on
+    stopping at log points only.
+    """
+    loop = _Loop(model, train_loader, step_fn, optimizer, scheduler, metrics, evaluate,
+                 checkpoints or Checkpointer(), options, hooks)
+    return loop.run(epochs)
+
+
+@dataclass
+class _Loop:
+    """One ``fit`` call: what it was given, where it is (epoch, step), the epoch's sums, the logs."""
+
+    model: Any
+    loader: Any
+    step_fn: Callable[[Any, Any], StepOutput]
+    optimizer: Any
+    scheduler: Any
+    metrics: Metrics
+    evaluate: Callable[[Any], np.ndarray] | None
+    checkpoints: Checkpointer
+    options: FitOptions
+    hooks: Hooks
+
+    def __post_init__(self) -> None:
+        from tinyflow.amp import GradScaler
+
+        self.writer = self.checkpoints.writer  # files and printing: rank 0 of a data-parallel run
+        self.guard = self.hooks.guard or InterruptGuard()
+        self.scaler = GradScaler(enabled=self.options.amp == "fp16")
+        self.epoch, self.step, self.global_step = 0, 0, 0  # the step: batches done in this epoch
+        self.sums = self.metrics.zero_sums()
+        self.best = -math.inf if self.metrics.higher_is_better else math.inf
+        self.steplog = StepLog(self.options.log_every, 1 + len(self.metrics.counts))  # per step: loss, counts
+        self.sizes: list[int] = []  # the items of each step in the step log
+        self.log = MetricsLog(self.checkpoints.directory, enabled=self.writer)
+
+    def run(self, epochs: int) -> FitResult:
+        """Resume if asked, then train epoch after epoch; stop early on Ctrl-C."""
+        self.resume()
+        result = FitResult(history=self.log.records)
+        with self.guard:
+            for epoch in range(self.epoch, epochs):
+                if self.stop_requested():  # Ctrl-C came during the last evaluation: its checkpoint is saved
+                    result.interrupted = True
+                    return result
+                t0 = time.perf_counter()
+                lr = float(self.optimizer.param_groups[0]["lr"])
+                if self.train_epoch(epoch, epochs):  # stopped by Ctrl-C: save where it is
+                    result.checkpoint = self.checkpoint(epoch)
+                    result.interrupted, result.epoch, result.step = True, epoch, self.step
+                    if self.writer and result.checkpoint:
+                        print(f"saved {result.checkpoint} (epoch {epoch + 1}, batch {self.step}); "
+                              f"continue with --resume", file=sys.stderr)
+                    return result
+                elapsed = time.perf_counter() - t0
+                if self.scheduler is not None:
+                    self.scheduler.step()
+                record: dict[str, Any] = {"epoch": epoch + 1, **self.metrics.summary(self.reduce(self.sums.values()), "train")}
+                if self.evaluate is not None:
+                    record.update(self.metrics.summary(self.reduce(self.evaluate(self.model)), "val"))
+                record.update({"lr": lr, "time_s": round(elapsed, 3),
+                               f"{self.metrics.items}_per_s": round(self.sums["count"] / max(elapsed, 1e-9), 2)})
+                result.checkpoint = self.end_epoch(epoch, record)
+                result.epoch, result.step = epoch + 1, 0
+        return result
+
+    def train_epoch(self, epoch: int, epochs: int) -> bool:
+        """The steps of one epoch (from ``self.step`` on, when resuming); True when Ctrl-C stopped it."""
+        self.model.train()
+        self.loader.set_epoch(epoch, start_batch=self.step)
+        n_batches = len(self.loader)
+        bar = Progress(n_batches, self.step, f"epoch {epoch + 1}/{epochs}", self.metrics.unit,
+                       enabled=self.options.progress and self.writer)
+        stopped = False
+        try:
+            for batch in self.loader:
+                out = self.train_step(batch, epoch)
+                full = self.steplog.add(out.loss, *out.counts)  # stays on the device: nothing read here
+                self.sizes.append(out.items)
+                self.step += 1
+                self.global_step += 1
+                at_log_point = full or self.step == n_batches
+                if at_log_point:
+                    self.log_point(epoch, bar)
+                if self.hooks.on_step is not None:
+                    self.hooks.on_step(epoch, self.step, out.loss.detach())
+                if self.options.allreduce_sum is None:
+                    stopped = self.guard.interrupted
+                elif at_log_point:  # a collective: every rank reaches the same log points
+                    stopped = self.stop_requested()
+                if stopped:
+                    break
+            self.log_point(epoch, bar)  # steps after the last log point (Ctrl-C, or a loader shorter than its len)
+        finally:
+            bar.close()
+        return stopped
+
+    def train_step(self, batch: Any, epoch: int) -> StepOutput:
+        """Forward (the recipe's step, under autocast), backward, clipping, optimizer: no host read."""
+        from tinyflow.amp import autocast
+        from tinyflow.optim import clip_grad_norm_
+
+        amp, clip = self.options.amp, self.options.clip
+        try:
+            with autocast(amp or "bf16", enabled=amp is not None):
+                out = self.step_fn(self.model, batch)
+            self.optimizer.zero_grad()
+            self.scaler.scale(out.loss).backward()
+            if self.hooks.after_backward is not None:
+                self.hooks.after_backward()
+            if clip is not None and clip > 0:
+                self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
+                clip_grad_norm_(self.model.parameters(), clip)
+            self.scaler.step(self.optimizer)  # = optimizer.step() without fp16
+            self.scaler.update()
+        except MemoryError as exc:
+            batch_size = getattr(self.loader, "batch_size", 1)
+            raise MemoryError(out_of_memory_message(batch_size, f"training step of epoch {epoch + 1}")) from exc
+        return out
+
+    def resume(self) -> None:
+        """Continue from the Checkpointer's resume checkpoint, if it has one."""
+        state = self.checkpoints.resume_state()
+        if state is None:
+            return
+        load_model_state(self.model, state["model"], self.checkpoints.resume)
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        set_rng_state(state["rng"])
+        if state.get("scaler") is not None:
+            self.scaler.load_state_dict(state["scaler"])
+        if hasattr(self.loader, "load_state_dict"):
+            self.loader.load_state_dict(state)
+        self.epoch, self.step, self.global_step = state["epoch"], state["step"], state.get("global_step", 0)
+        if self.writer:  # the sums saved are those of all ranks: one rank carries them on
+            self.sums.update({k: float(v) for k, v in state["sums"].items() if k in self.sums})
+        self.best = state.get("best", self.best)
+        self.log.records[:] = state["history"]
+        if self.writer:
+            where = f"epoch {self.epoch + 1}" + (f", batch {self.step + 1}" if self.step else "")
+            print(f"resuming from {self.checkpoints.resume} at {where}", file=sys.stderr)
+
+    def checkpoint(self, epoch: int) -> str | None:
+        """Save last.ckpt at ``epoch`` (and this run's step in it); its path, or None.
+        Every rank calls it: the epoch's sums so far are added over the ranks."""
+        sums = dict(zip(self.sums, self.reduce(self.sums.values()).tolist()))
+        return self.checkpoints.save({
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            "rng": rng_state(),
+            "scaler": self.scaler.state_dict() if self.scaler.enabled else None,
+            "epoch": epoch, "step": self.step, "global_step": self.global_step,
+            "sums": sums, "history": self.log.records, "best": self.best,
+            **(self.loader.state_dict() if hasattr(self.loader, "state_dict") else {}),
+        })  # fmt: skip
+
+    def reduce(self, sums: Any) -> np.ndarray:
+        """``sums`` as float64, added over the ranks of a data-parallel run."""
+        v = np.array(list(sums), dtype=np.float64)
+        if self.options.allreduce_sum is not None:
+            v = np.asarray(self.options.allreduce_sum(v), dtype=np.float64)
+        return v
+
+    def stop_requested(self) -> bool:
+        """Ctrl-C on any rank stops every rank after the same step: ranks that disagreed would
+        wait for each other in the next all-reduce."""
+        if self.options.allreduce_sum is None:
+            return self.guard.interrupted
+        return bool(self.options.allreduce_sum(np.array([float(self.guard.interrupted)]))[0] > 0)
+
+    def log_point(self, epoch: int, bar: Progress) -> None:
+        """Read the steps since the last log point (one host read) into the sums and the bar."""
+        rows = self.steplog.read()  # (k, 1 + counts): each step's loss and counts
+        first = self.step - len(rows)  # steps of this epoch before these
+        for i, (row, n) in enumerate(zip(rows.tolist(), self.sizes)):
+            loss = row[0]
+            if not math.isfinite(loss):
+                bad = first + i + 1
+                late = (f" (found at batch {self.step}: the updates of batches {bad}-{self.step} are applied in "
+                        "memory; the checkpoints on disk predate them)") if bad < self.step else ""
+                advice = "lower --lr or --clip" if self.options.clip else "lower --lr (or check the data)"
+                raise FloatingPointError(f"the training loss became {loss} at epoch {epoch + 1}, batch {bad}: "
+                                         f"{advice}{late}")
+            self.sums["loss"] += loss * n
+            for name, value in zip(self.metrics.counts, row[1:]):
+                self.sums[name] += value
+            self.sums["count"] += n
+        if len(rows):
+            bar.update(sum(self.sizes), float(rows[:, 0].mean()), steps=len(rows))
+        self.sizes.clear()
+
+    def end_epoch(self, epoch: int, record: dict[str, Any]) -> str | None:
+        """Log the epoch's record, start the next epoch's sums, save last.ckpt (and best.ckpt)."""
+        self.log.append(record)
+        if self.writer:
+            shown = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items())
+            print(shown, file=sys.stderr, flush=True)
+        self.sums, self.step = self.metrics.zero_sums(), 0
+        name = self.metrics.best
+        score = record.get(f"val_{name}", record[f"train_{name}"])
+        improved = score > self.best if self.metrics.higher_is_better else score < self.best
+        if improved:
+            self.best = score
+        path = self.checkpoint(epoch + 1)
+        if improved and path is not None:
+            self.checkpoints.mark_best(path)
+        return path
+
+
+# ----------------------------------------------------------------------------- Ctrl-C and progress
+
+
+class InterruptGuard:
+    """Within the block the first Ctrl-C only sets ``interrupted``; a second one raises at once.
+
+    Only the main thread can receive signals: elsewhere (e.g. ranks run as threads) this is a
+    no-op and ``request()`` is the way to stop.
+    """
+
+    def __init__(self) -> None:
+        self.interrupted = False
+        self._previous: Any = None
+
+    def request(self) -> None:
+        self.interrupted = True
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.interrupted:
+            raise KeyboardInterrupt
+        self.interrupted = True
+        print("\ninterrupted: saving a checkpoint after this step (Ctrl-C again to abort)", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> InterruptGuard:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+
+class Progress:
+    """A tqdm bar over one epoch: running loss and throughput (``unit`` per second)."""
+
+    def __init__(self, total: int, initial: int, desc: str, unit: str = "img", enabled: bool = True):
+        self.unit = unit
+        self.items = 0
+        self.start = time.perf_counter()
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, desc=desc, unit="batch", leave=True,
+                            dynamic_ncols=True, file=sys.stderr)
+
+    def update(self, items: int, loss: float, steps: int = 1) -> None:
+        """Advance by ``steps`` batches of ``items`` in all; ``loss`` is their mean loss."""
+        self.items += items
+        if self.bar is not None:
+            rate = self.items / max(time.perf_counter() - self.start, 1e-9)
+            self.bar.set_postfix({"loss": f"{loss:.4f}", f"{self.unit}/s": f"{rate:.1f}"}, refresh=False)
+            self.bar.update(steps)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ----------------------------------------------------------------------------- what recipes give the loop
+
+
+def make_optimizer(name: str, params: Any, lr: float, momentum: float, weight_decay: float) -> Any:
+    """The optimizer named on the command line (sgd or adam) over ``params``."""
+    import tinyflow.optim as optim
+
+    if name == "sgd":
+        return optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if name == "adam":
+        return optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {name!r}: choose sgd or adam")
+
+
+def out_of_memory_message(batch_size: int, where: str) -> str:
+    return (f"out of memory at batch size {batch_size} ({where}); this batch does not fit in memory: "
+            f"try a smaller --batch-size (e.g. {max(1, batch_size // 2)})")
