@@ -36,7 +36,7 @@ def test_item_numpy_tolist_detach():
     assert x.item() == 1.5
     assert isinstance(x.numpy(), np.ndarray)
     d = x.detach()
-    assert not d.requires_grad and d.data is x.data
+    assert not d.requires_grad and d.array is x.array
     with pytest.raises(ValueError, match="only one-element"):
         tf.ones(2).item()
 

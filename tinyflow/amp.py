@@ -219,7 +219,7 @@ class GradScaler:
         inv = 1.0 / self._scale
         found = False
         for grad in self._grads(optimizer):
-            data = grad.data
+            data = grad.array
             xp = array_module(data)
             data *= data.dtype.type(inv)
             # one reduction per gradient; a single host sync at the end (bool of the OR)

@@ -194,11 +194,11 @@ class Function:
                 if first is None:
                     first = a
                 wants_grad = wants_grad or a._requires_grad
-                raw.append(a.data)
+                raw.append(a.array)
             else:
                 raw.append(a)
         record = wants_grad and _state.grad_enabled
-        xp = array_module(first.data) if first is not None else np
+        xp = array_module(first.array) if first is not None else np
         if record:
             ctx = Context(cls, tuple(a if isinstance(a, Tensor) else None for a in args), xp)
         else:
@@ -229,7 +229,7 @@ class Function:
                 r._versions = first._versions  # an in-place edit of either is an edit of both
         if record:
             ctx.num_outputs = len(outs)
-            ctx.output_meta = [(r.data.shape, r.data.dtype) for r in results]
+            ctx.output_meta = [(r.array.shape, r.array.dtype) for r in results]
             # What backward may read must not change in place before it runs: remember versions.
             ctx.versions = [(t._versions, t._versions[0]) for t in (*ctx.inputs, *results) if t is not None]
         return tuple(results) if multi else results[0]
@@ -396,7 +396,7 @@ def _run_watchers(node: Context, slots: list[Any]) -> list[Any]:
         for hook in t._grad_hooks:
             new = hook(Tensor._from_array(slots[index], device=t.device))
             if new is not None:
-                slots[index] = new.data
+                slots[index] = new.array
         if t._retains_grad:
             t.grad = Tensor._from_array(slots[index], device=t.device)
     return slots
@@ -409,7 +409,7 @@ def _finish_leaf(t: Tensor, g: Any, handed_out: set[int]) -> None:
     for hook in t._grad_hooks:
         new = hook(Tensor._from_array(g, device=t.device))
         if new is not None:
-            g = new.data
+            g = new.array
     if t.grad is None:
         # .grad must own its array: optimizers and clipping update it in place.
         if g.base is not None or id(g) in handed_out:
@@ -417,6 +417,6 @@ def _finish_leaf(t: Tensor, g: Any, handed_out: set[int]) -> None:
         handed_out.add(id(g))
         t.grad = Tensor._from_array(g, device=t.device)
     else:
-        t.grad.data += g  # .grad owns its array (see above), so adding in place is safe
+        t.grad.array += g  # .grad owns its array (see above), so adding in place is safe
     for hook in t._post_accumulate_hooks:
         hook(t)

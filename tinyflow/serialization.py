@@ -121,7 +121,7 @@ class _Writer:
                 return float(obj)
             return {"type": "float", "value": repr(obj)}  # 'nan', 'inf', '-inf'
         if isinstance(obj, Tensor):
-            return self._array_node(obj.data, path, tensor=True, requires_grad=bool(obj.requires_grad))
+            return self._array_node(obj.array, path, tensor=True, requires_grad=bool(obj.requires_grad))
         if isinstance(obj, np.ndarray) or hasattr(obj, "__cuda_array_interface__"):
             return self._array_node(obj, path)
         if isinstance(obj, dict):

@@ -1,7 +1,8 @@
 """Tensor: an n-dimensional array (NumPy or CuPy) that remembers how it was computed.
 
-A Tensor holds its raw array in ``.data`` and, when it was produced by an op that needs a
-gradient, the graph node (``_ctx``, a ``tinyflow.autograd.Context``) that produced it. Every
+A Tensor holds its raw array in ``.array`` (NumPy or CuPy, never copied) and, when it was
+produced by an op that needs a gradient, the graph node (``_ctx``, a ``tinyflow.autograd.Context``)
+that produced it. ``.data`` is PyTorch's: a Tensor over the same array, outside autograd. Every
 method here is a thin call into an op in ``tinyflow.ops``; the maths lives there.
 """
 from __future__ import annotations
@@ -91,7 +92,7 @@ class Tensor:
     def _from_array(cls, arr: Any, device: Device | None = None, requires_grad: bool = False) -> Tensor:
         """Wrap a raw array without copying or checking (the fast path used by ops)."""
         t = object.__new__(cls)
-        t.data = arr
+        t.array = arr
         t._device = device if device is not None else device_of(arr)
         t._requires_grad = requires_grad
         t.grad = None
@@ -104,26 +105,46 @@ class Tensor:
         return t
 
     # ---------------------------------------------------------------- basic attributes
+    # ``array`` (set in _from_array) is the raw NumPy/CuPy array: ops and optimizers work on it.
+
+    @property
+    def data(self) -> Tensor:
+        """PyTorch's ``.data``: a Tensor over the same array, outside autograd (no graph, no
+        requires_grad, its own in-place counter, so edits through it are not seen by backward:
+        exactly PyTorch's contract). Use ``.array`` for the raw array."""
+        return Tensor._from_array(self.array, device=self._device)
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        """``t.data = other``: t takes other's array (shape, dtype, device may change, as in PyTorch);
+        t keeps its identity, its .grad, its requires_grad and its in-place counter."""
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"Tensor.data: can only assign a Tensor, got {type(value).__name__}; wrap it with "
+                "tinyflow.tensor(...) (or set .array to replace the raw array)"
+            )
+        self.array, self._device = value.array, value._device
+
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.data.shape)
+        return tuple(self.array.shape)
 
     def size(self, dim: int | None = None) -> Any:
         return self.shape if dim is None else self.shape[dim]
 
     @property
     def ndim(self) -> int:
-        return self.data.ndim
+        return self.array.ndim
 
     def dim(self) -> int:
-        return self.data.ndim
+        return self.array.ndim
 
     def numel(self) -> int:
-        return int(self.data.size)
+        return int(self.array.size)
 
     @property
     def dtype(self) -> np.dtype:
-        return self.data.dtype
+        return self.array.dtype
 
     @property
     def device(self) -> Device:
@@ -139,9 +160,9 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
-        if value and not is_floating_or_complex(self.data.dtype):
+        if value and not is_floating_or_complex(self.array.dtype):
             raise RuntimeError(
-                f"only floating point tensors can require gradients, got dtype {self.data.dtype}; "
+                f"only floating point tensors can require gradients, got dtype {self.array.dtype}; "
                 "convert first, e.g. x.float()"
             )
         if not value and self._ctx is not None:
@@ -193,8 +214,8 @@ class Tensor:
         return "tensor(" + body + "".join(", " + e for e in extra) + ")"
 
     def __bool__(self) -> bool:
-        if self.data.size != 1:
-            raise RuntimeError(f"the truth value of a tensor with {self.data.size} elements is ambiguous")
+        if self.array.size != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self.array.size} elements is ambiguous")
         return bool(self._read("bool"))
 
     def __float__(self) -> float:
@@ -204,7 +225,7 @@ class Tensor:
         return int(self._scalar("int"))
 
     def __index__(self) -> int:
-        if self.dtype.kind not in "iu" or self.data.size != 1:
+        if self.dtype.kind not in "iu" or self.array.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self._scalar("index"))
 
@@ -219,10 +240,10 @@ class Tensor:
     def _read(self, why: str) -> np.ndarray:
         """The data on the host. Every read of a tensor's values comes through here, and so
         through ``tinyflow.device.to_host``, which counts it (a sync on a GPU)."""
-        return to_host(self.data, why)
+        return to_host(self.array, why)
 
     def _scalar(self, why: str) -> Any:
-        if self.data.size != 1:
+        if self.array.size != 1:
             raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
         return self._read(why).reshape(()).item()
 
@@ -239,7 +260,7 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """The same data, cut from the graph (shares memory and the in-place counter, as PyTorch)."""
-        t = Tensor._from_array(self.data, device=self._device)
+        t = Tensor._from_array(self.array, device=self._device)
         t._versions = self._versions
         return t
 
@@ -310,14 +331,14 @@ class Tensor:
                 "input has requires_grad=True and that it was not computed under no_grad()"
             )
         if gradient is None:
-            if self.data.size != 1:
+            if self.array.size != 1:
                 raise RuntimeError(
                     f"backward: grad can be implicitly created only for scalar outputs; this tensor "
                     f"has shape {self.shape}, so pass gradient= of that shape"
                 )
-            g = self._device.xp.ones(self.data.shape, dtype=self.dtype)
+            g = self._device.xp.ones(self.array.shape, dtype=self.dtype)
         else:
-            g = gradient.data if isinstance(gradient, Tensor) else self._device.xp.asarray(gradient, dtype=self.dtype)
+            g = gradient.array if isinstance(gradient, Tensor) else self._device.xp.asarray(gradient, dtype=self.dtype)
             if tuple(g.shape) != self.shape:
                 raise ValueError(f"backward: gradient of shape {tuple(g.shape)} does not match tensor of shape {self.shape}")
         autograd.run_backward([self], [g], retain_graph=retain_graph)
@@ -361,13 +382,13 @@ class Tensor:
 
     def _inplace(self, op: str, value: Any, fn: Callable[[Any, Any], Any]) -> Tensor:
         self._check_inplace(op)
-        other = value.data if isinstance(value, Tensor) else value
+        other = value.array if isinstance(value, Tensor) else value
         try:
-            self.data[...] = fn(self.data, other)
+            self.array[...] = fn(self.array, other)
         except ValueError:
             from tinyflow.ops.elementwise import broadcast_error
 
-            raise broadcast_error(op, self.data, other) from None
+            raise broadcast_error(op, self.array, other) from None
         return self
 
     def add_(self, other: Any, alpha: float = 1.0) -> Tensor:
@@ -389,7 +410,7 @@ class Tensor:
         return self._inplace("fill_", value, lambda a, b: b)
 
     def copy_(self, src: Any) -> Tensor:
-        src_arr = src.data if isinstance(src, Tensor) else src
+        src_arr = src.array if isinstance(src, Tensor) else src
         src_arr = move(self._device.xp.asarray(src_arr) if not hasattr(src_arr, "shape") else src_arr, self._device)
         return self._inplace("copy_", src_arr, lambda a, b: b)
 
@@ -420,10 +441,10 @@ class Tensor:
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._check_inplace("setitem")
-        v = value.data if isinstance(value, Tensor) else value
-        target = self.data[_raw_index(index)]
+        v = value.array if isinstance(value, Tensor) else value
+        target = self.array[_raw_index(index)]
         try:
-            self.data[_raw_index(index)] = v
+            self.array[_raw_index(index)] = v
         except ValueError:
             raise ValueError(
                 f"setitem: a value of shape {tuple(getattr(v, 'shape', ()))} cannot be assigned to "
@@ -483,13 +504,13 @@ class Tensor:
 
     # comparisons: never differentiable, return boolean tensors
     def _compare(self, other: Any, fn: Callable[[Any, Any], Any], op: str) -> Tensor:
-        b = other.data if isinstance(other, Tensor) else other
+        b = other.array if isinstance(other, Tensor) else other
         try:
-            return Tensor._from_array(fn(self.data, b), device=self._device)
+            return Tensor._from_array(fn(self.array, b), device=self._device)
         except ValueError:
             from tinyflow.ops.elementwise import broadcast_error
 
-            raise broadcast_error(op, self.data, b) from None
+            raise broadcast_error(op, self.array, b) from None
 
     def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
         return self._compare(other, lambda a, b: a == b, "eq")
@@ -510,7 +531,7 @@ class Tensor:
         return self._compare(other, lambda a, b: a >= b, "ge")
 
     def __invert__(self) -> Tensor:
-        return Tensor._from_array(~self.data, device=self._device)
+        return Tensor._from_array(~self.array, device=self._device)
 
     def __and__(self, other: Any) -> Tensor:
         return self._compare(other, lambda a, b: a & b, "and")
@@ -555,16 +576,16 @@ class Tensor:
         return self @ other
 
     def all(self) -> Tensor:
-        return Tensor._from_array(self.data.all(), device=self._device)
+        return Tensor._from_array(self.array.all(), device=self._device)
 
     def any(self) -> Tensor:
-        return Tensor._from_array(self.data.any(), device=self._device)
+        return Tensor._from_array(self.array.any(), device=self._device)
 
     def isnan(self) -> Tensor:
-        return Tensor._from_array(self._device.xp.isnan(self.data), device=self._device)
+        return Tensor._from_array(self._device.xp.isnan(self.array), device=self._device)
 
     def isfinite(self) -> Tensor:
-        return Tensor._from_array(self._device.xp.isfinite(self.data), device=self._device)
+        return Tensor._from_array(self._device.xp.isfinite(self.array), device=self._device)
 
     # ---------------------------------------------------------------- unary maths
     def exp(self) -> Tensor:
@@ -743,9 +764,9 @@ def _shape_arg(shape: tuple) -> tuple[int, ...]:
 
 def _raw_index(index: Any) -> Any:
     if isinstance(index, Tensor):
-        return index.data
+        return index.array
     if isinstance(index, tuple):
-        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+        return tuple(i.array if isinstance(i, Tensor) else i for i in index)
     if isinstance(index, list):
         return np.asarray(index)
     return index
@@ -777,7 +798,7 @@ def _scalar_like(value: Any, ref: Tensor) -> Tensor:
 
 
 def _arg(t: Tensor, name: str, dim: int | None, keepdim: bool) -> Tensor:
-    arr = getattr(t.data, name)(axis=dim)
+    arr = getattr(t.array, name)(axis=dim)
     if keepdim and dim is not None:
         arr = t._device.xp.expand_dims(arr, dim)
     return Tensor._from_array(arr.astype(np.int64), device=t._device)
@@ -802,7 +823,7 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     dtype, as ``torch.tensor`` does.
     """
     if isinstance(data, Tensor):
-        arr, src = data.data, data.device
+        arr, src = data.array, data.device
     elif isinstance(data, np.ndarray) or hasattr(data, "__cuda_array_interface__"):
         arr, src = data, device_of(data)
     else:  # Python numbers and (nested) lists, NumPy scalars
@@ -956,7 +977,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     """Elementwise ``a if cond else b``; differentiable in a and b."""
     ref = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
     a, b = _as_operand(a, ref), _as_operand(b, ref)
-    c = cond.data if isinstance(cond, Tensor) else a.device.xp.asarray(cond)
+    c = cond.array if isinstance(cond, Tensor) else a.device.xp.asarray(cond)
     return _ops().Where.apply(c, a, b)
 
 

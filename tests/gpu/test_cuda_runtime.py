@@ -26,7 +26,7 @@ def test_tensor_round_trip_keeps_values_dtype_and_grad_flow(dtype):
     t = tf.tensor(a)
     g = t.to("cuda:0")
     assert g.device == tf.Device("cuda:0") and g.dtype == a.dtype
-    assert type(g.data).__module__.startswith("cupy")
+    assert type(g.array).__module__.startswith("cupy")
     back = g.to("cpu")
     np.testing.assert_array_equal(back.numpy(), a)
     if a.dtype.kind == "f":

@@ -252,8 +252,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
 
 def one_hot(target: Tensor, num_classes: int = -1) -> Tensor:
     xp = target.device.xp
-    n = int(target.data.max()) + 1 if num_classes < 0 else num_classes
-    out = (target.data[..., None] == xp.arange(n)).astype("int64")
+    n = int(target.array.max()) + 1 if num_classes < 0 else num_classes
+    out = (target.array[..., None] == xp.arange(n)).astype("int64")
     return Tensor._from_array(out, device=target.device)
 
 
@@ -266,9 +266,9 @@ def _check_reduction(op: str, reduction: str) -> None:
 def _target(t: Any, like: Tensor) -> Any:
     """A target given as Tensor, ndarray or list, as a raw array on ``like``'s device."""
     if isinstance(t, Tensor):
-        return t.data
+        return t.array
     arr = as_tensor(t).to(like.device) if not hasattr(t, "shape") else as_tensor(t)
-    return arr.data
+    return arr.array
 
 
 def cross_entropy(
@@ -287,7 +287,7 @@ def cross_entropy(
     logits, target = amp.float32_inputs(logits, target)
     if not 0 <= label_smoothing <= 1:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
-    w = weight.data if isinstance(weight, Tensor) else weight
+    w = weight.array if isinstance(weight, Tensor) else weight
     if isinstance(target, Tensor) and target.is_floating_point():
         return _soft_cross_entropy(logits, target, weight, reduction, label_smoothing)
     return ops.CrossEntropy.apply(logits, _target(target, logits), w, ignore_index, reduction, label_smoothing)
@@ -313,7 +313,7 @@ def nll_loss(log_probs: Tensor, target: Any, weight: Tensor | None = None, ignor
              reduction: str = "mean") -> Tensor:
     _check_reduction("nll_loss", reduction)
     (log_probs,) = amp.float32_inputs(log_probs)
-    w = weight.data if isinstance(weight, Tensor) else weight
+    w = weight.array if isinstance(weight, Tensor) else weight
     return ops.NLLLossFunction.apply(log_probs, _target(target, log_probs), w, ignore_index, reduction)
 
 

@@ -215,7 +215,7 @@ class Module:
                 if k in state_dict and k in named:
                     dst = named[k]
                     src = _to_numpy(state_dict[k])
-                    dst.data[...] = dst.device.xp.asarray(src).astype(dst.dtype, copy=False)
+                    dst.array[...] = dst.device.xp.asarray(src).astype(dst.dtype, copy=False)
                     dst._versions[0] += 1
         return _IncompatibleKeys((missing, unexpected))
 
@@ -238,7 +238,7 @@ class Module:
             if set_to_none:
                 p.grad = None
             elif p.grad is not None:
-                p.grad.data[...] = 0
+                p.grad.array[...] = 0
 
     def _apply(self, fn: Callable[[Tensor], Tensor]) -> Module:
         """Replace every parameter's and buffer's data by ``fn(tensor)`` (keeps the objects)."""
@@ -248,10 +248,10 @@ class Module:
                     if t is None:
                         continue
                     new = fn(t)
-                    t.data, t._device = new.data, new.device
+                    t.array, t._device = new.array, new.device
                     if t.grad is not None:
                         g = fn(t.grad)
-                        t.grad.data, t.grad._device = g.data, g.device
+                        t.grad.array, t.grad._device = g.array, g.device
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Module:

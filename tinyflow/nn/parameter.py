@@ -13,7 +13,7 @@ class Parameter(Tensor):
         if data is None:
             data = tensor([])
         src = data if isinstance(data, Tensor) else tensor(data)
-        p = Parameter._from_array(src.data, device=src.device)
+        p = Parameter._from_array(src.array, device=src.device)
         p.requires_grad = requires_grad
         return p
 

@@ -38,7 +38,7 @@ class Embedding(Module):
         init.normal_(self.weight)
         if self.padding_idx is not None:
             with no_grad():
-                self.weight.data[self.padding_idx] = 0
+                self.weight.array[self.padding_idx] = 0
 
     @classmethod
     def from_pretrained(cls, embeddings: Any, freeze: bool = True, padding_idx: int | None = None) -> Embedding:
@@ -47,7 +47,7 @@ class Embedding(Module):
         if weights.ndim != 2:
             raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D (V, D), got shape {weights.shape}")
         module = cls(weights.shape[0], weights.shape[1], padding_idx=padding_idx, device=weights.device, dtype=weights.dtype)
-        module.weight.data = weights.data.copy()
+        module.weight.array = weights.array.copy()
         module.weight.requires_grad = not freeze
         return module
 

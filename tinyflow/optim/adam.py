@@ -64,18 +64,18 @@ class Adam(Optimizer):
                 if group["maximize"]:
                     grad = -grad
                 state = self.state[p]
-                xp, dtype = array_module(p.data), self._state_dtype(p)
+                xp, dtype = array_module(p.array), self._state_dtype(p)
                 if "exp_avg" not in state:
                     state["step"] = 0
-                    state["exp_avg"] = xp.zeros_like(p.data, dtype=dtype)
-                    state["exp_avg_sq"] = xp.zeros_like(p.data, dtype=dtype)
+                    state["exp_avg"] = xp.zeros_like(p.array, dtype=dtype)
+                    state["exp_avg_sq"] = xp.zeros_like(p.array, dtype=dtype)
                     if group["amsgrad"]:
-                        state["max_exp_avg_sq"] = xp.zeros_like(p.data, dtype=dtype)
+                        state["max_exp_avg_sq"] = xp.zeros_like(p.array, dtype=dtype)
                 elif group["amsgrad"] and "max_exp_avg_sq" not in state:
-                    state["max_exp_avg_sq"] = xp.zeros_like(p.data, dtype=dtype)
+                    state["max_exp_avg_sq"] = xp.zeros_like(p.array, dtype=dtype)
                 state["step"] += 1
                 master = self._master_weight(p)
-                kernels_of(p.data).adam_update(
+                kernels_of(p.array).adam_update(
                     master,
                     grad,
                     state["exp_avg"],

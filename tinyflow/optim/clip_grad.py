@@ -16,7 +16,7 @@ ParamsOrTensor = Union[Tensor, Iterable[Tensor]]
 
 def _grads(parameters: ParamsOrTensor) -> list[Any]:
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    return [p.grad.data for p in params if p.grad is not None]
+    return [p.grad.array for p in params if p.grad is not None]
 
 
 def _vector_norm(xp: Any, g: Any, norm_type: float) -> Any:

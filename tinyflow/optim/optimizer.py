@@ -105,7 +105,7 @@ class Optimizer:
                 if set_to_none:
                     p.grad = None
                 else:
-                    p.grad.data.fill(0)
+                    p.grad.array.fill(0)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update the parameters from their ``.grad``; returns the closure's loss if given."""
@@ -191,13 +191,13 @@ class Optimizer:
         if value is None or isinstance(value, (bool, str)):
             return value
         if key == "step":
-            return int(float(np.asarray(value.data if isinstance(value, Tensor) else value)))
+            return int(float(np.asarray(value.array if isinstance(value, Tensor) else value)))
         if isinstance(value, (int, float)):
             return value
-        arr = value.data if isinstance(value, Tensor) else value
+        arr = value.array if isinstance(value, Tensor) else value
         if not (isinstance(arr, np.ndarray) or hasattr(arr, "__cuda_array_interface__")):
             arr = np.asarray(arr)  # e.g. a torch CPU tensor or nested lists
-        target = param.data
+        target = param.array
         dtype = Optimizer._state_dtype(param)
         if is_floating(arr.dtype) and arr.dtype != dtype:
             arr = arr.astype(dtype)
@@ -221,11 +221,11 @@ class Optimizer:
         return np.dtype(np.float32) if is_half(param.dtype) else param.dtype
 
     def _master_weight(self, param: Tensor) -> Any:
-        """The array a step updates in place: ``param.data`` itself, or for a float16/bfloat16
+        """The array a step updates in place: ``param.array`` itself, or for a float16/bfloat16
         param a fresh float32 master weight (``param + state["master_residual"]``, exact)."""
         if not is_half(param.dtype):
-            return param.data
-        master = param.data.astype(np.float32)
+            return param.array
+        master = param.array.astype(np.float32)
         residual = self.state[param].get("master_residual")
         if residual is not None:
             master += residual
@@ -233,14 +233,14 @@ class Optimizer:
 
     def _write_back(self, param: Tensor, master: Any) -> None:
         """Round the updated float32 ``master`` into ``param`` and keep what rounding dropped."""
-        if master is param.data:
+        if master is param.array:
             return
-        param.data[...] = master  # round to nearest even
+        param.array[...] = master  # round to nearest even
         state = self.state[param]
         xp = array_module(master)
         if state.get("master_residual") is None:
             state["master_residual"] = xp.empty_like(master)
-        xp.subtract(master, param.data.astype(np.float32), out=state["master_residual"])
+        xp.subtract(master, param.array.astype(np.float32), out=state["master_residual"])
 
     @staticmethod
     def _master_grad(param: Tensor, grad: Any) -> Any:
@@ -250,10 +250,10 @@ class Optimizer:
     @staticmethod
     def _check_grad(param: Tensor, index: int, name: str) -> Any:
         """The raw grad array of ``param``, checked to match its shape."""
-        grad = param.grad.data
-        if grad.shape != param.data.shape:
+        grad = param.grad.array
+        if grad.shape != param.array.shape:
             raise ValueError(
-                f"{name}: parameter {index} has shape {tuple(param.data.shape)} but its .grad has "
+                f"{name}: parameter {index} has shape {tuple(param.array.shape)} but its .grad has "
                 f"shape {tuple(grad.shape)}; gradients must match their parameter"
             )
         return grad

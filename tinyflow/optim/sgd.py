@@ -68,11 +68,11 @@ class SGD(Optimizer):
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
                     if buf is None:
-                        buf = array_module(p.data).empty_like(p.data, dtype=self._state_dtype(p))
+                        buf = array_module(p.array).empty_like(p.array, dtype=self._state_dtype(p))
                         state["momentum_buffer"] = buf
                         first_step = True
                 master = self._master_weight(p)
-                kernels_of(p.data).sgd_momentum_update(
+                kernels_of(p.array).sgd_momentum_update(
                     master,
                     grad,
                     buf,

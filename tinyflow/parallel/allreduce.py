@@ -3,7 +3,7 @@
 ``allreduce(array, comm, algorithm="ring", op="sum")`` picks one of the algorithm files
 (ring, tree, naive, native, or auto: one of ring, tree and native chosen per size by a cost
 model fitted once per world) and runs it in place; ``op="mean"`` divides by the world size
-afterwards. Arrays may be NumPy or CuPy arrays, or tinyflow Tensors (their ``.data``).
+afterwards. Arrays may be NumPy or CuPy arrays, or tinyflow Tensors (their ``.array``).
 """
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ GATHER_TAG = 300
 
 def _raw(array: Any) -> Any:
     """The raw ndarray behind a Tensor (or the array itself)."""
-    data = getattr(array, "data", None)
-    if data is not None and hasattr(data, "dtype") and not isinstance(array, np.ndarray):
-        return data
+    raw = getattr(array, "array", None)
+    if raw is not None and hasattr(raw, "dtype") and not isinstance(array, np.ndarray):
+        return raw
     return array
 
 

@@ -146,7 +146,7 @@ class DataParallel(Module):
             # BatchNorm's running statistics are computed from each rank's shard: keep rank 0's
             # everywhere, as DDP does, so evaluation and checkpoints agree across ranks.
             for b in self.module.buffers():
-                broadcast(b.data, self.comm, root=0)
+                broadcast(b.array, self.comm, root=0)
         return self.module(*args, **kwargs)
 
     def state_dict(self, prefix: str = "") -> Any:
@@ -180,7 +180,7 @@ class DataParallel(Module):
     def _broadcast_state(self, module: Module) -> None:
         """Copy rank 0's parameters and buffers to every rank, so replicas start identical."""
         for t in [*module.parameters(), *module.buffers()]:
-            broadcast(t.data, self.comm, root=0)
+            broadcast(t.array, self.comm, root=0)
 
     def _choose_algorithms(self) -> list[str]:
         """Each bucket's all-reduce algorithm; for auto, time the candidates once now (collective)."""
@@ -201,7 +201,7 @@ class DataParallel(Module):
         def close() -> None:
             if not group:
                 return
-            xp = array_module(group[0][1].data)
+            xp = array_module(group[0][1].array)
             slots, offset = [], 0
             for name, p in group:
                 slots.append(_Slot(name, p, offset, p.numel()))
@@ -234,7 +234,7 @@ class DataParallel(Module):
                 self._begin_step()
             if id(param) in bucket.filled:
                 return  # a second backward before synchronize: the grad already includes it
-            bucket.flat[slot.offset : slot.offset + slot.numel] = param.grad.data.reshape(-1)
+            bucket.flat[slot.offset : slot.offset + slot.numel] = param.grad.array.reshape(-1)
             bucket.filled.add(id(param))
             bucket.pending -= 1
             self._launch_ready()
@@ -330,7 +330,7 @@ class DataParallel(Module):
                 if p.grad is None:
                     p.grad = Tensor._from_array(averaged.copy(), device=p.device)
                 else:
-                    p.grad.data[...] = averaged
+                    p.grad.array[...] = averaged
         stats = self.last_step
         stats.wait_seconds = wait if self._queue is not None else stats.comm_seconds
         stats.bytes_sent = self.comm.bytes_sent - self._bytes_at_start
