@@ -37,7 +37,7 @@ def test_every_way_to_read_a_tensor_is_counted() -> None:
         ("item", t.item), ("numpy", v.numpy), ("tolist", v.tolist), ("float", lambda: float(t)),
         ("int", lambda: int(tf.tensor(3))), ("index", lambda: [0, 1, 2, 3][tf.tensor(1)]),
         ("bool", lambda: bool(t)), ("repr", lambda: repr(v)), ("__array__", lambda: np.asarray(v)),
-        ("to_host", lambda: to_host(v.data)),
+        ("to_host", lambda: to_host(v.array)),
     ]
     for why, read in reads:
         before = host_reads()

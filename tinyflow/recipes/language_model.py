@@ -72,7 +72,7 @@ def evaluation_sums(model: Any, streams: np.ndarray, seq_len: int, device: Any =
             for x, y in bptt:
                 logits, bptt.state = model(x, bptt.state)  # (T, B, V)
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-                part = loss.data.astype(np.float64) * y.numel()
+                part = loss.array.astype(np.float64) * y.numel()
                 total = part if total is None else total + part
                 count += y.numel()
     finally:

@@ -62,7 +62,7 @@ def _raw(x: Any) -> Any:
     from tinyflow.tensor import Tensor
 
     if isinstance(x, Tensor):
-        return x.data
+        return x.array
     return x if isinstance(x, np.ndarray) or hasattr(x, "__cuda_array_interface__") else np.asarray(x)
 
 

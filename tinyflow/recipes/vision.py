@@ -270,9 +270,9 @@ def evaluation_sums(model: Any, loader: Any) -> np.ndarray:
             for x, y in loader:
                 logits = model(x)  # (N, num_classes)
                 loss = F.cross_entropy(logits, y)
-                xp = array_module(loss.data)
+                xp = array_module(loss.array)
                 counts = topk_counts(logits, y).astype(np.float64)
-                row = xp.concatenate([(loss.data.astype(np.float64) * len(y)).reshape(1), counts])  # (3,)
+                row = xp.concatenate([(loss.array.astype(np.float64) * len(y)).reshape(1), counts])  # (3,)
                 totals = row if totals is None else totals + row
                 count += len(y)
     finally:
