@@ -63,7 +63,8 @@ def _lazy(name: str):  # noqa: ANN202
 
 def __getattr__(name: str):  # noqa: ANN202
     """Subpackages (nn, optim, data, parallel, ...) and save/load load on first use."""
-    if name in ("nn", "optim", "data", "parallel", "ops", "kernels", "testing", "amp", "serialization"):
+    if name in ("nn", "optim", "data", "parallel", "ops", "kernels", "testing", "amp", "serialization",
+                "cuda", "accelerator", "backends"):
         return _lazy(name)
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)

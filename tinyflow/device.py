@@ -333,3 +333,12 @@ def receive_handoff(dst: Any, message: Any) -> None:
     from tinyflow_cuda import streams
 
     streams.receive(dst, message)
+
+
+# ---- the CUDA backend, for the device queries of tinyflow.cuda / tinyflow.accelerator ---------
+def cuda_backend() -> ModuleType:
+    """The ``tinyflow_cuda`` module (imported on first use; it imports without CuPy or a GPU and
+    then answers ``is_available() == False``). ``tinyflow.cuda`` asks its questions through this."""
+    import tinyflow_cuda
+
+    return tinyflow_cuda

@@ -144,9 +144,12 @@ def test_pool_bad_input_raises_value_error(fn, shape, words):
         assert word in str(err.value)
 
 
-def test_maxpool_layer_rejects_return_indices():
-    with pytest.raises(ValueError, match="return_indices"):
-        nn.MaxPool2d(2, return_indices=True)
+def test_maxpool_layer_returns_indices_that_unpool_inverts():
+    x = tf.tensor(np.random.default_rng(0).standard_normal((2, 3, 6, 6)).astype(np.float32))
+    values, indices = nn.MaxPool2d(2, return_indices=True)(x)
+    assert values.shape == indices.shape == (2, 3, 3, 3) and indices.dtype == tf.int64
+    restored = nn.MaxUnpool2d(2)(values, indices)
+    np.testing.assert_array_equal(nn.MaxPool2d(2)(restored).numpy(), values.numpy())
 
 
 @pytest.mark.parametrize("half", ["float16", "bfloat16"])

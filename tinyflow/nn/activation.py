@@ -1,39 +1,122 @@
-"""Activation layers: ReLU, LeakyReLU, Tanh, Sigmoid, GELU, Softmax, LogSoftmax."""
+"""Activation layers, PyTorch's set with its constructor signatures, attributes and reprs.
+
+Each calls its ``F`` function; ``inplace=True`` is accepted and remembered (tinyflow computes a
+new tensor, which is what a layer's caller uses). ``PReLU`` is the one with a parameter.
+"""
 from __future__ import annotations
+
+from typing import Any
 
 from tinyflow.nn import functional as F
 from tinyflow.nn.module import Module
-from tinyflow.tensor import Tensor
+from tinyflow.nn.parameter import Parameter
+from tinyflow.tensor import Tensor, full
+
+__all__ = [
+    "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Softmin", "ELU", "SELU", "CELU",
+    "SiLU", "Mish", "Softplus", "Softsign", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "LogSigmoid",
+    "PReLU", "RReLU", "Threshold", "Hardshrink", "Softshrink", "Tanhshrink", "GLU", "Softmax2d",
+]
 
 
-class ReLU(Module):
+class _Inplace(Module):
+    """An activation with only PyTorch's ``inplace`` flag."""
+
     def __init__(self, inplace: bool = False) -> None:
-        super().__init__()  # inplace is accepted for PyTorch compatibility; tinyflow never mutates
+        super().__init__()
+        self.inplace = inplace
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.relu(x)
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class ReLU(_Inplace):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.relu(input)
+
+
+class ReLU6(_Inplace):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.relu6(input)
+
+
+class SELU(_Inplace):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.selu(input)
+
+
+class SiLU(_Inplace):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.silu(input)
+
+
+class Mish(_Inplace):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.mish(input)
+
+
+class Hardswish(_Inplace):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.hardswish(input)
+
+
+class Hardsigmoid(_Inplace):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.hardsigmoid(input)
 
 
 class LeakyReLU(Module):
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
-        self.negative_slope = negative_slope
+        self.negative_slope, self.inplace = negative_slope, inplace
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.leaky_relu(x, self.negative_slope)
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.leaky_relu(input, self.negative_slope)
 
     def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(Module):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.elu(input, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class CELU(ELU):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.celu(input, self.alpha)
 
 
 class Tanh(Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return x.tanh()
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return input.tanh()
 
 
 class Sigmoid(Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return x.sigmoid()
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return input.sigmoid()
+
+
+class Softsign(Module):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.softsign(input)
+
+
+class LogSigmoid(Module):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.logsigmoid(input)
+
+
+class Tanhshrink(Module):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.tanhshrink(input)
 
 
 class GELU(Module):
@@ -41,22 +124,139 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.gelu(x, self.approximate)
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.gelu(input, approximate=self.approximate)
 
     def extra_repr(self) -> str:
-        return f"approximate='{self.approximate}'"
+        return f"approximate={self.approximate!r}"
 
 
-class Softmax(Module):
+class Softplus(Module):
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Hardtanh(Module):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError(f"Hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.hardtanh(input, self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
+
+
+class Threshold(Module):
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.threshold(input, self.threshold, self.value)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.softshrink(input, self.lambd)
+
+
+class RReLU(Module):
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False) -> None:
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.rrelu(input, self.lower, self.upper, self.training)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
+class PReLU(Module):
+    """x for x > 0, weight * x otherwise; ``num_parameters`` slopes (1, or one per channel),
+    each initialised to ``init``."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.num_parameters, self.init = num_parameters, init
+        self.weight = Parameter(full((num_parameters,), float(init), dtype=dtype, device=device))
+
+    def reset_parameters(self) -> None:
+        from tinyflow.nn import init
+
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class GLU(Module):
     def __init__(self, dim: int = -1) -> None:
         super().__init__()
         self.dim = dim
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.softmax(x, self.dim)
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax(Module):
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.softmax(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
 
 
 class LogSoftmax(Softmax):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.log_softmax(x, self.dim)
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.log_softmax(input, self.dim)
+
+
+class Softmin(Softmax):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.softmin(input, self.dim)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of (N, C, H, W) or (C, H, W)."""
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected 3-D or 4-D input, got shape {tuple(input.shape)}")
+        return F.softmax(input, -3)

@@ -1,4 +1,4 @@
-"""Containers: Sequential, ModuleList, ModuleDict."""
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict (PyTorch's methods)."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -6,6 +6,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tinyflow.nn.module import Module
+from tinyflow.nn.parameter import Parameter
+from tinyflow.tensor import Tensor
+
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
 
 class Sequential(Module):
@@ -41,6 +45,36 @@ class Sequential(Module):
         self.add_module(str(len(self)), module)
         return self
 
+    def __setitem__(self, idx: int, module: Module) -> None:
+        key = list(self._modules.keys())[idx]
+        self._modules[key] = module
+
+    def __delitem__(self, idx: int | slice) -> None:
+        keys = list(self._modules.keys())
+        for key in keys[idx] if isinstance(idx, slice) else [keys[idx]]:
+            del self._modules[key]
+        # PyTorch renumbers the remaining entries
+        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
+
+    def insert(self, index: int, module: Module) -> Sequential:
+        mods = list(self._modules.values())
+        mods.insert(index, module)
+        self._modules = OrderedDict((str(i), m) for i, m in enumerate(mods))
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> Sequential:
+        for m in modules:
+            self.append(m)
+        return self
+
+    def pop(self, idx: int) -> Module:
+        m = self[idx]
+        del self[idx]
+        return m
+
+    def __add__(self, other: Sequential) -> Sequential:
+        return Sequential(*self, *other)
+
 
 class ModuleList(Module):
     """A list of modules, registered so their parameters are found."""
@@ -68,6 +102,28 @@ class ModuleList(Module):
     def __setitem__(self, idx: int, module: Module) -> None:
         key = list(self._modules.keys())[idx]
         self._modules[key] = module
+
+    def __delitem__(self, idx: int | slice) -> None:
+        keys = list(self._modules.keys())
+        for key in keys[idx] if isinstance(idx, slice) else [keys[idx]]:
+            del self._modules[key]
+        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
+
+    def insert(self, index: int, module: Module) -> None:
+        mods = list(self._modules.values())
+        mods.insert(index, module)
+        self._modules = OrderedDict((str(i), m) for i, m in enumerate(mods))
+
+    def pop(self, idx: int) -> Module:
+        m = self[idx]
+        del self[idx]
+        return m
+
+    def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
+        return self.extend(modules)
+
+    def __add__(self, other: Iterable[Module]) -> ModuleList:
+        return ModuleList([*self, *other])
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -102,3 +158,108 @@ class ModuleDict(Module):
 
     def items(self) -> Any:
         return self._modules.items()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def pop(self, key: str) -> Module:
+        return self._modules.pop(key)
+
+    def update(self, modules: Any) -> None:
+        for k, m in (modules.items() if hasattr(modules, "items") else modules):
+            self.add_module(k, m)
+
+    def clear(self) -> None:
+        self._modules.clear()
+
+
+def _as_parameter(value: Any) -> Any:
+    return value if isinstance(value, Parameter) or not isinstance(value, Tensor) else Parameter(value)
+
+
+class ParameterList(Module):
+    """A list of parameters registered under "0", "1", ... (Tensors become Parameters)."""
+
+    def __init__(self, values: Iterable[Any] | None = None) -> None:
+        super().__init__()
+        for v in values or []:
+            self.append(v)
+
+    def append(self, value: Any) -> ParameterList:
+        self.register_parameter(str(len(self)), _as_parameter(value))
+        return self
+
+    def extend(self, values: Iterable[Any]) -> ParameterList:
+        for v in values:
+            self.append(v)
+        return self
+
+    def __getitem__(self, idx: int | slice) -> Any:
+        items = list(self._parameters.values())
+        return ParameterList(items[idx]) if isinstance(idx, slice) else items[idx]
+
+    def __setitem__(self, idx: int, value: Any) -> None:
+        key = list(self._parameters.keys())[idx]
+        self._parameters[key] = _as_parameter(value)
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._parameters.values())
+
+    def __iadd__(self, values: Iterable[Any]) -> ParameterList:
+        return self.extend(values)
+
+
+class ParameterDict(Module):
+    """A dict of named parameters (Tensors become Parameters)."""
+
+    def __init__(self, parameters: Any = None) -> None:
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._parameters[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.register_parameter(key, _as_parameter(value))
+
+    def __delitem__(self, key: str) -> None:
+        del self._parameters[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._parameters
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parameters)
+
+    def keys(self) -> Any:
+        return self._parameters.keys()
+
+    def values(self) -> Any:
+        return self._parameters.values()
+
+    def items(self) -> Any:
+        return self._parameters.items()
+
+    def update(self, parameters: Any) -> None:
+        """Add (name, parameter) pairs; a plain dict is added in sorted key order, as PyTorch does."""
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = list(parameters.items())
+        elif hasattr(parameters, "items"):
+            items = sorted(parameters.items())
+        else:
+            items = list(parameters)
+        for k, v in items:
+            self[k] = v
+
+    def pop(self, key: str) -> Any:
+        return self._parameters.pop(key)

@@ -1,4 +1,5 @@
-"""Conv2d: the convolution layer, with PyTorch's signature, parameter names and initialisation."""
+"""Convolution layers: Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, with PyTorch's
+signatures, parameter names and shapes, initialisation and padding modes."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,33 +11,57 @@ from tinyflow.nn.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, empty
 
-__all__ = ["Conv2d"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
-class Conv2d(Module):
-    """2-D convolution over (N, C, H, W): weight (O, C/groups, kh, kw) and bias (O,).
+def _tuple(v: Any, n: int, name: str, op: str) -> tuple[int, ...]:
+    if n == 2:
+        return _pair(v, name, op)
+    return (F._single(v, name, op),)
+
+
+class _ConvNd(Module):
+    """The parameters and their initialisation, shared by every convolution layer.
 
     Initialised as PyTorch does (kaiming-uniform with a=sqrt(5), i.e. U(-1/sqrt(fan_in),
     1/sqrt(fan_in)) for both weight and bias), so a fresh layer behaves like torch's.
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair, stride: IntPair = 1,
-                 padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1,
-                 bias: bool = True, padding_mode: str = "zeros", device: Any = None,
-                 dtype: Any = None) -> None:
+    _dims = 2
+    _transposed = False
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None,
+                 output_padding: Any = 0) -> None:
         super().__init__()
+        name, n = type(self).__name__, self._dims
         if groups < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: in_channels={in_channels} and out_channels={out_channels} must "
+            raise ValueError(f"{name}: in_channels={in_channels} and out_channels={out_channels} must "
                              f"both be divisible by groups={groups}")
-        if padding_mode != "zeros":
-            raise ValueError(f"Conv2d: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"{name}: padding_mode must be one of {_PADDING_MODES}, got {padding_mode!r}")
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError(f"{name}: invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+            if padding == "same" and any(s != 1 for s in _tuple(stride, n, "stride", name)):
+                raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+            if self._transposed:
+                raise ValueError(f"{name}: only int / tuple padding is supported")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _pair(kernel_size, "kernel_size", "Conv2d")
-        self.stride = _pair(stride, "stride", "Conv2d")
-        self.padding = padding if isinstance(padding, str) else _pair(padding, "padding", "Conv2d")
-        self.dilation = _pair(dilation, "dilation", "Conv2d")
+        self.kernel_size = _tuple(kernel_size, n, "kernel_size", name)
+        self.stride = _tuple(stride, n, "stride", name)
+        self.padding = padding if isinstance(padding, str) else _tuple(padding, n, "padding", name)
+        self.dilation = _tuple(dilation, n, "dilation", name)
+        self.output_padding = _tuple(output_padding, n, "output_padding", name)
+        self.transposed = self._transposed
         self.padding_mode = padding_mode
-        shape = (out_channels, in_channels // groups, *self.kernel_size)
+        if self._transposed:
+            shape = (in_channels, out_channels // groups, *self.kernel_size)
+        else:
+            shape = (out_channels, in_channels // groups, *self.kernel_size)
         self.weight = Parameter(empty(*shape, dtype=dtype, device=device))
         if bias:
             self.bias = Parameter(empty(out_channels, dtype=dtype, device=device))
@@ -47,17 +72,132 @@ class Conv2d(Module):
     def reset_parameters(self) -> None:
         init.default_linear_init_(self.weight, self.bias)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+    def _mode_padding(self) -> tuple[int, ...]:
+        """F.pad's widths (last dim first) for a padding_mode other than zeros."""
+        widths: list[int] = []
+        for i in reversed(range(self._dims)):
+            if self.padding == "same":
+                total = self.dilation[i] * (self.kernel_size[i] - 1)
+                widths += [total // 2, total - total // 2]
+            elif self.padding == "valid":
+                widths += [0, 0]
+            else:
+                widths += [self.padding[i]] * 2
+        return tuple(widths)
 
     def extra_repr(self) -> str:
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        if self.padding not in ((0, 0), "valid"):
+        if self.padding != (0,) * self._dims:
             s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.dilation != (1,) * self._dims:
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * self._dims:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution over (N, C, H, W): weight (O, C/groups, kh, kw) and bias (O,)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair, stride: IntPair = 1,
+                 padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1,
+                 bias: bool = True, padding_mode: str = "zeros", device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+
+    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # noqa: A002
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._mode_padding(), mode=self.padding_mode)
+            return F.conv2d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
+        return F.conv2d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return self._conv_forward(input, self.weight, self.bias)
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution over (N, C, L): weight (O, C/groups, k) and bias (O,)."""
+
+    _dims = 1
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+
+    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # noqa: A002
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._mode_padding(), mode=self.padding_mode)
+            return F.conv1d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
+        return F.conv1d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return self._conv_forward(input, self.weight, self.bias)
+
+
+class _ConvTransposeNd(_ConvNd):
+    _transposed = True
+
+    def _output_padding(self, input: Tensor, output_size: Any) -> tuple[int, ...]:  # noqa: A002
+        """output_padding, or the one that gives ``output_size`` (PyTorch's rule and range)."""
+        if output_size is None:
+            return self.output_padding
+        n = self._dims
+        size = [int(s) for s in output_size]
+        if len(size) > n:
+            size = size[-n:]
+        if len(size) != n:
+            raise ValueError(f"{type(self).__name__}: output_size must have {n} or {n + 2} elements, got {output_size}")
+        spatial = input.shape[-n:]
+        pads = []
+        for d in range(n):
+            smallest = ((spatial[d] - 1) * self.stride[d] - 2 * self.padding[d]
+                        + self.dilation[d] * (self.kernel_size[d] - 1) + 1)
+            largest = smallest + self.stride[d] - 1
+            if not smallest <= size[d] <= largest:
+                raise ValueError(f"{type(self).__name__}: requested an output size of {size}, but valid sizes "
+                                 f"range from {smallest} to {largest} (for an input of {list(spatial)})")
+            pads.append(size[d] - smallest)
+        return tuple(pads)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """Transposed 2-D convolution: weight (C_in, C_out/groups, kh, kw) and bias (C_out,)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair, stride: IntPair = 1,
+                 padding: IntPair = 0, output_padding: IntPair = 0, groups: int = 1, bias: bool = True,
+                 dilation: IntPair = 1, padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        if padding_mode != "zeros":
+            raise ValueError(f"ConvTranspose2d: only 'zeros' padding mode is supported, got {padding_mode!r}")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype, output_padding)
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """Transposed 1-D convolution: weight (C_in, C_out/groups, k) and bias (C_out,)."""
+
+    _dims = 1
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        if padding_mode != "zeros":
+            raise ValueError(f"ConvTranspose1d: only 'zeros' padding mode is supported, got {padding_mode!r}")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype, output_padding)
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)

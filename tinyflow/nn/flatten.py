@@ -1,10 +1,12 @@
-"""nn.Flatten: flatten a range of dims into one (by default all but the batch dim)."""
+"""nn.Flatten and nn.Unflatten."""
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from tinyflow.nn.module import Module
 from tinyflow.tensor import Tensor
 
-__all__ = ["Flatten"]
+__all__ = ["Flatten", "Unflatten"]
 
 
 class Flatten(Module):
@@ -19,3 +21,19 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Expand dim ``dim`` into ``unflattened_size`` (one entry may be -1)."""
+
+    def __init__(self, dim: int, unflattened_size: Sequence[int]) -> None:
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        dim = self.dim % input.ndim if input.ndim else 0
+        shape = tuple(input.shape)
+        return input.reshape(*shape[:dim], *self.unflattened_size, *shape[dim + 1:])
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -2,28 +2,46 @@
 
 Every F function is defined here: it checks its arguments (with messages that name the
 function), applies autocast, and calls the differentiable op of tinyflow/ops/ that computes it
-(``F.conv2d`` -> ``ops.Conv2dFunction``). ``pad`` is the one re-export: it is ``tf.pad``.
+(``F.conv2d`` -> ``ops.Conv2dFunction``), or composes differentiable Tensor ops where no
+dedicated op is needed (the rarer losses, glu, pixel_shuffle).
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
+
+import numpy as np
 
 from tinyflow import amp, ops
 from tinyflow.kernels.shapes import IntPair, _pair, conv_output_size, pool_output_shape
+from tinyflow.ops.interpolate import output_size as resampled_size
 from tinyflow.random import Generator, rng
-from tinyflow.tensor import Tensor, as_tensor, pad  # noqa: F401  (pad is part of F's API)
+from tinyflow.tensor import Tensor, as_tensor, tensor, where
 
 __all__ = [
-    "linear", "conv2d",
-    "relu", "leaky_relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "logsumexp",
-    "dropout",
-    "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-    "local_response_norm", "batch_norm",
-    "embedding", "one_hot", "pad",
-    "cross_entropy", "nll_loss", "mse_loss",
+    "linear", "bilinear", "conv2d", "conv1d", "conv_transpose2d", "conv_transpose1d", "unfold", "fold",
+    "relu", "relu_", "leaky_relu", "gelu", "sigmoid", "tanh", "elu", "selu", "celu", "silu", "mish",
+    "softplus", "softsign", "hardtanh", "relu6", "hardsigmoid", "hardswish", "logsigmoid", "prelu",
+    "rrelu", "threshold", "hardshrink", "softshrink", "tanhshrink", "glu", "softmax", "softmin",
+    "log_softmax", "logsumexp", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+    "feature_alpha_dropout", "max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "max_pool1d",
+    "avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_avg_pool1d",
+    "adaptive_max_pool1d", "max_unpool2d", "pad", "interpolate", "upsample", "upsample_nearest",
+    "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle", "local_response_norm", "batch_norm",
+    "layer_norm", "group_norm", "instance_norm", "normalize", "cosine_similarity", "pairwise_distance",
+    "embedding", "one_hot", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss",
+    "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
+    "margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss",
+    "poisson_nll_loss", "gaussian_nll_loss", "multilabel_soft_margin_loss", "max_unpool1d",
+    "multi_margin_loss", "multilabel_margin_loss",
 ]
 
 REDUCTIONS = ("mean", "sum", "none")
+
+
+class FunctionalError(ValueError, RuntimeError):
+    """An argument F cannot work with (shapes, sizes, modes). PyTorch raises RuntimeError for
+    these, so ``except RuntimeError`` catches it, and ``except ValueError`` too."""
 
 
 # ------------------------------------------------------------------------ linear and convolution
@@ -32,17 +50,30 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return ops.LinearFunction.apply(*amp.autocast_inputs(x, weight, bias))
 
 
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """y[..., o] = input1 @ weight[o] @ input2 + bias[o]; weight (out, in1, in2)."""
+    out, in1, in2 = weight.shape
+    if input1.shape[-1] != in1 or input2.shape[-1] != in2 or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise FunctionalError(f"bilinear: inputs {tuple(input1.shape)} and {tuple(input2.shape)} do not fit weight "
+                              f"{tuple(weight.shape)}; they need the same leading dims and {in1} and {in2} features")
+    lead = tuple(input1.shape[:-1])
+    x1, x2 = input1.reshape(-1, in1), input2.reshape(-1, in2)
+    t = (x1 @ weight.permute(1, 0, 2).reshape(in1, out * in2)).reshape(-1, out, in2)  # (B, out, in2)
+    y = (t * x2.reshape(-1, 1, in2)).sum(dim=2)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*lead, out)
+
+
 def _same_padding(kernel: tuple[int, int], dilation: tuple[int, int],
-                  stride: tuple[int, int]) -> tuple[int, int]:
+                  stride: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """padding='same': (top, left) and (bottom, right); the extra row/column of an even total
+    goes after, as PyTorch pads it."""
     if stride != (1, 1):
-        raise ValueError("conv2d: padding='same' is only supported with stride 1 (as in PyTorch)")
+        raise FunctionalError("conv2d: padding='same' is not supported for strided convolutions (as in PyTorch)")
     total = [d * (k - 1) for k, d in zip(kernel, dilation)]
-    if any(t % 2 for t in total):
-        raise ValueError(
-            f"conv2d: padding='same' with kernel {kernel} and dilation {dilation} needs uneven "
-            "padding; pad the input explicitly (F.pad) and use padding=0"
-        )
-    return (total[0] // 2, total[1] // 2)
+    before = (total[0] // 2, total[1] // 2)
+    return before, (total[0] - before[0], total[1] - before[1])
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
@@ -54,92 +85,433 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPai
     """
     x, weight, bias = amp.autocast_inputs(x, weight, bias)
     if weight.ndim != 4:
-        raise ValueError(f"conv2d: weight must be 4-D (O, C/groups, kh, kw), got shape {tuple(weight.shape)}")
+        raise FunctionalError(f"conv2d: weight must be 4-D (O, C/groups, kh, kw), got shape {tuple(weight.shape)}")
     unbatched = x.ndim == 3
     if unbatched:
         x = x.reshape(1, *x.shape)
     if x.ndim != 4:
-        raise ValueError(f"conv2d: input must be (N, C, H, W) or (C, H, W), got shape {tuple(x.shape)}")
+        raise FunctionalError(f"conv2d: input must be (N, C, H, W) or (C, H, W), got shape {tuple(x.shape)}")
     stride, dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
     o, cg, kh, kw = weight.shape
     if isinstance(padding, str):
         if padding not in ("valid", "same"):
             raise ValueError(f"conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
-        padding = (0, 0) if padding == "valid" else _same_padding((kh, kw), dilation, stride)
+        if padding == "valid":
+            padding = (0, 0)
+        else:
+            before, after = _same_padding((kh, kw), dilation, stride)
+            padding = before
+            if after != before:  # uneven: the extra row / column explicitly, then the even part
+                x = pad(x, (0, after[1] - before[1], 0, after[0] - before[0]))
     padding = _pair(padding, "padding")
     if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
-        raise ValueError(f"conv2d: need stride >= 1, dilation >= 1, padding >= 0; got stride={stride}, "
-                         f"padding={padding}, dilation={dilation}")
+        raise FunctionalError(f"conv2d: need stride >= 1, dilation >= 1, padding >= 0; got stride={stride}, "
+                              f"padding={padding}, dilation={dilation}")
     if not isinstance(groups, int) or groups < 1 or o % groups:
-        raise ValueError(f"conv2d: groups={groups} must be a positive int dividing the {o} output "
-                         f"channels of weight {tuple(weight.shape)}")
+        raise FunctionalError(f"conv2d: groups={groups} must be a positive int dividing the {o} output "
+                              f"channels of weight {tuple(weight.shape)}")
     n, c, h, w = x.shape
     if c != cg * groups:
-        raise ValueError(
+        raise FunctionalError(
             f"conv2d: input {tuple(x.shape)} has {c} channels but weight {tuple(weight.shape)} with "
             f"groups={groups} expects {cg * groups}; check in_channels of the layer"
         )
     if bias is not None and tuple(bias.shape) != (o,):
-        raise ValueError(f"conv2d: bias shape {tuple(bias.shape)} must be ({o},) for weight {tuple(weight.shape)}")
+        raise FunctionalError(f"conv2d: bias shape {tuple(bias.shape)} must be ({o},) for weight "
+                              f"{tuple(weight.shape)}")
     oh = conv_output_size(h, kh, stride[0], padding[0], dilation[0])
     ow = conv_output_size(w, kw, stride[1], padding[1], dilation[1])
     if oh < 1 or ow < 1:
-        raise ValueError(
+        raise FunctionalError(
             f"conv2d: input {tuple(x.shape)} is too small for kernel {(kh, kw)} with padding "
             f"{padding} and dilation {dilation} (output would be {oh}x{ow}); use a larger input"
         )
     if x.dtype != weight.dtype:
-        raise ValueError(f"conv2d: input dtype {x.dtype} and weight dtype {weight.dtype} differ; "
-                         "convert one with .to(dtype)")
+        raise FunctionalError(f"conv2d: input dtype {x.dtype} and weight dtype {weight.dtype} differ; "
+                              "convert one with .to(dtype)")
     y = ops.Conv2dFunction.apply(x, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
     return y.reshape(*y.shape[1:]) if unbatched else y
 
 
+def _single(v: Any, name: str, op: str) -> int:
+    """An int or a 1-sequence of ints (PyTorch's _single)."""
+    if isinstance(v, int):
+        return v
+    try:
+        (a,) = v
+        return int(a)
+    except (TypeError, ValueError):
+        raise ValueError(f"{op}: {name} must be an int or a 1-tuple of ints, got {v!r}") from None
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,  # noqa: A002
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """1-D cross-correlation over (N, C, L) or (C, L): conv2d on a height-1 image."""
+    if weight.ndim != 3:
+        raise FunctionalError(f"conv1d: weight must be 3-D (O, C/groups, k), got shape {tuple(weight.shape)}")
+    if input.ndim not in (2, 3):
+        raise FunctionalError(f"conv1d: input must be (N, C, L) or (C, L), got shape {tuple(input.shape)}")
+    x = input.reshape(*input.shape[:-1], 1, input.shape[-1])  # (N, C, 1, L)
+    w = weight.reshape(weight.shape[0], weight.shape[1], 1, weight.shape[2])
+    pad = padding if isinstance(padding, str) else (0, _single(padding, "padding", "conv1d"))
+    y = conv2d(x, w, bias, (1, _single(stride, "stride", "conv1d")), pad,
+               (1, _single(dilation, "dilation", "conv1d")), groups)
+    return y.reshape(*y.shape[:-2], y.shape[-1])
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,  # noqa: A002
+                     padding: IntPair = 0, output_padding: IntPair = 0, groups: int = 1,
+                     dilation: IntPair = 1) -> Tensor:
+    """The transposed 2-D convolution (``torch.nn.functional.conv_transpose2d``): weight is
+    (C_in, C_out/groups, kh, kw); the output is (N, C_out, H_out, W_out) with
+    H_out = (H - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1."""
+    x, weight, bias = amp.autocast_inputs(input, weight, bias)
+    op = "conv_transpose2d"
+    if weight.ndim != 4:
+        raise FunctionalError(f"{op}: weight must be 4-D (C_in, C_out/groups, kh, kw), got shape {tuple(weight.shape)}")
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = x.reshape(1, *x.shape)
+    if x.ndim != 4:
+        raise FunctionalError(f"{op}: input must be (N, C, H, W) or (C, H, W), got shape {tuple(input.shape)}")
+    stride, padding = _pair(stride, "stride", op), _pair(padding, "padding", op)
+    output_padding, dilation = _pair(output_padding, "output_padding", op), _pair(dilation, "dilation", op)
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0 or min(output_padding) < 0:
+        raise FunctionalError(f"{op}: need stride >= 1, dilation >= 1, padding >= 0 and output_padding >= 0; got "
+                              f"stride={stride}, padding={padding}, output_padding={output_padding}, dilation={dilation}")
+    if any(o >= s and o >= d for o, s, d in zip(output_padding, stride, dilation)):
+        raise FunctionalError(f"{op}: output_padding {output_padding} must be smaller than either stride "
+                              f"{stride} or dilation {dilation}")
+    cin, cog, kh, kw = weight.shape
+    if not isinstance(groups, int) or groups < 1 or cin % groups:
+        raise FunctionalError(f"{op}: groups={groups} must be a positive int dividing the {cin} input "
+                              f"channels of weight {tuple(weight.shape)}")
+    if x.shape[1] != cin:
+        raise FunctionalError(f"{op}: input {tuple(x.shape)} has {x.shape[1]} channels but weight "
+                              f"{tuple(weight.shape)} expects {cin}; check in_channels of the layer")
+    if bias is not None and tuple(bias.shape) != (cog * groups,):
+        raise FunctionalError(f"{op}: bias shape {tuple(bias.shape)} must be ({cog * groups},) for weight "
+                              f"{tuple(weight.shape)} with groups={groups}")
+    h, w = x.shape[-2:]
+    hout = (h - 1) * stride[0] - 2 * padding[0] + dilation[0] * (kh - 1) + output_padding[0] + 1
+    wout = (w - 1) * stride[1] - 2 * padding[1] + dilation[1] * (kw - 1) + output_padding[1] + 1
+    if hout < 1 or wout < 1:
+        raise FunctionalError(f"{op}: input {tuple(x.shape)} with padding {padding} gives an empty output "
+                              f"({hout}x{wout}); use less padding")
+    if x.dtype != weight.dtype:
+        raise FunctionalError(f"{op}: input dtype {x.dtype} and weight dtype {weight.dtype} differ; "
+                              "convert one with .to(dtype)")
+    y = ops.ConvTranspose2dFunction.apply(x, weight, bias, stride, padding, output_padding, dilation, groups)
+    return y.reshape(*y.shape[1:]) if unbatched else y
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,  # noqa: A002
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
+    """The transposed 1-D convolution: conv_transpose2d on a height-1 image."""
+    op = "conv_transpose1d"
+    if weight.ndim != 3:
+        raise FunctionalError(f"{op}: weight must be 3-D (C_in, C_out/groups, k), got shape {tuple(weight.shape)}")
+    if input.ndim not in (2, 3):
+        raise FunctionalError(f"{op}: input must be (N, C, L) or (C, L), got shape {tuple(input.shape)}")
+    x = input.reshape(*input.shape[:-1], 1, input.shape[-1])
+    w = weight.reshape(weight.shape[0], weight.shape[1], 1, weight.shape[2])
+    y = conv_transpose2d(x, w, bias, (1, _single(stride, "stride", op)), (0, _single(padding, "padding", op)),
+                         (0, _single(output_padding, "output_padding", op)), groups,
+                         (1, _single(dilation, "dilation", op)))
+    return y.reshape(*y.shape[:-2], y.shape[-1])
+
+
+def unfold(input: Tensor, kernel_size: IntPair, dilation: IntPair = 1, padding: IntPair = 0,  # noqa: A002
+           stride: IntPair = 1) -> Tensor:
+    """im2col as PyTorch lays it out: (N, C, H, W) -> (N, C*kh*kw, L), L = OH*OW sliding blocks."""
+    op = "unfold"
+    if input.ndim != 4:
+        raise FunctionalError(f"{op}: input must be 4-D (N, C, H, W), got shape {tuple(input.shape)}")
+    k, d = _pair(kernel_size, "kernel_size", op), _pair(dilation, "dilation", op)
+    p, s = _pair(padding, "padding", op), _pair(stride, "stride", op)
+    n, c, h, w = input.shape
+    eye = tensor(_identity_kernels(k), dtype=input.dtype, device=input.device)  # (kh*kw, 1, kh, kw)
+    y = conv2d(input.reshape(n * c, 1, h, w), eye, None, s, p, d)  # (N*C, kh*kw, OH, OW)
+    return y.reshape(n, c * k[0] * k[1], -1)
+
+
+def fold(input: Tensor, output_size: IntPair, kernel_size: IntPair, dilation: IntPair = 1,  # noqa: A002
+         padding: IntPair = 0, stride: IntPair = 1) -> Tensor:
+    """col2im, the adjoint of unfold: (N, C*kh*kw, L) -> (N, C, H, W), overlapping blocks summed."""
+    op = "fold"
+    if input.ndim != 3:
+        raise FunctionalError(f"{op}: input must be 3-D (N, C*kh*kw, L), got shape {tuple(input.shape)}")
+    k, d = _pair(kernel_size, "kernel_size", op), _pair(dilation, "dilation", op)
+    p, s = _pair(padding, "padding", op), _pair(stride, "stride", op)
+    oh, ow = _pair(output_size, "output_size", op)
+    n, ckk, length = input.shape
+    kk = k[0] * k[1]
+    bh = conv_output_size(oh, k[0], s[0], p[0], d[0])
+    bw = conv_output_size(ow, k[1], s[1], p[1], d[1])
+    if ckk % kk or bh * bw != length:
+        raise FunctionalError(f"{op}: input {tuple(input.shape)} does not hold C*{kk} rows of {bh}x{bw} = "
+                              f"{bh * bw} blocks for output_size {(oh, ow)}, kernel_size {k}")
+    c = ckk // kk
+    eye = tensor(_identity_kernels(k), dtype=input.dtype, device=input.device)  # (kh*kw, 1, kh, kw)
+    x = input.reshape(n * c, kk, bh, bw)
+    hout = (bh - 1) * s[0] - 2 * p[0] + d[0] * (k[0] - 1) + 1
+    wout = (bw - 1) * s[1] - 2 * p[1] + d[1] * (k[1] - 1) + 1
+    # output_padding (< stride) restores the rows and columns the last block only partly covers
+    y = conv_transpose2d(x, eye, None, s, p, (oh - hout, ow - wout), 1, d)  # (N*C, 1, OH, OW)
+    return y.reshape(n, c, oh, ow)
+
+
+def _identity_kernels(k: tuple[int, int]) -> Any:
+    """(kh*kw, 1, kh, kw) one-hot kernels: a convolution with them copies each window offset."""
+    kk = k[0] * k[1]
+    return np.eye(kk).reshape(kk, 1, k[0], k[1])
+
+
 # ----------------------------------------------------------------------------------- activations
-def relu(x: Tensor) -> Tensor:
-    return ops.ReLUFunction.apply(x)
+# ``inplace=True`` is accepted everywhere PyTorch has it; tinyflow returns a new tensor and leaves
+# the input alone (see docs/pytorch.md), which is what ``x = F.relu(x, inplace=True)`` needs.
+def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    return ops.ReLUFunction.apply(input)
 
 
-def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
-    return ops.LeakyReLUFunction.apply(x, negative_slope)
+def relu_(input: Tensor) -> Tensor:  # noqa: A002
+    return relu(input)
 
 
-def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    return ops.GELUFunction.apply(x, approximate)
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:  # noqa: A002
+    return ops.LeakyReLUFunction.apply(input, float(negative_slope))
 
 
-def sigmoid(x: Tensor) -> Tensor:
-    return x.sigmoid()
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return ops.GELUFunction.apply(input, approximate)
 
 
-def tanh(x: Tensor) -> Tensor:
-    return x.tanh()
+def sigmoid(input: Tensor) -> Tensor:  # noqa: A002
+    return input.sigmoid()
 
 
-def softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """Softmax along ``dim``; in float32 inside ``tf.amp.autocast`` (as log_softmax and the losses)."""
-    return ops.SoftmaxFunction.apply(*amp.float32_inputs(x), dim)
+def tanh(input: Tensor) -> Tensor:  # noqa: A002
+    return input.tanh()
 
 
-def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
-    return ops.LogSoftmaxFunction.apply(*amp.float32_inputs(x), dim)
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
+    """x for x > 0, alpha * (exp(x) - 1) otherwise."""
+    return ops.ELUFunction.apply(input, float(alpha), 1.0, 1.0)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    """scale * elu(x, alpha) with the self-normalising constants."""
+    return ops.ELUFunction.apply(input, _SELU_ALPHA, _SELU_SCALE, 1.0)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    if alpha == 0:
+        raise ZeroDivisionError("celu: alpha cannot be 0 (it divides the input)")
+    return ops.ELUFunction.apply(input, float(alpha), 1.0, 1.0 / alpha)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    return ops.SiLUFunction.apply(input)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    return ops.MishFunction.apply(input)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: A002
+    """log(1 + exp(beta * x)) / beta; linear where beta * x > threshold."""
+    return ops.SoftplusFunction.apply(input, float(beta), float(threshold))
+
+
+def softsign(input: Tensor) -> Tensor:  # noqa: A002
+    return ops.SoftsignFunction.apply(input)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    return ops.HardtanhFunction.apply(input, float(min_val), float(max_val))
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    return ops.HardtanhFunction.apply(input, 0.0, 6.0)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    return ops.HardsigmoidFunction.apply(input)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    return ops.HardswishFunction.apply(input)
+
+
+def logsigmoid(input: Tensor) -> Tensor:  # noqa: A002
+    return ops.LogSigmoidFunction.apply(input)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:  # noqa: A002
+    """x for x > 0, weight * x otherwise; weight has 1 element or one per channel (dim 1)."""
+    n = weight.numel()
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if n != 1 and n != channels:
+        raise ValueError(f"prelu: weight has {n} elements but input {tuple(input.shape)} has {channels} "
+                         "channels (dim 1); use 1 or num_channels parameters")
+    return ops.PReLUFunction.apply(input, weight)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,  # noqa: A002
+          inplace: bool = False) -> Tensor:
+    """leaky_relu with slope (lower + upper) / 2; in training a slope drawn per element from U(lower, upper)."""
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2)
+    slopes = _as_constant(rng(None).uniform(lower, upper, size=input.shape), input)
+    return where(input >= 0, input, input * slopes)
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:  # noqa: A002
+    """x where x > threshold, else value."""
+    return where(input > threshold, input, value)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
+    return where((input > lambd) | (input < -lambd), input, 0.0)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambda must be >= 0, got {lambd}")
+    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
+
+
+def tanhshrink(input: Tensor) -> Tensor:  # noqa: A002
+    return input - input.tanh()
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
+    """a * sigmoid(b) for the two halves a, b of ``input`` along ``dim``."""
+    if input.ndim == 0 or input.shape[dim] % 2:
+        raise ValueError(f"glu: halving dimension {dim} of input {tuple(input.shape)} needs an even size")
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def _softmax_dim(op: str, ndim: int) -> int:
+    """PyTorch's legacy choice of dim when none is given (with its warning)."""
+    warnings.warn(f"Implicit dimension choice for {op} has been deprecated. Change the call to include dim=X "
+                  "as an argument.", UserWarning, stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _softmax_input(input: Tensor, dtype: Any) -> Tensor:  # noqa: A002
+    return input if dtype is None else input.to(dtype)
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:  # noqa: A002
+    """Softmax along ``dim`` (computed in ``dtype`` when given); in float32 inside
+    ``tf.amp.autocast`` (as log_softmax and the losses)."""
+    dim = _softmax_dim("softmax", input.ndim) if dim is None else dim
+    return ops.SoftmaxFunction.apply(*amp.float32_inputs(_softmax_input(input, dtype)), dim)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:  # noqa: A002
+    dim = _softmax_dim("softmin", input.ndim) if dim is None else dim
+    return ops.SoftmaxFunction.apply(*amp.float32_inputs(-_softmax_input(input, dtype)), dim)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:  # noqa: A002
+    dim = _softmax_dim("log_softmax", input.ndim) if dim is None else dim
+    return ops.LogSoftmaxFunction.apply(*amp.float32_inputs(_softmax_input(input, dtype)), dim)
 
 
 def logsumexp(x: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
     return ops.LogSumExp.apply(x, dim, keepdim)
 
 
+def _as_constant(value: Any, like: Tensor) -> Tensor:
+    """A NumPy array as a constant tensor of ``like``'s dtype and device (no gradient)."""
+    return tensor(value, dtype=like.dtype, device=like.device)
+
+
 # --------------------------------------------------------------------------------------- dropout
-def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator: Generator | None = None) -> Tensor:
-    """Inverted dropout; the identity when not training or p == 0."""
+def _check_p(op: str, p: float) -> None:
     if not 0 <= p <= 1:
-        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,
+            generator: Generator | None = None) -> Tensor:
+    """Inverted dropout; the identity when not training or p == 0."""
+    _check_p("dropout", p)
     if not training or p == 0:
         return x
     if p == 1:
         return x * 0.0
     seed = int(rng(generator).integers(0, 2**63 - 1))
     return ops.DropoutFunction.apply(x, p, seed)
+
+
+def _feature_dropout(op: str, x: Tensor, p: float, training: bool, batched_ndim: int,
+                     generator: Generator | None) -> Tensor:
+    """Zero whole channels: one keep/drop draw per (N, C) (or per C for an unbatched input)."""
+    _check_p(op, p)
+    if not training or p == 0:
+        return x
+    lead = 2 if x.ndim == batched_ndim else 1
+    shape = tuple(x.shape[:lead]) + (1,) * (x.ndim - lead)
+    from tinyflow.tensor import ones
+
+    mask = dropout(ones(*shape, dtype=x.dtype, device=x.device), p, True, generator=generator)
+    return x * mask
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
+    """Zero whole channels of (N, C, L) (or (C, L)) with probability p, scale the rest by 1/(1-p)."""
+    if input.ndim not in (2, 3):
+        raise FunctionalError(f"dropout1d: expected 2-D or 3-D input, got shape {tuple(input.shape)}")
+    return _feature_dropout("dropout1d", input, p, training, 3, None)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
+    """Zero whole channels of (N, C, H, W) (or (C, H, W)) with probability p."""
+    return _feature_dropout("dropout2d", input, p, training, 4, None)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
+    return _feature_dropout("dropout3d", input, p, training, 5, None)
+
+
+_ALPHA_PRIME = 1.7580993408473766  # selu's scale * alpha: the value a dropped unit takes (negated)
+
+
+def _alpha_dropout(op: str, x: Tensor, p: float, training: bool, feature: bool) -> Tensor:
+    """SELU-preserving dropout: dropped units take selu's saturation value, then an affine map
+    restores zero mean and unit variance (PyTorch's formula)."""
+    _check_p(op, p)
+    if not training or p == 0 or x.numel() == 0:
+        return x
+    if p == 1:
+        return x * 0.0
+    shape = tuple(x.shape[:2]) + (1,) * (x.ndim - 2) if feature else tuple(x.shape)
+    keep = (rng(None).random(shape) >= p).astype(np.float64)
+    a = 1.0 / np.sqrt((_ALPHA_PRIME**2 * p + 1) * (1 - p))
+    b = (keep - 1) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p
+    return x * _as_constant(keep * a, x) + _as_constant(b, x)
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:  # noqa: A002
+    return _alpha_dropout("alpha_dropout", input, p, training, False)
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,  # noqa: A002
+                          inplace: bool = False) -> Tensor:
+    return _alpha_dropout("feature_alpha_dropout", input, p, training, True)
 
 
 # --------------------------------------------------------------------------------------- pooling
@@ -170,38 +542,284 @@ def _pool_geometry(op: str, x: Tensor, kernel_size, stride, padding, dilation, c
 
 
 def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
-               padding: IntPair = 0, dilation: IntPair = 1, ceil_mode: bool = False) -> Tensor:
-    """Max pooling over (N, C, H, W); stride defaults to kernel_size, as in PyTorch."""
+               padding: IntPair = 0, dilation: IntPair = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Any:
+    """Max pooling over (N, C, H, W); stride defaults to kernel_size, as in PyTorch.
+
+    With ``return_indices`` also the position of each maximum as a flat index into its
+    (H, W) plane (int64), as ``max_unpool2d`` takes it.
+    """
     k, s, p, d = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
     x, unbatched = _batched(x)
-    y = ops.MaxPool2dFunction.apply(x, k, s, p, d, bool(ceil_mode))
-    return y.reshape(*y.shape[1:]) if unbatched else y
+    out = ops.MaxPool2dFunction.apply(x, k, s, p, d, bool(ceil_mode), bool(return_indices))
+    if unbatched:
+        out = tuple(o.reshape(*o.shape[1:]) for o in out) if return_indices else out.reshape(*out.shape[1:])
+    return out
+
+
+def max_pool2d_with_indices(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
+                            padding: IntPair = 0, dilation: IntPair = 1, ceil_mode: bool = False,
+                            return_indices: bool = True) -> tuple[Tensor, Tensor]:
+    return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
                padding: IntPair = 0, ceil_mode: bool = False,
-               count_include_pad: bool = True) -> Tensor:
-    """Average pooling over (N, C, H, W); padding counts in the divisor by default (PyTorch)."""
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """Average pooling over (N, C, H, W); padding counts in the divisor by default (PyTorch).
+
+    ``divisor_override`` divides each window's sum by that number instead."""
     k, s, p, _ = _pool_geometry("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise FunctionalError("avg_pool2d: divisor_override must be non-zero")
+        if ceil_mode:
+            raise NotImplementedError("avg_pool2d: divisor_override with ceil_mode=True is not supported")
+        return avg_pool2d(x, k, s, p, False, True) * (k[0] * k[1] / divisor_override)
     x, unbatched = _batched(x)
     y = ops.AvgPool2dFunction.apply(x, k, s, p, bool(ceil_mode), bool(count_include_pad))
     return y.reshape(*y.shape[1:]) if unbatched else y
 
 
-def adaptive_avg_pool2d(x: Tensor, output_size: int | None | tuple[int | None, int | None]) -> Tensor:
-    """Average pooling to a fixed (OH, OW), windows as PyTorch's; None keeps that input size."""
-    _check_input("adaptive_avg_pool2d", x)
+def _as_2d(op: str, x: Tensor) -> Tensor:
+    """(N, C, L) or (C, L) as a height-1 image for the 1-D pools."""
+    if x.ndim not in (2, 3):
+        raise FunctionalError(f"{op}: input must be (N, C, L) or (C, L), got shape {tuple(x.shape)}")
+    return x.reshape(*x.shape[:-1], 1, x.shape[-1])
+
+
+def _from_2d(y: Tensor) -> Tensor:
+    return y.reshape(*y.shape[:-2], y.shape[-1])
+
+
+def max_pool1d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """Max pooling over (N, C, L): max_pool2d on a height-1 image."""
+    op = "max_pool1d"
+    k = _single(kernel_size, "kernel_size", op)
+    s = k if stride is None or stride == () else _single(stride, "stride", op)
+    out = max_pool2d(_as_2d(op, x), (1, k), (1, s), (0, _single(padding, "padding", op)),
+                     (1, _single(dilation, "dilation", op)), ceil_mode, return_indices)
+    return tuple(_from_2d(o) for o in out) if return_indices else _from_2d(out)
+
+
+def avg_pool1d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    """Average pooling over (N, C, L): avg_pool2d on a height-1 image."""
+    op = "avg_pool1d"
+    k = _single(kernel_size, "kernel_size", op)
+    s = k if stride is None or stride == () else _single(stride, "stride", op)
+    return _from_2d(avg_pool2d(_as_2d(op, x), (1, k), (1, s), (0, _single(padding, "padding", op)), ceil_mode,
+                               count_include_pad))
+
+
+def _adaptive_size(op: str, x: Tensor, output_size: Any) -> tuple[int, int]:
+    _check_input(op, x)
     h, w = x.shape[-2:]
     if output_size is None or isinstance(output_size, int):
         output_size = (output_size, output_size)
     oh, ow = (h if output_size[0] is None else int(output_size[0]),
               w if output_size[1] is None else int(output_size[1]))
     if oh < 1 or ow < 1 or h < 1 or w < 1:
-        raise ValueError(f"adaptive_avg_pool2d: input {tuple(x.shape)} and output_size {(oh, ow)} "
-                         "must both be non-empty")
-    if (oh, ow) == (h, w):
+        raise FunctionalError(f"{op}: input {tuple(x.shape)} and output_size {(oh, ow)} must both be non-empty")
+    return oh, ow
+
+
+def adaptive_avg_pool2d(x: Tensor, output_size: int | None | tuple[int | None, int | None]) -> Tensor:
+    """Average pooling to a fixed (OH, OW), windows as PyTorch's; None keeps that input size."""
+    oh, ow = _adaptive_size("adaptive_avg_pool2d", x, output_size)
+    if (oh, ow) == tuple(x.shape[-2:]):
         return x  # every window is one pixel: the identity (AlexNet's 6x6 -> 6x6 at 224)
     return ops.AdaptiveAvgPool2dFunction.apply(x, (oh, ow))
+
+
+def adaptive_max_pool2d(x: Tensor, output_size: int | None | tuple[int | None, int | None],
+                        return_indices: bool = False) -> Any:
+    """Max over PyTorch's adaptive windows to a fixed (OH, OW); indices as max_pool2d's."""
+    oh, ow = _adaptive_size("adaptive_max_pool2d", x, output_size)
+    out, indices = ops.AdaptiveMaxPool2dFunction.apply(x, (oh, ow))
+    return (out, indices) if return_indices else out
+
+
+def adaptive_avg_pool1d(x: Tensor, output_size: Any) -> Tensor:
+    op = "adaptive_avg_pool1d"
+    return _from_2d(adaptive_avg_pool2d(_as_2d(op, x), (1, _single(output_size, "output_size", op))))
+
+
+def adaptive_max_pool1d(x: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    op = "adaptive_max_pool1d"
+    out = adaptive_max_pool2d(_as_2d(op, x), (1, _single(output_size, "output_size", op)), return_indices)
+    return tuple(_from_2d(o) for o in out) if return_indices else _from_2d(out)
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+                 output_size: Any = None) -> Tensor:
+    """max_unpool2d on a height-1 image: the partial inverse of max_pool1d."""
+    op = "max_unpool1d"
+    k = _single(kernel_size, "kernel_size", op)
+    s = k if stride is None else _single(stride, "stride", op)
+    size = None if output_size is None else (1, int(tuple(output_size)[-1]))
+    out = max_unpool2d(_as_2d(op, input), _as_2d(op, indices), (1, k), (1, s),
+                       (0, _single(padding, "padding", op)), size)
+    return _from_2d(out)
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: IntPair, stride: IntPair | None = None,  # noqa: A002
+                 padding: IntPair = 0, output_size: Any = None) -> Tensor:
+    """The partial inverse of max_pool2d: each value put back at its index, zeros elsewhere."""
+    op = "max_unpool2d"
+    k = _pair(kernel_size, "kernel_size", op)
+    s = k if stride is None else _pair(stride, "stride", op)
+    p = _pair(padding, "padding", op)
+    x, unbatched = _batched(input)
+    idx = indices.reshape(*x.shape) if unbatched else indices
+    if tuple(idx.shape) != tuple(x.shape):
+        raise FunctionalError(f"{op}: indices {tuple(indices.shape)} must have the input's shape {tuple(input.shape)}")
+    if output_size is None:
+        size = tuple((n - 1) * s[i] - 2 * p[i] + k[i] for i, n in enumerate(x.shape[-2:]))
+    else:
+        size = tuple(int(v) for v in tuple(output_size)[-2:])
+    y = ops.MaxUnpool2dFunction.apply(x, idx.array, size)
+    return y.reshape(*y.shape[1:]) if unbatched else y
+
+
+# ------------------------------------------------------------------------ padding and resampling
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = None) -> Tensor:  # noqa: A002
+    """Pad the last len(pad) // 2 dims: ``pad`` is (left, right, top, bottom, front, back), last
+    dim first, as ``torch.nn.functional.pad``. Constant padding takes negative widths (they crop);
+    reflect, replicate and circular copy the input's own border."""
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"pad: unknown padding mode {mode!r}; use one of {_PAD_MODES}")
+    widths_in = tuple(int(p) for p in pad)
+    if len(widths_in) % 2:
+        raise FunctionalError(f"pad: padding length must be divisible by 2, got {widths_in}")
+    if len(widths_in) // 2 > input.ndim:
+        raise FunctionalError(f"pad: padding {widths_in} pads {len(widths_in) // 2} dims but the input "
+                              f"{tuple(input.shape)} has only {input.ndim}")
+    widths = [(0, 0)] * input.ndim
+    for i in range(len(widths_in) // 2):
+        widths[input.ndim - 1 - i] = (widths_in[2 * i], widths_in[2 * i + 1])
+    if mode == "constant":
+        for dim, ((lo, hi), n) in enumerate(zip(widths, input.shape)):
+            if n + lo + hi < 0:
+                raise FunctionalError(f"pad: the input size {n} of dim {dim}, plus negative padding {lo} and "
+                                      f"{hi}, resulted in a negative output size")
+        return ops.PadNdFunction.apply(input, widths, "constant", 0.0 if value is None else value)
+    if value is not None and value != 0:
+        raise FunctionalError(f"pad: padding mode {mode!r} doesn't take in value argument")
+    for dim, ((lo, hi), n) in enumerate(zip(widths, input.shape)):
+        if lo < 0 or hi < 0:
+            raise NotImplementedError(f"pad: negative padding {(lo, hi)} is only supported in mode 'constant'")
+        limit_ok = (lo < n and hi < n) if mode == "reflect" else (lo <= n and hi <= n) if mode == "circular" else n > 0
+        if (lo or hi) and not limit_ok:
+            rule = {"reflect": "smaller than", "circular": "at most", "replicate": "used with a non-empty"}[mode]
+            raise FunctionalError(f"pad: {mode} padding {(lo, hi)} of dim {dim} must be {rule} the input size "
+                                  f"{n} (input shape {tuple(input.shape)})")
+    return ops.PadNdFunction.apply(input, widths, mode, 0.0)
+
+
+_RESAMPLE = {"nearest": ("nearest", None), "nearest-exact": ("nearest-exact", None), "area": ("area", None),
+             "linear": ("linear", 1), "bilinear": ("linear", 2), "trilinear": ("linear", 3), "bicubic": ("cubic", 2)}
+
+
+def _spatial(op: str, value: Any, dims: int, name: str, x: Tensor) -> list[Any]:
+    values = list(value) if isinstance(value, (tuple, list)) else [value] * dims
+    if len(values) != dims:
+        raise FunctionalError(f"{op}: input with spatial dimensions {list(x.shape[2:])} needs {dims} values of "
+                              f"{name}, got {value}; give the input as (N, C, d1, ...) and one {name} per spatial dim")
+    return values
+
+
+def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",  # noqa: A002
+                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+                antialias: bool = False) -> Tensor:
+    """Resize (N, C, L), (N, C, H, W) or (N, C, D, H, W) to ``size`` or by ``scale_factor``, with
+    PyTorch's source-pixel rules: nearest, nearest-exact, (bi/tri)linear with or without
+    align_corners, bicubic and area (adaptive average pooling)."""
+    op = "interpolate"
+    if mode not in _RESAMPLE:
+        raise NotImplementedError(f"{op}: mode {mode!r} is not supported; use one of {sorted(_RESAMPLE)}")
+    kind, needs = _RESAMPLE[mode]
+    dims = input.ndim - 2
+    if dims not in (1, 2, 3):
+        raise NotImplementedError(f"{op}: input must be 3-D, 4-D or 5-D (N, C, d1, ...), got shape "
+                                  f"{tuple(input.shape)} for mode {mode!r}")
+    if needs is not None and needs != dims:
+        raise NotImplementedError(f"{op}: got {input.ndim}D input, but {mode} mode needs {needs + 2}D input")
+    if align_corners is not None and kind not in ("linear", "cubic"):
+        raise ValueError(f"{op}: align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    if antialias:
+        raise NotImplementedError(f"{op}: antialias=True is not supported")
+    if size is not None and scale_factor is not None:
+        raise ValueError(f"{op}: only one of size or scale_factor should be defined")
+    in_sizes = list(input.shape[2:])
+    if size is not None:
+        out_sizes = [int(v) for v in _spatial(op, size, dims, "size", input)]
+        scales: list[float | None] = [None] * dims
+    elif scale_factor is not None:
+        factors = [float(v) for v in _spatial(op, scale_factor, dims, "scale_factor", input)]
+        out_sizes = [resampled_size(n, f) for n, f in zip(in_sizes, factors)]
+        scales = [None] * dims if recompute_scale_factor else factors
+    else:
+        raise ValueError(f"{op}: either size or scale_factor should be defined")
+    if min(out_sizes + in_sizes) < 1:
+        raise FunctionalError(f"{op}: input and output sizes should be greater than 0, but got input "
+                              f"{in_sizes} and output {out_sizes}")
+    if kind == "area":
+        if dims == 1:
+            return adaptive_avg_pool1d(input, out_sizes[0])
+        if dims == 2:
+            return adaptive_avg_pool2d(input, tuple(out_sizes))
+        raise NotImplementedError(f"{op}: mode 'area' supports 3-D and 4-D input, got shape {tuple(input.shape)}")
+    out = input
+    for i in range(dims):
+        index, weight = ops.taps(kind, in_sizes[i], out_sizes[i], bool(align_corners), scales[i])
+        out = ops.ResampleFunction.apply(out, 2 + i, index, weight)
+    return out
+
+
+def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",  # noqa: A002
+             align_corners: bool | None = None) -> Tensor:
+    """Deprecated alias of interpolate (as in PyTorch)."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:  # noqa: A002
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:  # noqa: A002
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:  # noqa: A002
+    """(*, C*r*r, H, W) -> (*, C, H*r, W*r)."""
+    r = int(upscale_factor)
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise FunctionalError(f"pixel_shuffle: {c} channels of input {tuple(input.shape)} are not divisible "
+                              f"by upscale_factor**2 = {r * r}")
+    n = len(lead)
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)  # (*, C, H, r, W, r)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:  # noqa: A002
+    """(*, C, H*r, W*r) -> (*, C*r*r, H, W)."""
+    r = int(downscale_factor)
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise FunctionalError(f"pixel_unshuffle: height and width of input {tuple(input.shape)} must be "
+                              f"divisible by downscale_factor {r}")
+    n = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)  # (*, C, r, r, H, W)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
 
 
 # --------------------------------------------------------------------------------- normalisation
@@ -239,28 +857,169 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
                                float(momentum), float(eps))
 
 
-# ------------------------------------------------------------------------------------- embedding
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:  # noqa: A002
-    """F.embedding(input, weight, padding_idx=None): the rows of ``weight`` at the ids in ``input``.
+def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,  # noqa: A002
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the last len(normalized_shape) dims (biased variance), then scale and shift."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    if tuple(input.shape[input.ndim - len(shape):]) != shape or len(shape) > input.ndim:
+        raise FunctionalError(f"layer_norm: normalized_shape {list(shape)} must be the last dims of the input "
+                              f"shape {list(input.shape)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != shape:
+            raise FunctionalError(f"layer_norm: {name} has shape {tuple(t.shape)}, expected normalized_shape {shape}")
+    x, weight, bias = amp.float32_inputs(input, weight, bias)
+    return ops.LayerNormFunction.apply(x, len(shape), weight, bias, float(eps))
 
-    A negative ``padding_idx`` counts from the end, as in PyTorch.
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # noqa: A002
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise each of ``num_groups`` channel groups of (N, C, *) over its channels and
+    positions, then scale and shift per channel."""
+    if input.ndim < 2 or input.shape[1] % num_groups:
+        raise FunctionalError(f"group_norm: expected input (N, C, *) with C divisible by num_groups={num_groups}, "
+                              f"got shape {tuple(input.shape)}")
+    n, c = input.shape[:2]
+    (x,) = amp.float32_inputs(input)
+    y = ops.LayerNormFunction.apply(x.reshape(n, num_groups, -1), 1, None, None, float(eps)).reshape(*x.shape)
+    view = (1, c) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(*view)
+    if bias is not None:
+        y = y + bias.reshape(*view)
+    return y
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var: Tensor | None = None,  # noqa: A002
+                  weight: Tensor | None = None, bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each channel of each sample over its positions (N, C, *)."""
+    if input.ndim < 3:
+        raise FunctionalError(f"instance_norm: expected input (N, C, *) with positions, got shape {tuple(input.shape)}")
+    n, c = input.shape[:2]
+    if use_input_stats:
+        (x,) = amp.float32_inputs(input)
+        y = ops.LayerNormFunction.apply(x.reshape(n, c, -1), 1, None, None, float(eps)).reshape(*x.shape)
+        if running_mean is not None or running_var is not None:
+            from tinyflow.autograd import no_grad
+
+            with no_grad():
+                flat = x.detach().reshape(n, c, -1)
+                count = flat.shape[-1]
+                if running_mean is not None:
+                    running_mean.mul_(1 - momentum).add_(flat.mean(2).mean(0) * momentum)
+                if running_var is not None:
+                    var = flat.var(2, unbiased=False) * (count / max(count - 1, 1))
+                    running_var.mul_(1 - momentum).add_(var.mean(0) * momentum)
+    else:
+        y = batch_norm(input, running_mean, running_var, None, None, False, momentum, eps)
+    view = (1, c) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(*view)
+    if bias is not None:
+        y = y + bias.reshape(*view)
+    return y
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Any = None) -> Tensor:  # noqa: A002
+    """input / max(||input||_p along dim, eps)."""
+    norm = ops.VectorNormFunction.apply(input, float(p), dim, True)
+    return input / norm.clip(eps, None)
+
+
+def _broadcast_pair(op: str, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    try:
+        shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    except ValueError:
+        raise FunctionalError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be broadcast "
+                              "together") from None
+    return (a if tuple(a.shape) == shape else a.expand(*shape)), (b if tuple(b.shape) == shape else b.expand(*shape))
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps)) along ``dim`` (inputs broadcast)."""
+    a, b = _broadcast_pair("cosine_similarity", x1, x2)
+    if not -a.ndim <= dim < max(a.ndim, 1):
+        raise IndexError(f"cosine_similarity: dim {dim} is out of range for inputs of {a.ndim} dims")
+    return ops.CosineSimilarityFunction.apply(a, b, dim, float(eps))
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """||x1 - x2 + eps||_p over the last dim."""
+    diff = x1 - x2 + eps
+    return ops.VectorNormFunction.apply(diff, float(p), -1 if diff.ndim else None, keepdim)
+
+
+# ------------------------------------------------------------------------------------- embedding
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # noqa: A002
+              max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:
+    """The rows of ``weight`` at the ids in ``input``, as ``torch.nn.functional.embedding``.
+
+    A negative ``padding_idx`` counts from the end; its row gets no gradient. With ``max_norm``
+    the looked-up rows whose ``norm_type``-norm exceeds it are rescaled in place first, as in
+    PyTorch. ``sparse`` is accepted (the gradient is dense in tinyflow).
     """
-    if padding_idx is not None and padding_idx < 0:
-        padding_idx += weight.shape[0]
+    if padding_idx is not None:
+        if not -weight.shape[0] <= padding_idx < weight.shape[0]:
+            raise FunctionalError(f"embedding: padding_idx {padding_idx} must be within num_embeddings "
+                                  f"({weight.shape[0]})")
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported")
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, float(max_norm), float(norm_type))
     return ops.EmbeddingFunction.apply(input, weight, padding_idx=padding_idx)
 
 
-def one_hot(target: Tensor, num_classes: int = -1) -> Tensor:
-    xp = target.device.xp
-    n = int(target.array.max()) + 1 if num_classes < 0 else num_classes
-    out = (target.array[..., None] == xp.arange(n)).astype("int64")
-    return Tensor._from_array(out, device=target.device)
+def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float, norm_type: float) -> None:
+    """Scale the rows of ``weight`` that ``input`` uses down to norm ``max_norm`` (in place, no graph)."""
+    xp = weight.device.xp
+    rows = xp.unique(input.array.reshape(-1))
+    w = weight.array
+    norms = ops.distance._norm(xp, w[rows].astype(np.float64), norm_type, 1, True)
+    scale = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+    w[rows] = (w[rows] * scale).astype(w.dtype)
+    weight._versions[0] += 1  # an in-place edit, as PyTorch's embedding_renorm_
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """(*) int64 class ids -> (*, num_classes) int64 of zeros with a one at each id."""
+    op = "one_hot"
+    if tensor.dtype.kind not in "iu":
+        raise FunctionalError(f"{op}: one_hot is only applicable to index tensors (int64), got {tensor.dtype}")
+    xp = tensor.device.xp
+    ids = tensor.array
+    if ids.size:
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo < 0:
+            raise FunctionalError(f"{op}: class values must be non-negative, got {lo}")
+        if num_classes >= 0 and hi >= num_classes:
+            raise FunctionalError(f"{op}: class values must be smaller than num_classes ({num_classes}), got {hi}")
+        n = hi + 1 if num_classes < 0 else num_classes
+    elif num_classes < 0:
+        raise FunctionalError(f"{op}: can not infer total number of classes from an empty tensor; pass num_classes")
+    else:
+        n = num_classes
+    out = (ids[..., None] == xp.arange(n)).astype(np.int64)
+    return Tensor._from_array(out, device=tensor.device)
 
 
 # ---------------------------------------------------------------------------------------- losses
-def _check_reduction(op: str, reduction: str) -> None:
+# Every loss takes PyTorch's deprecated ``size_average`` / ``reduce`` too, at PyTorch's positions,
+# and maps them to ``reduction`` as PyTorch does.
+def _reduction(op: str, size_average: bool | None, reduce: bool | None, reduction: str) -> str:
+    if size_average is not None or reduce is not None:
+        size_average = True if size_average is None else size_average
+        reduce = True if reduce is None else reduce
+        reduction = "none" if not reduce else "mean" if size_average else "sum"
     if reduction not in REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction; use one of {REDUCTIONS}")
+    return reduction
+
+
+def _check_reduction(op: str, reduction: str) -> None:
+    _reduction(op, None, None, reduction)
 
 
 def _target(t: Any, like: Tensor) -> Any:
@@ -271,53 +1030,313 @@ def _target(t: Any, like: Tensor) -> Any:
     return arr.array
 
 
-def cross_entropy(
-    logits: Tensor,
-    target: Any,
-    weight: Tensor | None = None,
-    ignore_index: int = -100,
-    reduction: str = "mean",
-    label_smoothing: float = 0.0,
-) -> Tensor:
-    """Softmax cross-entropy on logits (N, C) or (N, C, d1, ...) and class indices, as PyTorch.
+def _as_target(t: Any, like: Tensor) -> Tensor:
+    return t if isinstance(t, Tensor) else tensor(t, dtype=like.dtype, device=like.device)
+
+
+def cross_entropy(logits: Tensor, target: Any, weight: Tensor | None = None, size_average: bool | None = None,
+                  ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Softmax cross-entropy on logits (N, C), (N, C, d1, ...) or (C,) and class indices, as PyTorch.
 
     Targets that are class probabilities (a float tensor shaped like the logits) are supported too.
     """
-    _check_reduction("cross_entropy", reduction)
+    reduction = _reduction("cross_entropy", size_average, reduce, reduction)
     logits, target = amp.float32_inputs(logits, target)
     if not 0 <= label_smoothing <= 1:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     w = weight.array if isinstance(weight, Tensor) else weight
     if isinstance(target, Tensor) and target.is_floating_point():
         return _soft_cross_entropy(logits, target, weight, reduction, label_smoothing)
+    if logits.ndim == 1:  # one unbatched sample (C,) with a 0-d target
+        t = _target(target, logits)
+        out = ops.CrossEntropy.apply(logits.reshape(1, -1), t.reshape(1), w, ignore_index, reduction,
+                                     label_smoothing)
+        return out.reshape() if reduction == "none" else out
     return ops.CrossEntropy.apply(logits, _target(target, logits), w, ignore_index, reduction, label_smoothing)
 
 
 def _soft_cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None, reduction: str,
                         label_smoothing: float) -> Tensor:
     if target.shape != logits.shape:
-        raise ValueError(f"cross_entropy: probability targets must have the logits' shape {logits.shape}, got {target.shape}")
-    c = logits.shape[1]
+        raise FunctionalError(f"cross_entropy: probability targets must have the logits' shape "
+                              f"{logits.shape}, got {target.shape}")
+    dim = 1 if logits.ndim > 1 else 0
+    c = logits.shape[dim]
     if label_smoothing:
         target = target * (1 - label_smoothing) + label_smoothing / c
-    lp = log_softmax(logits, dim=1)
+    lp = log_softmax(logits, dim=dim)
     if weight is not None:
-        lp = lp * weight.reshape((1, c) + (1,) * (logits.ndim - 2))
-    losses = -(lp * target).sum(dim=1)
+        lp = lp * (weight.reshape((1, c) + (1,) * (logits.ndim - 2)) if dim else weight)
+    losses = -(lp * target).sum(dim=dim)
     if reduction == "mean":
-        return losses.sum() / losses.shape[0] if losses.ndim == 1 else losses.mean() * 1.0
+        return losses.mean() * 1.0
     return losses.sum() if reduction == "sum" else losses
 
 
-def nll_loss(log_probs: Tensor, target: Any, weight: Tensor | None = None, ignore_index: int = -100,
-             reduction: str = "mean") -> Tensor:
-    _check_reduction("nll_loss", reduction)
+def nll_loss(log_probs: Tensor, target: Any, weight: Tensor | None = None, size_average: bool | None = None,
+             ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """The negative log-likelihood of class indices under log-probabilities (N, C, *) or (C,)."""
+    reduction = _reduction("nll_loss", size_average, reduce, reduction)
     (log_probs,) = amp.float32_inputs(log_probs)
     w = weight.array if isinstance(weight, Tensor) else weight
+    if log_probs.ndim == 1:
+        t = _target(target, log_probs)
+        out = ops.NLLLossFunction.apply(log_probs.reshape(1, -1), t.reshape(1), w, ignore_index, reduction)
+        return out.reshape() if reduction == "none" else out
     return ops.NLLLossFunction.apply(log_probs, _target(target, log_probs), w, ignore_index, reduction)
 
 
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
-    _check_reduction("mse_loss", reduction)
-    target = target if isinstance(target, Tensor) else as_tensor(target)
-    return ops.MSELossFunction.apply(*amp.float32_inputs(input, target), reduction)
+def _pointwise_pair(op: str, input: Tensor, target: Any) -> tuple[Tensor, Tensor]:  # noqa: A002
+    """Input and target broadcast to one shape (with PyTorch's warning when they differ), in
+    float32 inside autocast."""
+    target = _as_target(target, input)
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
+                      f"({tuple(input.shape)}). This will likely lead to incorrect results due to "
+                      "broadcasting. Please ensure they have the same size.", UserWarning, stacklevel=3)
+        input, target = _broadcast_pair(op, input, target)
+    return tuple(amp.float32_inputs(input, target))  # type: ignore[return-value]
+
+
+def mse_loss(input: Tensor, target: Any, size_average: bool | None = None, reduce: bool | None = None,  # noqa: A002
+             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+    """The mean (or sum) of squared differences."""
+    reduction = _reduction("mse_loss", size_average, reduce, reduction)
+    a, t = _pointwise_pair("mse_loss", input, target)
+    if weight is not None:
+        losses = ops.MSELossFunction.apply(a, t, "none") * weight
+        return losses if reduction == "none" else losses.mean() if reduction == "mean" else losses.sum()
+    return ops.MSELossFunction.apply(a, t, reduction)
+
+
+def l1_loss(input: Tensor, target: Any, size_average: bool | None = None, reduce: bool | None = None,  # noqa: A002
+            reduction: str = "mean") -> Tensor:
+    """The mean (or sum) of absolute differences."""
+    reduction = _reduction("l1_loss", size_average, reduce, reduction)
+    return ops.L1LossFunction.apply(*_pointwise_pair("l1_loss", input, target), reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Any, size_average: bool | None = None,  # noqa: A002
+                   reduce: bool | None = None, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """Squared below ``beta`` (scaled by 1/beta), absolute above: 0.5 d^2/beta or |d| - 0.5 beta."""
+    reduction = _reduction("smooth_l1_loss", size_average, reduce, reduction)
+    if beta < 0:
+        raise FunctionalError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    return ops.SmoothL1LossFunction.apply(*_pointwise_pair("smooth_l1_loss", input, target), reduction, float(beta))
+
+
+def huber_loss(input: Tensor, target: Any, reduction: str = "mean", delta: float = 1.0,  # noqa: A002
+               weight: Tensor | None = None) -> Tensor:
+    """0.5 d^2 below ``delta``, delta * (|d| - 0.5 delta) above."""
+    reduction = _reduction("huber_loss", None, None, reduction)
+    if delta <= 0:
+        raise FunctionalError(f"huber_loss: delta must be positive, got {delta}")
+    a, t = _pointwise_pair("huber_loss", input, target)
+    if weight is not None:
+        losses = ops.HuberLossFunction.apply(a, t, "none", float(delta)) * weight
+        return losses if reduction == "none" else losses.mean() if reduction == "mean" else losses.sum()
+    return ops.HuberLossFunction.apply(a, t, reduction, float(delta))
+
+
+def _weight_array(op: str, weight: Any, like: Tensor) -> Any:
+    """An optional rescaling weight as a raw array broadcastable to ``like`` (no gradient)."""
+    if weight is None:
+        return None
+    w = weight.array if isinstance(weight, Tensor) else np.asarray(weight)
+    try:
+        np.broadcast_shapes(tuple(w.shape), tuple(like.shape))
+    except ValueError:
+        raise FunctionalError(f"{op}: weight of shape {tuple(w.shape)} cannot be broadcast to the input shape "
+                              f"{tuple(like.shape)}") from None
+    return w.astype(like.dtype, copy=False)
+
+
+def binary_cross_entropy(input: Tensor, target: Any, weight: Tensor | None = None,  # noqa: A002
+                         size_average: bool | None = None, reduce: bool | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy between probabilities ``input`` in [0, 1] and ``target`` (same shape);
+    each log is clamped at -100, as in PyTorch."""
+    op = "binary_cross_entropy"
+    reduction = _reduction(op, size_average, reduce, reduction)
+    target = _as_target(target, input)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"{op}: using a target size ({tuple(target.shape)}) that is different to the input size "
+                         f"({tuple(input.shape)}) is deprecated. Please ensure they have the same size.")
+    p, t = amp.float32_inputs(input, target)
+    return ops.BinaryCrossEntropyFunction.apply(p, t, _weight_array(op, weight, p), reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Any, weight: Tensor | None = None,  # noqa: A002
+                                     size_average: bool | None = None, reduce: bool | None = None,
+                                     reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    """Binary cross-entropy on logits, stable for any logit; ``pos_weight`` (broadcast over the
+    last dim, one per class) weighs the positive term."""
+    op = "binary_cross_entropy_with_logits"
+    reduction = _reduction(op, size_average, reduce, reduction)
+    target = _as_target(target, input)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"{op}: target size ({tuple(target.shape)}) must be the same as input size "
+                         f"({tuple(input.shape)})")
+    x, t = amp.float32_inputs(input, target)
+    return ops.BinaryCrossEntropyWithLogitsFunction.apply(
+        x, t, _weight_array(op, weight, x), _weight_array(op, pos_weight, x), reduction)
+
+
+def kl_div(input: Tensor, target: Any, size_average: bool | None = None, reduce: bool | None = None,  # noqa: A002
+           reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """KL(target || prediction) with ``input`` the prediction's log-probabilities: pointwise
+    target * (log(target) - input). ``reduction="batchmean"`` (the true KL divergence) divides
+    the sum by the batch size; "mean" divides by the number of elements (with PyTorch's warning)."""
+    op = "kl_div"
+    if reduction != "batchmean":
+        reduction = _reduction(op, size_average, reduce, reduction)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      UserWarning, stacklevel=2)
+    a, t = _pointwise_pair(op, input, target) if tuple(_as_target(target, input).shape) != tuple(input.shape) \
+        else amp.float32_inputs(input, _as_target(target, input))
+    return ops.KLDivFunction.apply(a, t, reduction, bool(log_target))
+
+
+def soft_margin_loss(input: Tensor, target: Any, size_average: bool | None = None,  # noqa: A002
+                     reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """log(1 + exp(-target * input)) for targets of +-1."""
+    reduction = _reduction("soft_margin_loss", size_average, reduce, reduction)
+    a, t = _pointwise_pair("soft_margin_loss", input, target)
+    return _reduce(softplus(-t * a), reduction)
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Any, margin: float = 0.0,
+                        size_average: bool | None = None, reduce: bool | None = None,
+                        reduction: str = "mean") -> Tensor:
+    """max(0, -target * (input1 - input2) + margin)."""
+    reduction = _reduction("margin_ranking_loss", size_average, reduce, reduction)
+    t = _as_target(target, input1)
+    return _reduce((-t * (input1 - input2) + margin).clip(0, None), reduction)
+
+
+def hinge_embedding_loss(input: Tensor, target: Any, margin: float = 1.0, size_average: bool | None = None,  # noqa: A002
+                         reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """input where target == 1, max(0, margin - input) where target == -1."""
+    reduction = _reduction("hinge_embedding_loss", size_average, reduce, reduction)
+    t = _as_target(target, input)
+    losses = where(t != 1, (margin - input).clip(0, None), 0.0) + where(t != -1, input, 0.0)
+    return _reduce(losses, reduction)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Any, margin: float = 0.0,
+                          size_average: bool | None = None, reduce: bool | None = None,
+                          reduction: str = "mean") -> Tensor:
+    """1 - cos(x1, x2) for target 1, max(0, cos(x1, x2) - margin) for target -1 (cos along dim 1
+    of (N, D), or of the one vector pair)."""
+    reduction = _reduction("cosine_embedding_loss", size_average, reduce, reduction)
+    prod = (input1 * input2).sum(dim=-1)
+    cos = prod / (((input1 * input1).sum(dim=-1) + 1e-12) * ((input2 * input2).sum(dim=-1) + 1e-12)).sqrt()
+    t = _as_target(target, cos)
+    losses = where(t == 1, 1 - cos, where(t == -1, (cos - margin).clip(0, None), 0.0))
+    return _reduce(losses, reduction)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2.0,
+                        eps: float = 1e-6, swap: bool = False, size_average: bool | None = None,
+                        reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """max(d(a, p) - d(a, n) + margin, 0) with d the pairwise p-norm distance."""
+    reduction = _reduction("triplet_margin_loss", size_average, reduce, reduction)
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
+    return _reduce((d_pos - d_neg + margin).clip(0, None), reduction)
+
+
+def poisson_nll_loss(input: Tensor, target: Any, log_input: bool = True, full: bool = False,  # noqa: A002
+                     size_average: bool | None = None, eps: float = 1e-8, reduce: bool | None = None,
+                     reduction: str = "mean") -> Tensor:
+    """Poisson negative log-likelihood: exp(input) - target * input (log_input), else
+    input - target * log(input + eps); ``full`` adds Stirling's term where target > 1."""
+    reduction = _reduction("poisson_nll_loss", size_average, reduce, reduction)
+    t = _as_target(target, input)
+    losses = input.exp() - t * input if log_input else input - t * (input + eps).log()
+    if full:  # Stirling's approximation of log(target!), where target > 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stirling = t * t.log() - t + 0.5 * (2 * np.pi * t).log()
+        losses = losses + where(t > 1, stirling, 0.0)
+    return _reduce(losses, reduction)
+
+
+def gaussian_nll_loss(input: Tensor, target: Any, var: Any, full: bool = False, eps: float = 1e-6,  # noqa: A002
+                      reduction: str = "mean") -> Tensor:
+    """0.5 * (log(max(var, eps)) + (input - target)^2 / max(var, eps)) (+ 0.5 log(2 pi) if full)."""
+    reduction = _reduction("gaussian_nll_loss", None, None, reduction)
+    t = _as_target(target, input)
+    v = var if isinstance(var, Tensor) else _as_target(var, input)
+    if v.ndim == input.ndim - 1 and tuple(v.shape) == tuple(input.shape[:-1]):
+        v = v.unsqueeze(-1)
+    v = v.clip(eps, None)
+    losses = 0.5 * (v.log() + (input - t) ** 2 / v)
+    if full:
+        losses = losses + 0.5 * float(np.log(2 * np.pi))
+    return _reduce(losses, reduction)
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Any, weight: Tensor | None = None,  # noqa: A002
+                                size_average: bool | None = None, reduce: bool | None = None,
+                                reduction: str = "mean") -> Tensor:
+    """Mean over classes of the binary logistic loss of each class, per sample."""
+    reduction = _reduction("multilabel_soft_margin_loss", size_average, reduce, reduction)
+    t = _as_target(target, input)
+    losses = -(t * logsigmoid(input) + (1 - t) * logsigmoid(-input))
+    if weight is not None:
+        losses = losses * weight
+    return _reduce(losses.mean(dim=input.ndim - 1), reduction)
+
+
+def multi_margin_loss(input: Tensor, target: Any, p: int = 1, margin: float = 1.0,  # noqa: A002
+                      weight: Tensor | None = None, size_average: bool | None = None, reduce: bool | None = None,
+                      reduction: str = "mean") -> Tensor:
+    """Multi-class hinge loss: sum over i != y of max(0, margin - x[y] + x[i])**p / C (times weight[y])."""
+    reduction = _reduction("multi_margin_loss", size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 supported, got {p}")
+    x = input if input.ndim == 2 else input.reshape(1, -1)
+    y = np.asarray(_target(target, input)).reshape(-1)
+    c = x.shape[1]
+    hot = np.zeros((x.shape[0], c))
+    hot[np.arange(x.shape[0]), y] = 1.0
+    mask = _as_constant(hot, x)
+    xy = (x * mask).sum(dim=1, keepdim=True)
+    terms = (margin - xy + x).clip(0, None) * (1 - mask)
+    if p == 2:
+        terms = terms * terms
+    if weight is not None:
+        terms = terms * _as_constant(np.asarray(weight.array)[y].reshape(-1, 1), x)
+    losses = terms.sum(dim=1) / c
+    return _reduce(losses if input.ndim == 2 else losses.reshape(()), reduction)
+
+
+def multilabel_margin_loss(input: Tensor, target: Any, size_average: bool | None = None,  # noqa: A002
+                           reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Hinge loss between each target class j (the ids before the first -1 of a target row) and
+    each other class i: sum of max(0, 1 - (x[j] - x[i])) / C."""
+    reduction = _reduction("multilabel_margin_loss", size_average, reduce, reduction)
+    x = input if input.ndim == 2 else input.reshape(1, -1)
+    ids = np.asarray(_target(target, input)).reshape(x.shape)
+    is_target = np.zeros(x.shape)
+    for row, labels in enumerate(ids):
+        for j in labels:
+            if j < 0:
+                break
+            is_target[row, j] = 1.0
+    pairs = _as_constant(is_target[:, :, None] * (1 - is_target)[:, None, :], x)  # (N, j, i)
+    hinge = (1 - x.reshape(*x.shape, 1) + x.reshape(x.shape[0], 1, x.shape[1])).clip(0, None)
+    losses = (hinge * pairs).sum(dim=(1, 2)) / x.shape[1]
+    return _reduce(losses if input.ndim == 2 else losses.reshape(()), reduction)
+
+
+def _reduce(losses: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return losses.mean()
+    return losses.sum() if reduction == "sum" else losses

@@ -1,32 +1,49 @@
-"""Pooling layers: MaxPool2d, AvgPool2d, AdaptiveAvgPool2d (PyTorch's signatures)."""
+"""Pooling layers with PyTorch's signatures: MaxPool1d/2d (return_indices), AvgPool1d/2d,
+AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d and MaxUnpool2d."""
 from __future__ import annotations
+
+from typing import Any
 
 from tinyflow.kernels.shapes import IntPair
 from tinyflow.nn import functional as F
 from tinyflow.nn.module import Module
 from tinyflow.tensor import Tensor
 
-__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxUnpool1d", "MaxUnpool2d"]
 
 
-class MaxPool2d(Module):
-    """Max over (possibly overlapping) windows: AlexNet's MaxPool2d(3, 2)."""
+def _one(v: Any, op: str) -> tuple[int]:
+    return (F._single(v, "size", op),)
 
-    def __init__(self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,
-                 dilation: IntPair = 1, return_indices: bool = False, ceil_mode: bool = False) -> None:
+
+class _MaxPoolNd(Module):
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+                 return_indices: bool = False, ceil_mode: bool = False) -> None:
         super().__init__()
-        if return_indices:
-            raise ValueError("MaxPool2d: return_indices=True is not supported (no max_unpool2d in tinyflow)")
         self.kernel_size = kernel_size
-        self.stride = kernel_size if stride is None else stride
-        self.padding, self.dilation, self.ceil_mode = padding, dilation, ceil_mode
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool2d(_MaxPoolNd):
+    """Max over (possibly overlapping) windows: AlexNet's MaxPool2d(3, 2). With
+    ``return_indices=True`` it returns (values, indices) for ``MaxUnpool2d``."""
+
+    def forward(self, input: Tensor) -> Any:  # noqa: A002
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
+
+
+class MaxPool1d(_MaxPoolNd):
+    def forward(self, input: Tensor) -> Any:  # noqa: A002
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
 
 
 class AvgPool2d(Module):
@@ -36,29 +53,101 @@ class AvgPool2d(Module):
                  ceil_mode: bool = False, count_include_pad: bool = True,
                  divisor_override: int | None = None) -> None:
         super().__init__()
-        if divisor_override is not None:
-            raise ValueError("AvgPool2d: divisor_override is not supported")
         self.kernel_size = kernel_size
-        self.stride = kernel_size if stride is None else stride
+        self.stride = stride if stride is not None else kernel_size
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> None:
+        super().__init__()
+        self.kernel_size = _one(kernel_size, "AvgPool1d")  # PyTorch keeps 1-tuples here
+        self.stride = _one(stride if stride is not None and stride != () else kernel_size, "AvgPool1d")
+        self.padding, self.ceil_mode = _one(padding, "AvgPool1d"), ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AdaptiveAvgPool2d(Module):
-    """Average to a fixed output size whatever the input size (torchvision's (6, 6) / (1, 1))."""
-
-    def __init__(self, output_size: int | None | tuple[int | None, int | None]) -> None:
+class _AdaptiveNd(Module):
+    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
         super().__init__()
         self.output_size = output_size
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.adaptive_avg_pool2d(x, self.output_size)
+        self.return_indices = return_indices
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool2d(_AdaptiveNd):
+    """Average to a fixed output size whatever the input size (torchvision's (6, 6) / (1, 1))."""
+
+    def __init__(self, output_size: int | None | tuple[int | None, int | None]) -> None:
+        super().__init__(output_size)
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.adaptive_avg_pool2d(input, self.output_size)
+
+
+class AdaptiveAvgPool1d(_AdaptiveNd):
+    def __init__(self, output_size: Any) -> None:
+        super().__init__(output_size)
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveMaxPool2d(_AdaptiveNd):
+    def forward(self, input: Tensor) -> Any:  # noqa: A002
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool1d(_AdaptiveNd):
+    def forward(self, input: Tensor) -> Any:  # noqa: A002
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class MaxUnpool2d(Module):
+    """The partial inverse of MaxPool2d(return_indices=True)."""
+
+    def __init__(self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+
+    def forward(self, input: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(Module):
+    """The partial inverse of MaxPool1d(return_indices=True)."""
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        super().__init__()
+        self.kernel_size = _one(kernel_size, "MaxUnpool1d")  # PyTorch keeps 1-tuples here
+        self.stride = _one(stride if stride is not None else kernel_size, "MaxUnpool1d")
+        self.padding = _one(padding, "MaxUnpool1d")
+
+    def forward(self, input: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
+        return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"

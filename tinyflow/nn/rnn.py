@@ -21,7 +21,7 @@ from tinyflow.nn.parameter import Parameter
 from tinyflow.ops.rnn import gru_cell, gru_layer, lstm_cell, lstm_layer
 from tinyflow.tensor import Tensor, cat, empty, stack, zeros
 
-__all__ = ["LSTM", "GRU", "LSTMCell", "GRUCell"]
+__all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
 
 class _RNNBase(Module):
@@ -177,6 +177,39 @@ class GRU(_RNNBase):
         return out, h_n
 
 
+class RNN(_RNNBase):
+    """Multi-layer Elman RNN: ``out, h_n = rnn(x, h0)`` with h' = tanh(W_ih x + b_ih + W_hh h + b_hh)
+    (or relu), PyTorch's signature and parameters. The input projection of all steps is one GEMM;
+    the recurrence runs step by step with differentiable ops (no fused kernel, unlike LSTM/GRU)."""
+
+    _gates = 1
+    _num_states = 1
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 device: Any = None, dtype: Any = None) -> None:  # fmt: skip
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}; use 'tanh' or 'relu'")
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def _run_layer(self, x: Tensor, states: tuple, weights: tuple, reverse: bool) -> tuple:
+        w_ih, w_hh, b_ih, b_hh = weights
+        steps, batch = x.shape[:2]
+        h = states[0] if states[0] is not None else zeros(batch, self.hidden_size, dtype=x.dtype, device=x.device)
+        projected = F.linear(x, w_ih, b_ih)  # (T, B, H): every step's input term at once
+        act = F.relu if self.nonlinearity == "relu" else F.tanh
+        outs: list[Any] = [None] * steps
+        for t in reversed(range(steps)) if reverse else range(steps):
+            h = act(projected[t] + F.linear(h, w_hh, b_hh))
+            outs[t] = h
+        return (stack(outs, dim=0) if steps else projected), h
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:  # noqa: A002
+        out, (h_n,) = self._forward(input, None if hx is None else (hx,))
+        return out, h_n
+
+
 class _CellBase(Module):
     _gates = 0
 
@@ -238,3 +271,26 @@ class GRUCell(_CellBase):
         x, (h,), batched = self._prepare(input, None if hx is None else (hx,))
         h1 = gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return h1 if batched else h1.squeeze(0)
+
+
+class RNNCell(_CellBase):
+    """One Elman RNN step: ``h1 = cell(x, h0)`` = tanh (or relu) of x W_ih^T + b_ih + h0 W_hh^T + b_hh."""
+
+    _gates = 1
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
+                 device: Any = None, dtype: Any = None) -> None:  # fmt: skip
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r}; use 'tanh' or 'relu'")
+        super().__init__(input_size, hidden_size, bias, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:  # noqa: A002
+        x, (h,), batched = self._prepare(input, None if hx is None else (hx,))
+        pre = F.linear(x, self.weight_ih, self.bias_ih) + F.linear(h, self.weight_hh, self.bias_hh)
+        h1 = F.relu(pre) if self.nonlinearity == "relu" else F.tanh(pre)
+        return h1 if batched else h1.squeeze(0)
+
+    def extra_repr(self) -> str:
+        s = super().extra_repr()
+        return s if self.nonlinearity == "tanh" else s + f", nonlinearity={self.nonlinearity}"

@@ -20,6 +20,8 @@ class Embedding(Module):
     """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False, _weight: Tensor | None = None, _freeze: bool = False,
                  device: Any = None, dtype: Any = None) -> None:  # fmt: skip
         super().__init__()
         if num_embeddings < 1 or embedding_dim < 1:
@@ -31,8 +33,16 @@ class Embedding(Module):
                 raise ValueError(f"Embedding: padding_idx {padding_idx} is outside [-{num_embeddings}, {num_embeddings})")
             padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
-        self.weight = Parameter(empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
-        self.reset_parameters()
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if _weight is None:
+            self.weight = Parameter(empty(num_embeddings, embedding_dim, device=device, dtype=dtype))
+            self.reset_parameters()
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(f"Embedding: _weight of shape {tuple(_weight.shape)} must be "
+                                 f"({num_embeddings}, {embedding_dim})")
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
@@ -41,19 +51,34 @@ class Embedding(Module):
                 self.weight.array[self.padding_idx] = 0
 
     @classmethod
-    def from_pretrained(cls, embeddings: Any, freeze: bool = True, padding_idx: int | None = None) -> Embedding:
+    def from_pretrained(cls, embeddings: Any, freeze: bool = True, padding_idx: int | None = None,
+                        max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                        sparse: bool = False) -> Embedding:
         """An Embedding holding ``embeddings`` (V, D); frozen (no gradient) unless ``freeze=False``."""
         weights = embeddings if isinstance(embeddings, Tensor) else Tensor(embeddings)
         if weights.ndim != 2:
             raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D (V, D), got shape {weights.shape}")
-        module = cls(weights.shape[0], weights.shape[1], padding_idx=padding_idx, device=weights.device, dtype=weights.dtype)
+        module = cls(weights.shape[0], weights.shape[1], padding_idx=padding_idx, max_norm=max_norm,
+                     norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq, sparse=sparse,
+                     device=weights.device, dtype=weights.dtype)
         module.weight.array = weights.array.copy()
         module.weight.requires_grad = not freeze
         return module
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
-        return s if self.padding_idx is None else s + f", padding_idx={self.padding_idx}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += ", scale_grad_by_freq=True"
+        if self.sparse:
+            s += ", sparse=True"
+        return s

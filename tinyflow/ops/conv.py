@@ -31,7 +31,7 @@ from tinyflow.kernels._cpu import parallel_for, workspace
 from tinyflow.kernels.shapes import conv_output_size
 from tinyflow.ops.linalg import matmul_array, safe_sum
 
-__all__ = ["Conv2dFunction"]
+__all__ = ["Conv2dFunction", "ConvTranspose2dFunction"]
 
 
 class Conv2dFunction(Function):
@@ -116,3 +116,82 @@ class Conv2dFunction(Function):
                 matmul_array(xp, w3[g].T, gy[g], out=gcol[g])
             gx = ctx.kernels.col2im(buf, ctx.x_shape, *ctx.geom)  # (N, C, H, W)
         return gx, gw, gb
+
+
+class ConvTranspose2dFunction(Function):
+    """The transposed convolution (the gradient of conv2d with respect to its input):
+    x (N, Cin, H, W), w (Cin, Cout/groups, kh, kw), b (Cout,) or None -> (N, Cout, Hout, Wout).
+
+    One GEMM per group makes the columns, ``col (Cout*kh*kw, N*H*W) = W.T @ x``, and col2im
+    sums them onto the full, unpadded output ((H-1)*stride + dilation*(kh-1) + 1 rows); the
+    result is its rows [padding, padding + Hout), zero where output_padding reaches past it.
+    Backward is conv2d's forward: im2col of the output gradient, placed back in the full frame.
+    """
+
+    @staticmethod
+    def forward(ctx, x, w, b, stride=(1, 1), padding=(0, 0), output_padding=(0, 0), dilation=(1, 1),
+                groups=1):
+        xp = ctx.xp
+        n, cin, h, wd = x.shape
+        _, cog, kh, kw = w.shape
+        cout = cog * groups
+        full = ((h - 1) * stride[0] + dilation[0] * (kh - 1) + 1, (wd - 1) * stride[1] + dilation[1] * (kw - 1) + 1)
+        out = tuple(f - 2 * p + op for f, p, op in zip(full, padding, output_padding))
+        ctx.geom = ((kh, kw), stride, (0, 0), dilation)
+        ctx.groups, ctx.x_shape, ctx.frame = groups, x.shape, (full, padding, out)
+        ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, w if ctx.needs_input_grad[0] else None)
+        nl = n * h * wd
+        xg = x.transpose(1, 0, 2, 3).reshape(groups, cin // groups, nl)  # (G, Cin/G, N*H*W)
+        wg = w.reshape(groups, cin // groups, cog * kh * kw)  # (G, Cin/G, Cout/G*kh*kw), a view
+        col = xp.empty((groups, cog * kh * kw, nl), dtype=x.dtype)
+        for g in range(groups):
+            matmul_array(xp, wg[g].T, xg[g], out=col[g])
+        y = ctx.kernels.col2im(col.reshape(cout * kh * kw, nl), (n, cout, *full), *ctx.geom)
+        y = _reframe(xp, y, padding, out)  # (N, Cout, Hout, Wout)
+        if b is not None:
+            y += b.reshape(1, -1, 1, 1)
+        return y
+
+    @staticmethod
+    def backward(ctx, gout):
+        xp = ctx.xp
+        x, w = ctx.saved_tensors
+        groups, geom = ctx.groups, ctx.geom
+        n, cin, h, wd = ctx.x_shape
+        cout = gout.shape[1]
+        (kh, kw) = geom[0]
+        nl = n * h * wd
+        gx = gw = gb = None
+        if ctx.needs_input_grad[2]:
+            gb = safe_sum(gout, axis=(0, 2, 3))
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            full, padding, _ = ctx.frame
+            gfull = _reframe(xp, gout, tuple(-p for p in padding), full)  # back in the full frame
+            col = ctx.kernels.im2col(gfull, *geom)  # (Cout*kh*kw, N*H*W)
+            colg = col.reshape(groups, cout // groups * kh * kw, nl)
+        if ctx.needs_input_grad[0]:
+            wg = w.reshape(groups, cin // groups, -1)
+            gxg = xp.empty((groups, cin // groups, nl), dtype=gout.dtype)
+            for g in range(groups):
+                matmul_array(xp, wg[g], colg[g], out=gxg[g])
+            gx = gxg.reshape(cin, n, h, wd).transpose(1, 0, 2, 3)
+        if ctx.needs_input_grad[1]:
+            xg = x.transpose(1, 0, 2, 3).reshape(groups, cin // groups, nl)
+            gwg = xp.empty((groups, cin // groups, cout // groups * kh * kw), dtype=gout.dtype)
+            for g in range(groups):
+                matmul_array(xp, xg[g], colg[g].T, out=gwg[g])
+            gw = gwg.reshape(cin, cout // groups, kh, kw)
+        return gx, gw, gb
+
+
+def _reframe(xp, y, start, size):
+    """The (H, W) window of ``y`` (N, C, H, W) that begins at ``start`` (negative: before y) and
+    has ``size``, zeros where it reaches outside ``y``. A C-contiguous copy."""
+    out = xp.zeros(y.shape[:2] + tuple(size), dtype=y.dtype)
+    src, dst = [], []
+    for s0, n, m in zip(start, size, y.shape[2:]):
+        lo, hi = max(s0, 0), min(s0 + n, m)
+        src.append(slice(lo, max(hi, lo)))
+        dst.append(slice(lo - s0, lo - s0 + max(hi - lo, 0)))
+    out[:, :, dst[0], dst[1]] = y[:, :, src[0], src[1]]
+    return out

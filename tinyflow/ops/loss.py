@@ -1,12 +1,19 @@
 """Losses: cross_entropy (fused with log_softmax; ignore_index, label_smoothing, weights,
-reduction), nll_loss and mse_loss. Their argument checks are F's (tinyflow/nn/functional.py)."""
+reduction), nll_loss, mse_loss, l1 / smooth_l1 / huber, binary_cross_entropy (on probabilities
+and on logits) and kl_div. Their argument checks are F's (tinyflow/nn/functional.py)."""
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tinyflow.autograd import Context, Function
 
-__all__ = ["CrossEntropy", "NLLLossFunction", "MSELossFunction"]
+__all__ = [
+    "CrossEntropy", "NLLLossFunction", "MSELossFunction", "L1LossFunction", "SmoothL1LossFunction",
+    "HuberLossFunction", "BinaryCrossEntropyFunction", "BinaryCrossEntropyWithLogitsFunction",
+    "KLDivFunction",
+]
 
 
 def _classes_last(x: Any) -> Any:
@@ -161,3 +168,216 @@ class MSELossFunction(Function):
         scale = 2.0 / diff.size if ctx.reduction == "mean" else 2.0
         gd = g * diff * scale
         return gd, -gd, None
+
+
+# ------------------------------------------------------------- pointwise losses (PyTorch's set)
+# Input and target have one shape (F broadcasts them first, as PyTorch does). Each forward
+# computes the per-element losses and reduces them; backward scales the incoming gradient by
+# the reduction (1/numel for "mean") and returns gradients for the input and, where PyTorch has
+# one, the target.
+
+
+def _reduce(xp: Any, losses: Any, reduction: str, dtype: Any) -> Any:
+    if reduction == "mean":
+        return xp.asarray(losses.mean() if losses.size else xp.nan, dtype=dtype)
+    if reduction == "sum":
+        return xp.asarray(losses.sum(), dtype=dtype)
+    return losses.astype(dtype, copy=False)
+
+
+def _per_element(g: Any, reduction: str, size: int) -> Any:
+    """The incoming gradient as the gradient of each element's loss."""
+    if reduction == "mean":
+        return g / max(size, 1)
+    return g
+
+
+def _target_grad(ctx: Context, index: int, grad: Any) -> Any:
+    return grad if ctx.needs_input_grad[index] else None
+
+
+class L1LossFunction(Function):
+    """|input - target|; the gradient is sign(input - target) (0 at a tie, as PyTorch)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, t: Any, reduction: str = "mean") -> Any:
+        d = a - t
+        ctx.save_for_backward(d)
+        ctx.reduction = reduction
+        return _reduce(ctx.xp, ctx.xp.abs(d), reduction, a.dtype)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        (d,) = ctx.saved_tensors
+        gd = _per_element(g, ctx.reduction, d.size) * ctx.xp.sign(d)
+        return gd, _target_grad(ctx, 1, -gd), None
+
+
+class SmoothL1LossFunction(Function):
+    """0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta elsewhere (the L1 loss when beta == 0)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, t: Any, reduction: str = "mean", beta: float = 1.0) -> Any:
+        xp = ctx.xp
+        d = a - t
+        ctx.save_for_backward(d)
+        ctx.reduction, ctx.beta = reduction, beta
+        ad = xp.abs(d)
+        if beta == 0:
+            return _reduce(xp, ad, reduction, a.dtype)
+        return _reduce(xp, xp.where(ad < beta, 0.5 * d * d / beta, ad - 0.5 * beta), reduction, a.dtype)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        xp = ctx.xp
+        (d,) = ctx.saved_tensors
+        beta = ctx.beta
+        slope = xp.sign(d) if beta == 0 else xp.clip(d / beta, -1, 1)
+        gd = _per_element(g, ctx.reduction, d.size) * slope
+        return gd, _target_grad(ctx, 1, -gd), None, None
+
+
+class HuberLossFunction(Function):
+    """0.5 d^2 where |d| < delta, delta * (|d| - 0.5 delta) elsewhere."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, t: Any, reduction: str = "mean", delta: float = 1.0) -> Any:
+        xp = ctx.xp
+        d = a - t
+        ctx.save_for_backward(d)
+        ctx.reduction, ctx.delta = reduction, delta
+        ad = xp.abs(d)
+        return _reduce(xp, xp.where(ad < delta, 0.5 * d * d, delta * (ad - 0.5 * delta)), reduction, a.dtype)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        (d,) = ctx.saved_tensors
+        gd = _per_element(g, ctx.reduction, d.size) * ctx.xp.clip(d, -ctx.delta, ctx.delta)
+        return gd, _target_grad(ctx, 1, -gd), None, None
+
+
+class BinaryCrossEntropyFunction(Function):
+    """-w * (t * log(p) + (1 - t) * log(1 - p)) on probabilities p, each log clamped at -100 and
+    the input gradient's denominator p(1-p) at 1e-12, as PyTorch (so p = 0 or 1 stays finite)."""
+
+    @staticmethod
+    def forward(ctx: Context, p: Any, t: Any, weight: Any = None, reduction: str = "mean") -> Any:
+        xp = ctx.xp
+        _check_probabilities(xp, p)
+        with np.errstate(divide="ignore"):  # log(0) = -inf, clamped to -100 below
+            log_p = xp.maximum(xp.log(p), -100)
+            log_q = xp.maximum(xp.log1p(-p), -100)
+        losses = -(t * log_p + (1 - t) * log_q)
+        if weight is not None:
+            losses = losses * weight
+        ctx.save_for_backward(p, t, weight, log_p, log_q)
+        ctx.reduction = reduction
+        return _reduce(xp, losses, reduction, p.dtype)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        xp = ctx.xp
+        p, t, weight, log_p, log_q = ctx.saved_tensors
+        ge = _per_element(g, ctx.reduction, p.size)
+        if weight is not None:
+            ge = ge * weight
+        gp = ge * (p - t) / xp.maximum((1 - p) * p, 1e-12)
+        gt = ge * (log_q - log_p) if ctx.needs_input_grad[1] else None
+        return gp, gt, None, None
+
+
+def _check_probabilities(xp: Any, p: Any) -> None:
+    if not p.size:
+        return
+    from tinyflow.device import device_check
+
+    bad = ((p < 0) | (p > 1)).reshape(-1)  # NaN passes, as in PyTorch
+
+    def error(_: int) -> RuntimeError:
+        return RuntimeError("binary_cross_entropy: all elements of input should be between 0 and 1; "
+                            "apply sigmoid first, or use binary_cross_entropy_with_logits on the logits")
+
+    device_check(bad.any(), bad.argmax(), error, key=("binary_cross_entropy",))
+
+
+class BinaryCrossEntropyWithLogitsFunction(Function):
+    """binary cross-entropy on logits x, computed as (1 - t) x + lw * softplus(-x) with
+    lw = 1 + (pos_weight - 1) t (PyTorch's stable form: no log of a rounded sigmoid)."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Any, t: Any, weight: Any = None, pos_weight: Any = None,
+                reduction: str = "mean") -> Any:
+        xp = ctx.xp
+        softplus_neg = xp.maximum(-x, 0) + xp.log1p(xp.exp(-xp.abs(x)))  # log(1 + exp(-x))
+        if pos_weight is not None:
+            lw = (pos_weight - 1) * t + 1
+            losses = (1 - t) * x + lw * softplus_neg
+        else:
+            losses = (1 - t) * x + softplus_neg
+        if weight is not None:
+            losses = losses * weight
+        ctx.save_for_backward(x, t, weight, pos_weight)
+        ctx.reduction = reduction
+        return _reduce(xp, losses, reduction, x.dtype)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        from tinyflow.ops.activation import _sigmoid
+
+        xp = ctx.xp
+        x, t, weight, pos_weight = ctx.saved_tensors
+        ge = _per_element(g, ctx.reduction, x.size)
+        if weight is not None:
+            ge = ge * weight
+        s = _sigmoid(xp, x)
+        if pos_weight is not None:
+            pt = pos_weight * t
+            gx = ge * ((pt + 1 - t) * s - pt)
+        else:
+            gx = ge * (s - t)
+        gt = None
+        if ctx.needs_input_grad[1]:  # d/dt = log(1 - s) - pos_weight * log(s)
+            log_s = xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x)))
+            log_1ms = log_s - x
+            gt = ge * (log_1ms - (log_s if pos_weight is None else pos_weight * log_s))
+        return gx, gt, None, None, None
+
+
+class KLDivFunction(Function):
+    """kl_div(input, target): target * (log(target) - input) pointwise, input being
+    log-probabilities; with log_target the target is too: exp(t) * (t - input)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, t: Any, reduction: str = "mean", log_target: bool = False) -> Any:
+        xp = ctx.xp
+        if log_target:
+            losses = xp.exp(t) * (t - a)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                xlogx = xp.where(t == 0, 0, t * xp.log(xp.where(t == 0, 1, t)))
+            losses = xlogx - t * a
+        ctx.save_for_backward(a, t)
+        ctx.reduction, ctx.log_target = reduction, log_target
+        if reduction == "batchmean":
+            batch = a.shape[0] if a.ndim else 1
+            return xp.asarray(losses.sum() / batch, dtype=a.dtype)
+        return _reduce(xp, losses, reduction, a.dtype)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        xp = ctx.xp
+        a, t = ctx.saved_tensors
+        if ctx.reduction == "batchmean":
+            ge = g / (a.shape[0] if a.ndim else 1)
+        else:
+            ge = _per_element(g, ctx.reduction, a.size)
+        if ctx.log_target:
+            e = xp.exp(t)
+            ga, gt = -ge * e, ge * e * (t - a + 1)
+        else:
+            ga = -ge * t
+            gt = None
+            if ctx.needs_input_grad[1]:  # PyTorch's xlogy gradient: log(t) + t/t - input (NaN at t = 0)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    gt = ge * (xp.where(t == 0, 0, xp.log(xp.where(t == 0, 1, t))) + t / t - a)
+        return ga, gt if ctx.needs_input_grad[1] else None, None, None

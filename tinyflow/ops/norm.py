@@ -1,5 +1,5 @@
-"""Normalisation ops: local response normalisation (AlexNet 2012) and batch normalisation,
-PyTorch semantics. F.local_response_norm and F.batch_norm check the arguments and run both in
+"""Normalisation ops: local response normalisation (AlexNet 2012), batch normalisation and
+layer normalisation (which group normalisation reuses), PyTorch semantics. F.local_response_norm and F.batch_norm check the arguments and run both in
 float32 inside ``tf.amp.autocast``.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from tinyflow.autograd import Function
 
-__all__ = ["LocalResponseNormFunction", "BatchNorm"]
+__all__ = ["LocalResponseNormFunction", "BatchNorm", "LayerNormFunction"]
 
 
 class LocalResponseNormFunction(Function):
@@ -93,3 +93,42 @@ class BatchNorm(Function):
             else:
                 gx = gxhat * scale
         return gx, None, None, gweight, gbias
+
+
+class LayerNormFunction(Function):
+    """y = (x - mean) / sqrt(var + eps) * weight + bias, statistics over the last ``k`` dims of x
+    (biased variance, as PyTorch); weight and bias have those dims' shape, or are None.
+
+    F.group_norm reuses it: groups are the last dim of a (N, G, C/G * rest) view.
+    """
+
+    @staticmethod
+    def forward(ctx, x, k, weight=None, bias=None, eps=1e-5):
+        xp = ctx.xp
+        axes = tuple(range(x.ndim - k, x.ndim))
+        mean = x.mean(axis=axes, keepdims=True)
+        centered = x - mean
+        var = (centered * centered).mean(axis=axes, keepdims=True)
+        invstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype)
+        xhat = centered * invstd
+        y = xhat * weight if weight is not None else xhat
+        if bias is not None:
+            y = y + bias
+        ctx.save_for_backward(xhat, invstd, weight)
+        ctx.axes = axes
+        return y.astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, gout):
+        xhat, invstd, weight = ctx.saved_tensors
+        axes = ctx.axes
+        lead = tuple(range(gout.ndim - len(axes)))
+        gw = (gout * xhat).sum(axis=lead) if ctx.needs_input_grad[2] else None
+        gb = gout.sum(axis=lead) if ctx.needs_input_grad[3] else None
+        gx = None
+        if ctx.needs_input_grad[0]:
+            gxhat = gout * weight if weight is not None else gout
+            mean_g = gxhat.mean(axis=axes, keepdims=True)
+            mean_gx = (gxhat * xhat).mean(axis=axes, keepdims=True)
+            gx = (gxhat - mean_g - xhat * mean_gx) * invstd
+        return gx, None, gw, gb, None

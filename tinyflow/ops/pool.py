@@ -14,24 +14,72 @@ import numpy as np
 from tinyflow.autograd import Function
 from tinyflow.ops.linalg import matmul_array
 
-__all__ = ["MaxPool2dFunction", "AvgPool2dFunction", "AdaptiveAvgPool2dFunction"]
+__all__ = ["MaxPool2dFunction", "MaxUnpool2dFunction", "AvgPool2dFunction", "AdaptiveAvgPool2dFunction",
+           "AdaptiveMaxPool2dFunction"]
 
 
 class MaxPool2dFunction(Function):
     """Max over sliding windows; backward routes each gradient to its window's argmax."""
 
     @staticmethod
-    def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode):
+    def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=False):
         out, argmax = ctx.kernels.maxpool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode)
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(argmax)
         ctx.args = (x.shape, kernel_size, stride, padding, dilation)
+        if return_indices:
+            return out, _flat_indices(ctx.xp, argmax, x.shape, kernel_size, stride, padding, dilation)
         return out
 
     @staticmethod
-    def backward(ctx, gout):
+    def backward(ctx, gout, *_):
         (argmax,) = ctx.saved_tensors
         return ctx.kernels.maxpool2d_backward(gout, argmax, *ctx.args)
+
+
+def _flat_indices(xp, argmax, x_shape, kernel_size, stride, padding, dilation):
+    """PyTorch's return_indices: each window's maximum as a flat index ``row * W + col`` into its
+    input plane (int64), from the kernels' window offsets ``i * kw + j``."""
+    h, w = x_shape[-2:]
+    oh, ow = argmax.shape[-2:]
+    kw = kernel_size[1]
+    offset = argmax.astype(np.int64)
+    rows = xp.arange(oh).reshape(-1, 1) * stride[0] - padding[0] + (offset // kw) * dilation[0]
+    cols = xp.arange(ow).reshape(1, -1) * stride[1] - padding[1] + (offset % kw) * dilation[1]
+    return rows * w + cols
+
+
+class MaxUnpool2dFunction(Function):
+    """max_unpool2d: each value written at its flat index into a zero (OH, OW) plane."""
+
+    @staticmethod
+    def forward(ctx, x, indices, output_size):
+        xp = ctx.xp
+        n, c = x.shape[:2]
+        oh, ow = output_size
+        flat = indices.reshape(n * c, -1)
+        if flat.size:
+            from tinyflow.device import device_check
+
+            bad = (flat < 0) | (flat >= oh * ow)
+
+            def error(index: int) -> IndexError:
+                return IndexError(f"max_unpool2d: index {index} is outside the output plane of size {oh}x{ow}; "
+                                  "check output_size (it must be the size of the pooled input)")
+
+            device_check(bad.any(), flat.reshape(-1)[bad.reshape(-1).argmax()], error, key=("max_unpool2d", oh, ow))
+        out = xp.zeros((n * c, oh * ow), dtype=x.dtype)
+        xp.put_along_axis(out, flat, x.reshape(n * c, -1), axis=1)
+        ctx.save_for_backward(flat)
+        ctx.shape = x.shape
+        return out.reshape(n, c, oh, ow)
+
+    @staticmethod
+    def backward(ctx, gout):
+        (flat,) = ctx.saved_tensors
+        n, c = gout.shape[:2]
+        g = ctx.xp.take_along_axis(gout.reshape(n * c, -1), flat, axis=1)
+        return g.reshape(ctx.shape), None, None
 
 
 class AvgPool2dFunction(Function):
@@ -79,3 +127,47 @@ def _left_right(xp, left, x, right):
     (``matmul_array`` also serves half precision, which CuPy's batched matmul cannot)."""
     y = matmul_array(xp, x, right)  # (..., H, W')
     return matmul_array(xp, y.swapaxes(-1, -2), left.T).swapaxes(-1, -2)  # (..., H', W')
+
+
+def _adaptive_bounds(size: int, out: int, i: int) -> tuple[int, int]:
+    """PyTorch's adaptive window i of ``out`` over ``size``: [floor(i*s/o), ceil((i+1)*s/o))."""
+    return (i * size) // out, -(-((i + 1) * size) // out)
+
+
+class AdaptiveMaxPool2dFunction(Function):
+    """Max over PyTorch's adaptive windows; returns (values, flat indices into each H*W plane).
+
+    One vectorised max per output cell (OH*OW is small: 1x1 to 7x7 in practice), over every
+    image and channel at once; backward adds each cell's gradient at its argmax.
+    """
+
+    @staticmethod
+    def forward(ctx, x, output_size):
+        xp = ctx.xp
+        lead, (h, w) = x.shape[:-2], x.shape[-2:]
+        oh, ow = output_size
+        out = xp.empty(lead + (oh, ow), dtype=x.dtype)
+        index = xp.empty(lead + (oh, ow), dtype=np.int64)
+        cells = []
+        for i in range(oh):
+            h0, h1 = _adaptive_bounds(h, oh, i)
+            for j in range(ow):
+                w0, w1 = _adaptive_bounds(w, ow, j)
+                window = x[..., h0:h1, w0:w1].reshape(lead + (-1,))
+                arg = window.argmax(axis=-1)  # the first maximum (or the first NaN), as PyTorch
+                out[..., i, j] = xp.take_along_axis(window, arg[..., None], axis=-1)[..., 0]
+                index[..., i, j] = (h0 + arg // (w1 - w0)) * w + w0 + arg % (w1 - w0)
+                cells.append((h0, h1, w0, w1, arg))
+        ctx.cells, ctx.shape = cells, x.shape
+        return out, index
+
+    @staticmethod
+    def backward(ctx, gout, *_):
+        xp = ctx.xp
+        gx = xp.zeros(ctx.shape, dtype=gout.dtype)
+        ow = gout.shape[-1]
+        for k, (h0, h1, w0, w1, arg) in enumerate(ctx.cells):
+            size = (h1 - h0) * (w1 - w0)
+            hot = (xp.arange(size) == arg[..., None]) * gout[..., k // ow, k % ow][..., None]
+            gx[..., h0:h1, w0:w1] += hot.reshape(hot.shape[:-1] + (h1 - h0, w1 - w0)).astype(gout.dtype)
+        return gx, None

@@ -76,6 +76,12 @@ def clip_grad_norm_(
     return tinyflow.tensor(total_norm)
 
 
+def clip_grad_norm(parameters: ParamsOrTensor, max_norm: float, norm_type: float = 2.0,
+                   error_if_nonfinite: bool = False) -> Tensor:
+    """Deprecated alias of :func:`clip_grad_norm_` (as in PyTorch)."""
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite)
+
+
 def clip_grad_value_(parameters: ParamsOrTensor, clip_value: float) -> None:
     """Clamp every gradient element into ``[-clip_value, clip_value]`` in place."""
     clip_value = float(clip_value)

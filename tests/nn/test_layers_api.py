@@ -1,0 +1,133 @@
+"""nn's PyTorch surface beyond the layers' maths: torch.nn.modules.* import paths, the
+containers' list and dict methods, ParameterList / ParameterDict, nn.utils."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import tinyflow as tf
+import tinyflow.nn as nn
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("path, name", [
+    ("conv", "Conv2d"), ("conv", "ConvTranspose2d"), ("loss", "CrossEntropyLoss"), ("loss", "BCEWithLogitsLoss"),
+    ("module", "Module"), ("linear", "Linear"), ("activation", "ReLU"), ("batchnorm", "BatchNorm2d"),
+    ("pooling", "MaxPool2d"), ("dropout", "Dropout"), ("container", "Sequential"), ("rnn", "LSTM"),
+    ("sparse", "Embedding"), ("normalization", "LayerNorm"), ("padding", "ReflectionPad2d"),
+    ("upsampling", "Upsample"), ("flatten", "Flatten"), ("instancenorm", "InstanceNorm2d"),
+    ("pixelshuffle", "PixelShuffle"), ("fold", "Unfold"), ("distance", "CosineSimilarity"),
+])
+def test_torch_nn_modules_paths_give_the_nn_classes(path, name):
+    assert getattr(importlib.import_module(f"tinyflow.nn.modules.{path}"), name) is getattr(nn, name)
+    assert getattr(importlib.import_module(f"torch.nn.modules.{path}"), name) is getattr(torch.nn, name)
+    assert getattr(nn.modules, name) is getattr(nn, name)
+
+
+# what tinyflow leaves out: 3-d convolutions and pools, lazy and quantization-era layers, attention
+ABSENT = {
+    "activation.MultiheadAttention", "loss.LinearCrossEntropyLoss", "loss.TripletMarginWithDistanceLoss",
+    "loss.CTCLoss", "pooling.MaxPool3d", "pooling.MaxUnpool3d", "pooling.AvgPool3d", "pooling.FractionalMaxPool2d",
+    "pooling.FractionalMaxPool3d", "pooling.LPPool1d", "pooling.LPPool2d", "pooling.LPPool3d",
+    "pooling.AdaptiveMaxPool3d", "pooling.AdaptiveAvgPool3d", "conv.Conv3d", "conv.ConvTranspose3d",
+    "normalization.CrossMapLRN2d", "normalization.RMSNorm", "batchnorm.SyncBatchNorm", "container.Container",
+    "sparse.EmbeddingBag", "rnn.RNNBase", "rnn.RNNCellBase",
+}
+
+
+def test_every_torch_nn_module_of_these_files_exists_in_tinyflow():
+    missing = set()
+    for path in ("activation", "loss", "padding", "pooling", "conv", "normalization", "batchnorm", "dropout",
+                 "upsampling", "pixelshuffle", "fold", "distance", "flatten", "instancenorm", "linear", "container",
+                 "sparse", "rnn"):
+        theirs = importlib.import_module(f"torch.nn.modules.{path}").__all__
+        ours = importlib.import_module(f"tinyflow.nn.modules.{path}")
+        missing |= {f"{path}.{n}" for n in theirs if not hasattr(ours, n) and "Lazy" not in n}
+    assert missing <= ABSENT, sorted(missing - ABSENT)
+
+
+def test_sequential_and_module_list_edits_as_in_torch():
+    seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    seq.insert(1, nn.Tanh())
+    assert [type(m).__name__ for m in seq] == ["Linear", "Tanh", "ReLU", "Linear"]
+    del seq[2]
+    seq.append(nn.Sigmoid())
+    assert [type(m).__name__ for m in seq] == ["Linear", "Tanh", "Linear", "Sigmoid"]
+    assert list(seq.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert isinstance(seq.pop(-1), nn.Sigmoid) and len(seq) == 3
+    seq[1] = nn.ReLU()
+    assert isinstance(seq[1], nn.ReLU) and len(seq + nn.Sequential(nn.Tanh())) == 4
+    ml = nn.ModuleList([nn.Linear(1, 1)])
+    ml += [nn.Linear(1, 2)]
+    ml.insert(0, nn.Identity())
+    assert len(ml) == 3 and isinstance(ml[0], nn.Identity) and len(list(ml.parameters())) == 4
+    md = nn.ModuleDict({"a": nn.Linear(1, 1)})
+    md.update({"b": nn.ReLU()})
+    assert "b" in md and list(md.keys()) == ["a", "b"] and isinstance(md.pop("b"), nn.ReLU)
+
+
+def test_parameter_list_and_dict_register_parameters_like_torch():
+    pl = nn.ParameterList([nn.Parameter(tf.zeros(2)), tf.ones(3)])
+    assert all(isinstance(p, nn.Parameter) for p in pl) and len(list(pl.parameters())) == 2
+    pd = nn.ParameterDict({"w": tf.zeros(2, 2), "b": nn.Parameter(tf.zeros(2))})  # a dict: sorted keys
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pl, self.pd = pl, pd
+
+    theirs = torch.nn.Module()
+    theirs.pl = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(2)), torch.ones(3)])
+    theirs.pd = torch.nn.ParameterDict({"w": torch.zeros(2, 2), "b": torch.nn.Parameter(torch.zeros(2))})
+    assert list(Net().state_dict()) == list(theirs.state_dict())
+    pd["a"] = tf.ones(1)
+    assert list(pd.keys()) == ["b", "w", "a"] and isinstance(pd["a"], nn.Parameter)
+
+
+def test_nn_utils_vectors_and_clipping():
+    net = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 1))
+    vec = nn.utils.parameters_to_vector(net.parameters())
+    assert vec.shape == (11,)
+    nn.utils.vector_to_parameters(tf.arange(11.0), net.parameters())
+    np.testing.assert_array_equal(net[0].weight.numpy().ravel(), np.arange(6.0))
+    np.testing.assert_array_equal(net[1].bias.numpy(), [10.0])
+    with pytest.raises(ValueError, match="11 elements"):
+        nn.utils.vector_to_parameters(tf.zeros(3), net.parameters())
+    net(tf.ones(4, 3)).sum().backward()
+    norm = nn.utils.clip_grad_norm_(net.parameters(), 0.1)
+    assert float(norm) > 0.1 and nn.utils.clip_grad_norm is not None
+    nn.utils.clip_grad_value_(net.parameters(), 0.01)
+    assert max(float(p.grad.abs().max()) for p in net.parameters()) <= 0.01 + 1e-7
+    from tinyflow.nn.utils.rnn import pad_sequence
+
+    seqs = [np.ones((3, 2), np.float32), 2 * np.ones((1, 2), np.float32)]
+    for batch_first in (False, True):
+        ours = pad_sequence([tf.tensor(s) for s in seqs], batch_first=batch_first, padding_value=-1.0)
+        ref = torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in seqs], batch_first=batch_first,
+                                              padding_value=-1.0)
+        np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(num_layers=2, nonlinearity="relu", batch_first=True),
+                                    dict(bidirectional=True, bias=False)])
+def test_elman_rnn_and_cell_match_torch(kwargs):
+    ours, theirs = nn.RNN(3, 4, **kwargs), torch.nn.RNN(3, 4, **kwargs)
+    assert list(ours.state_dict()) == list(theirs.state_dict()) and repr(ours) == repr(theirs)
+    for name, p in theirs.named_parameters():
+        getattr(ours, name).array[...] = p.detach().numpy()
+    x = np.random.default_rng(0).standard_normal((5, 2, 3)).astype(np.float32)
+    a, b = tf.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (out, h), (ref, ref_h) = ours(a), theirs(b)
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h.numpy(), ref_h.detach().numpy(), rtol=1e-5, atol=1e-6)
+    (out.sum() + h.sum()).backward()
+    (ref.sum() + ref_h.sum()).backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=1e-5)
+    cell, ref_cell = nn.RNNCell(3, 4, nonlinearity="relu"), torch.nn.RNNCell(3, 4, nonlinearity="relu")
+    for name, p in ref_cell.named_parameters():
+        getattr(cell, name).array[...] = p.detach().numpy()
+    np.testing.assert_allclose(cell(tf.tensor(x[0])).numpy(), ref_cell(torch.tensor(x[0])).detach().numpy(), rtol=1e-5)
+    assert repr(cell) == repr(ref_cell)
