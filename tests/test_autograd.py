@@ -94,18 +94,20 @@ def test_broadcast_gradients_are_summed_to_input_shape():
     assert b.grad.shape == (4,) and b.grad.tolist() == [3.0] * 4
 
 
-def test_inplace_on_tensor_autograd_needs_is_rejected():
+def test_inplace_on_a_leaf_that_requires_grad_is_rejected_and_on_a_non_leaf_is_recorded():
     w = tf.tensor([1.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="in-place operation on a leaf"):
+    with pytest.raises(RuntimeError, match="add_: a leaf tensor that requires grad"):
         w += 1
-    with pytest.raises(RuntimeError, match="in-place"):
+    with pytest.raises(RuntimeError, match="setitem: a leaf tensor"):
         w[0] = 3.0
     with tf.no_grad():
         w -= 0.5
     assert w.tolist() == [0.5]
     h = w * 2
-    with pytest.raises(RuntimeError, match="autograd needs"):
-        h.mul_(2)
+    h.mul_(3)  # PyTorch records it: h's history is now mul_(w * 2)
+    assert h.grad_fn is not None and not h.is_leaf
+    h.sum().backward()
+    assert w.grad.tolist() == [6.0]
 
 
 def test_detect_anomaly_names_the_op():

@@ -118,7 +118,10 @@ class Context:
     """What one op application remembers for its backward: a node of the graph.
 
     ``inputs`` are the input Tensors (None for non-tensor arguments), ``saved_tensors`` the arrays
-    the op asked to keep, ``needs_input_grad`` a bool per positional input.
+    the op asked to keep, ``needs_input_grad`` a bool per positional input. ``edges`` holds, per
+    input, the node that produced it and which of that node's outputs it was, taken when this op
+    ran: an in-place op later moves the tensor onto a new node (``x += y``), and the gradient
+    of this use must still reach the node that produced the value this op saw, as in PyTorch.
     """
 
     def __init__(self, fn: type[Function], inputs: tuple, xp: Any) -> None:
@@ -126,12 +129,13 @@ class Context:
         self.inputs = inputs
         self.xp = xp
         self.needs_input_grad = tuple(t is not None and t._requires_grad for t in inputs)
+        self.edges = tuple(None if t is None else (t._ctx, t._out_index) for t in inputs)
         self.num_outputs = 1
         self.output_meta: list[tuple[tuple[int, ...], Any]] = []  # (shape, dtype) per output
         self._saved: tuple = ()
         self.freed = False
         self.watched: dict[int, Any] = {}  # output index -> weakref of a tensor with hooks
-        self.versions: list[tuple[list[int], int]] = []  # (shared counter, value when recorded)
+        self.versions: list[tuple[list[int], int]] = []  # saved tensors: (shared counter, value then)
 
     @property
     def kernels(self) -> Any:
@@ -155,6 +159,7 @@ class Context:
         """Drop what backward needed, so the memory goes as soon as the graph is used."""
         self._saved = ()
         self.inputs = tuple(None if t is None else _Freed for t in self.inputs)
+        self.edges = tuple(None for _ in self.edges)
         self.freed = True
 
     def __repr__(self) -> str:
@@ -230,9 +235,27 @@ class Function:
         if record:
             ctx.num_outputs = len(outs)
             ctx.output_meta = [(r.array.shape, r.array.dtype) for r in results]
-            # What backward may read must not change in place before it runs: remember versions.
-            ctx.versions = [(t._versions, t._versions[0]) for t in (*ctx.inputs, *results) if t is not None]
+            if ctx._saved:
+                ctx.versions = _saved_versions(ctx._saved, (*ctx.inputs, *results))
         return tuple(results) if multi else results[0]
+
+
+def _memory_root(a: Any) -> Any:
+    """The array that owns ``a``'s memory (NumPy and CuPy point a view's ``base`` at the owner)."""
+    base = getattr(a, "base", None)
+    return a if base is None else base
+
+
+def _saved_versions(saved: tuple, tensors: tuple) -> list[tuple[list[int], int]]:
+    """The in-place counters of the tensors whose memory an op saved for backward, with their
+    values now: backward refuses to run if one moved (PyTorch's "modified by an inplace
+    operation"). Tensors the op only read are not watched: ``out = conv(x); out += x`` is fine."""
+    roots = {id(_memory_root(a)) for a in saved if hasattr(a, "shape")}
+    return [
+        (t._versions, t._versions[0])
+        for t in tensors
+        if t is not None and id(_memory_root(t.array)) in roots
+    ]
 
 
 _TENSOR: Any = None
@@ -282,9 +305,9 @@ def _topological_order(roots: Sequence[Context]) -> list[Context]:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        for t in node.inputs:
-            if t is not None and t is not _Freed and t._ctx is not None and id(t._ctx) not in seen:
-                stack.append((t._ctx, False))
+        for edge in node.edges:
+            if edge is not None and edge[0] is not None and id(edge[0]) not in seen:
+                stack.append((edge[0], False))
     order.reverse()  # consumers first
     return order
 
@@ -308,13 +331,14 @@ def run_backward(
     leaf_uses: dict[int, int] = {}  # how many edges still have to deliver to each leaf
     handed_out: set[int] = set()  # arrays already stored as some leaf's .grad
 
-    def deliver(t: Tensor, g: Any) -> None:
-        if t._ctx is None:
+    def deliver(t: Tensor, node: Context | None, index: int, g: Any) -> None:
+        """Hand ``g`` to output ``index`` of ``node``, or to leaf ``t`` when node is None."""
+        if node is None:
             leaf_grads[id(t)] = _accumulate(leaf_grads.get(id(t)), g)
             edge_done(t)
         else:
-            slots = pending.setdefault(id(t._ctx), [None] * t._ctx.num_outputs)
-            slots[t._out_index] = _accumulate(slots[t._out_index], g)
+            slots = pending.setdefault(id(node), [None] * node.num_outputs)
+            slots[index] = _accumulate(slots[index], g)
 
     def edge_done(t: Tensor) -> None:
         leaf_uses[id(t)] -= 1
@@ -334,12 +358,12 @@ def run_backward(
                 "already freed). Specify retain_graph=True on the first backward call if you "
                 "need to backward twice."
             )
-        for t, need in zip(node.inputs, node.needs_input_grad):
-            if need and t._ctx is None:
+        for t, edge, need in zip(node.inputs, node.edges, node.needs_input_grad):
+            if need and edge[0] is None:
                 leaf_uses[id(t)] = leaf_uses.get(id(t), 0) + 1
 
     for r, g in zip(roots, grads):
-        deliver(r, g)
+        deliver(r, r._ctx, r._out_index, g)
 
     for node in order:
         slots = pending.pop(id(node), None) or [None] * node.num_outputs
@@ -366,12 +390,12 @@ def run_backward(
             in_grads = (in_grads,)
         if _state.anomaly:
             _check_finite(node.fn.__name__, "backward", in_grads)
-        for i, (t, need) in enumerate(zip(node.inputs, node.needs_input_grad)):
+        for i, (t, edge, need) in enumerate(zip(node.inputs, node.edges, node.needs_input_grad)):
             if not need:
                 continue
             g = in_grads[i] if i < len(in_grads) else None
             if g is None:
-                if t._ctx is None:
+                if edge[0] is None:
                     edge_done(t)
                 continue
             g = node.xp.asarray(g)
@@ -379,7 +403,7 @@ def run_backward(
                 g = sum_to_shape(g, t.shape)
             if g.dtype != t.dtype:
                 g = g.astype(t.dtype)
-            deliver(t, g)
+            deliver(t, edge[0], edge[1], g)
         if not retain_graph:
             node.free()
 

@@ -138,12 +138,16 @@ class _Writer:
             kind = "list" if isinstance(obj, list) else "tuple"
             items = [self.node(v, f"{path}/{i}" if path else str(i)) for i, v in enumerate(obj)]
             return {"type": kind, "items": items}
-        hint = ""
-        if hasattr(obj, "state_dict"):
-            hint = "; save its state instead: tf.save(obj.state_dict(), path)"
+        if hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict"):
+            name = "model" if hasattr(obj, "parameters") else "optimizer" if hasattr(obj, "param_groups") else "obj"
+            raise TypeError(
+                f"tf.save: cannot save a whole {type(obj).__name__} (at {where!r}): tinyflow checkpoints "
+                "hold no pickled objects, so loading one can never run code. Save its state instead: "
+                f"tf.save({name}.state_dict(), path), and restore it with {name}.load_state_dict(tf.load(path))"
+            )
         raise TypeError(
             f"tf.save: cannot save {type(obj).__name__} at {where!r}: a checkpoint holds nested "
-            f"dicts/lists/tuples of Tensors, arrays, numbers, strings and None{hint}"
+            "dicts/lists/tuples of Tensors, arrays, numbers, strings and None"
         )
 
 
@@ -155,12 +159,20 @@ def _write_npz(fileobj: IO[bytes], manifest: dict[str, Any], arrays: dict[str, n
                 np.lib.format.write_array(member, arr, allow_pickle=False)
 
 
-def save(obj: Any, path: Union[PathLike, IO[bytes]]) -> None:
+# torch.save's keywords about pickling: accepted and ignored (nothing here is pickled).
+_SAVE_KEYWORDS = ("pickle_module", "pickle_protocol", "_use_new_zipfile_serialization", "_disable_byteorder_record")
+
+
+def save(obj: Any, path: Union[PathLike, IO[bytes]], *args: Any, **kwargs: Any) -> None:
     """Write ``obj`` (e.g. ``{"model": model.state_dict(), "optim": opt.state_dict()}``) to ``path``.
 
     Tensors on a GPU are copied to the host; ``load`` puts them back on their device. Writing to
-    a path is atomic; a binary file object is written in place.
+    a path is atomic; a binary file object is written in place. torch.save's pickling arguments
+    (``pickle_module``, ``pickle_protocol``, ...) are accepted and ignored: nothing is pickled.
     """
+    unknown = sorted(set(kwargs) - set(_SAVE_KEYWORDS))
+    if unknown or len(args) > 2:
+        raise TypeError(f"tf.save: unexpected arguments {unknown or args[2:]}; tf.save(obj, path)")
     writer = _Writer()
     root = writer.node(obj, "")
     manifest = {"format": FORMAT_NAME, "version": writer.version, "root": root}
@@ -324,11 +336,36 @@ def _damaged(source: str, exc: BaseException) -> CheckpointError:
 
 
 class _Reader:
-    def __init__(self, zf: zipfile.ZipFile, source: str, map_location: Device | None) -> None:
+    def __init__(self, zf: zipfile.ZipFile, source: str, map_location: Any) -> None:
         self.zf = zf
         self.source = source
         self.map_location = map_location
         self.members = set(zf.namelist())
+
+    def _place(self, arr: np.ndarray, saved: str, tensor: bool) -> Any:
+        """``arr`` (read on the host) where ``map_location`` sends what was saved on ``saved``:
+        PyTorch's forms: None (back where it was), a device or its name, a dict from saved
+        location to device, or a callable ``f(storage, location)`` given the host tensor."""
+        where = self.map_location
+        if callable(where) and not isinstance(where, (str, Device)):
+            host = Tensor._from_array(arr, device=CPU)
+            out = where(host, saved)
+            if out is None:
+                out = host
+            if isinstance(out, (str, Device)):
+                out = host.to(Device(out))
+            if not isinstance(out, Tensor):
+                raise TypeError(
+                    f"tf.load: map_location returned {type(out).__name__}; it must return the tensor it was "
+                    "given, moved or not (e.g. lambda storage, loc: storage), a device, or None"
+                )
+            return out if tensor else out.array
+        if isinstance(where, dict):
+            where = where.get(saved, saved)
+        device = Device(saved) if where is None else _as_device(where)
+        if device != CPU:
+            arr = move(arr, device)
+        return Tensor._from_array(arr, device=device) if tensor else arr
 
     def _array(self, node: dict[str, Any]) -> Any:
         member = node["name"] + ".npy"
@@ -347,14 +384,10 @@ class _Reader:
             arr = arr.view(bfloat16())  # raises a TypeError naming ml_dtypes when it is missing
         if node.get("scalar"):
             return arr[()]
-        device = self.map_location if self.map_location is not None else Device(node.get("device", "cpu"))
-        if device != CPU:
-            arr = move(arr, device)
+        out = self._place(arr, node.get("device", "cpu"), bool(node.get("tensor")))  # fresh: no copy
         if node.get("tensor"):
-            t = Tensor._from_array(arr, device=device)  # arr is freshly read: no copy needed
-            t.requires_grad = bool(node.get("requires_grad", False))
-            return t
-        return arr
+            out.requires_grad = bool(node.get("requires_grad", False))
+        return out
 
     def value(self, node: Any) -> Any:
         if not isinstance(node, dict):
@@ -373,15 +406,39 @@ class _Reader:
         raise CheckpointError(f"tf.load: {self.source} has an unknown manifest entry of type {kind!r}")
 
 
-def load(path: Union[PathLike, IO[bytes]], map_location: DeviceLike = None) -> Any:
+def _as_device(where: Any) -> Device:
+    if isinstance(where, int) and not isinstance(where, bool):
+        return Device("cuda", where)  # torch.load(map_location=0) means cuda:0
+    try:
+        return Device(where)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"tf.load: map_location {where!r} is not a device; give None, 'cpu', 'cuda:N', a tinyflow "
+            "device, a dict {saved: device} or a callable (storage, location) -> storage"
+        ) from exc
+
+
+def load(path: Union[PathLike, IO[bytes]], map_location: Any = None, pickle_module: Any = None, *,
+         weights_only: bool | None = None, mmap: bool | None = None, **pickle_load_args: Any) -> Any:
     """Read a checkpoint written by ``tf.save``.
 
-    ``map_location=None`` puts every Tensor back on the device it was saved from; a device
-    (``"cpu"``, ``"cuda:0"``) puts all of them there. A file that is not a tinyflow checkpoint,
-    or one that is damaged (truncated, a changed byte, a malformed manifest), is a CheckpointError
-    that names the file and says what is wrong with it.
+    ``map_location`` as in torch.load: None puts every Tensor back on the device it was saved
+    from; a device (``"cpu"``, ``"cuda:0"``, ``tf.device(...)``) puts all of them there; a dict maps
+    saved locations to devices (``{"cuda:0": "cpu"}``); a callable ``f(storage, location)`` gets
+    each tensor on the host with its saved location and returns it, moved or not. torch.load's
+    other keywords (``weights_only``, ``mmap``, ``pickle_module``, ``encoding``) are accepted: a
+    tinyflow checkpoint holds data only, so it is always loaded as ``weights_only=True`` would.
+    A file that is not a tinyflow checkpoint, or one that is damaged (truncated, a changed byte, a
+    malformed manifest), is a CheckpointError that names the file and says what is wrong with it.
     """
-    device = Device(map_location) if map_location is not None else None
+    unknown = sorted(set(pickle_load_args) - {"encoding"})
+    if unknown:
+        raise TypeError(f"tf.load: unexpected keyword arguments {unknown}")
+    device = map_location
+    if isinstance(map_location, dict):
+        device = {str(Device(k)) if isinstance(k, Device) else k: v for k, v in map_location.items()}
+    elif map_location is not None and not callable(map_location):
+        device = _as_device(map_location)
     source = repr(os.fspath(path)) if not hasattr(path, "read") else "the given file object"
     if not hasattr(path, "read") and not os.path.exists(path):  # type: ignore[arg-type]
         raise FileNotFoundError(f"tf.load: no such file {source}")

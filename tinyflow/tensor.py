@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import amp, autograd
+from tinyflow import amp, autograd, promotion
+from tinyflow.autograd import _memory_root
 from tinyflow.device import CPU, Device, device_of, move, to_host
 from tinyflow.dtypes import as_dtype, is_dtype_name, is_floating, is_floating_or_complex
+from tinyflow.errors import ShapeError
 
 __all__ = [
     "Tensor",
@@ -244,7 +246,7 @@ class Tensor:
 
     def _scalar(self, why: str) -> Any:
         if self.array.size != 1:
-            raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
+            raise ShapeError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
         return self._read(why).reshape(()).item()
 
     def numpy(self) -> np.ndarray:
@@ -340,7 +342,7 @@ class Tensor:
         else:
             g = gradient.array if isinstance(gradient, Tensor) else self._device.xp.asarray(gradient, dtype=self.dtype)
             if tuple(g.shape) != self.shape:
-                raise ValueError(f"backward: gradient of shape {tuple(g.shape)} does not match tensor of shape {self.shape}")
+                raise ShapeError(f"backward: gradient of shape {tuple(g.shape)} does not match tensor of shape {self.shape}")
         autograd.run_backward([self], [g], retain_graph=retain_graph)
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Callable[[], None]:
@@ -367,64 +369,167 @@ class Tensor:
         self._ctx.watched[self._out_index] = weakref.ref(self)
 
     # ---------------------------------------------------------------- in-place ops
-    def _check_inplace(self, op: str) -> None:
-        if autograd.is_grad_enabled() and self._requires_grad:
-            kind = "a leaf tensor that requires grad" if self._ctx is None else "a tensor that autograd needs"
-            raise RuntimeError(
-                f"{op}: in-place operation on {kind} (shape {self.shape}); wrap it in "
-                "tinyflow.no_grad() or work on a copy (x = x + ...)"
-            )
-        self._versions[0] += 1
+    # As in PyTorch, an in-place op writes into this tensor's memory (views see the change) and
+    # bumps its in-place counter. When autograd records it (grad mode on, and this tensor or an
+    # operand requires grad), the op runs out of place on a stand-in for the old value, the
+    # result is written back, and this tensor moves onto the op's node: later uses see the new
+    # value and its history, uses recorded earlier keep their edge to the old node. A view's
+    # base moves too (x[0] += y changes x's history). Backward refuses a node whose saved
+    # array was overwritten since (the counters). On a leaf that requires grad it is an error,
+    # unless under no_grad() (how optimizers update parameters).
 
     @property
     def _version(self) -> int:
         return self._versions[0]
 
-    def _inplace(self, op: str, value: Any, fn: Callable[[Any, Any], Any]) -> Tensor:
-        self._check_inplace(op)
-        other = value.array if isinstance(value, Tensor) else value
-        try:
-            self.array[...] = fn(self.array, other)
-        except ValueError:
-            from tinyflow.ops.elementwise import broadcast_error
+    def _alias(self) -> Tensor:
+        """A second Tensor for this one's current value and history (the in-place op's input)."""
+        t = Tensor._from_array(self.array, device=self._device, requires_grad=self._requires_grad)
+        t._ctx, t._out_index, t._versions = self._ctx, self._out_index, self._versions
+        return t
 
-            raise broadcast_error(op, self.array, other) from None
+    def _inplace(self, op: str, compute: Callable[[Tensor], Tensor], operands: Sequence[Any] = (),
+                 fast: Callable[[Any], Any] | None = None) -> Tensor:
+        """Run in-place op ``op``. ``compute(old)`` returns the new value as a Tensor made by
+        tinyflow ops (so autograd records it); ``fast(array)``, when given, updates the raw array
+        directly and runs when autograd has nothing to record. ``operands`` are the op's other
+        arguments (those that are tensors may require grad)."""
+        tracked = autograd.is_grad_enabled() and (
+            self._requires_grad or any(isinstance(o, Tensor) and o._requires_grad for o in operands)
+        )
+        if tracked and self._requires_grad and (self._ctx is None or _leaf_behind_view(self) is not None):
+            what = "a leaf tensor" if self._ctx is None else "a view of a leaf tensor"
+            raise RuntimeError(
+                f"{op}: {what} that requires grad (shape {self.shape}) cannot be modified in "
+                "place while autograd records; update it under tinyflow.no_grad() (as optimizers "
+                "do), through .data, or work on a copy (x = x + ...)"
+            )
+        if not tracked and fast is not None:
+            try:
+                fast(self.array)
+            except ShapeError:
+                raise
+            except ValueError as exc:
+                raise _inplace_shape_error(op, self, operands, exc) from None
+            self._versions[0] += 1
+            return self
+        new = compute(self._alias())
+        if new.shape != self.shape:
+            raise ShapeError(
+                f"{op}: the result has shape {new.shape} but the tensor written in place has shape "
+                f"{self.shape}; an in-place op cannot broadcast its own tensor (use x = x op y)"
+            )
+        _check_can_cast(op, new.dtype, self.dtype)
+        if tracked and new._ctx is not None:
+            _keep_saved_old_values(new._ctx, self)
+        self.array[...] = new.array
+        self._versions[0] += 1
+        if tracked and new._ctx is not None:
+            self._rebase(new)
         return self
 
-    def add_(self, other: Any, alpha: float = 1.0) -> Tensor:
-        return self._inplace("add_", other, lambda a, b: a + alpha * b)
+    def _rebase(self, new: Tensor) -> None:
+        """Make ``new``'s node this tensor's history; a view's base takes the view's new value
+        into its own history the same way (PyTorch's CopySlices)."""
+        view_node, view_index = self._ctx, self._out_index
+        self._ctx, self._out_index, self._requires_grad = new._ctx, new._out_index, True
+        if new.dtype != self.dtype:  # written back in this tensor's dtype: so is its history
+            cast = _ops().Cast.apply(new, self.dtype)
+            self._ctx, self._out_index = cast._ctx, cast._out_index
+        if view_node is None or not view_node.fn.returns_view or view_node.freed:
+            return
+        base = view_node.inputs[0]
+        if base is None or _memory_root(base.array) is not _memory_root(self.array):
+            return  # advanced indexing made a copy: the base did not change
+        scatter = _VIEW_WRITE_BACK.get(view_node.fn.__name__)
+        if scatter is None:
+            raise RuntimeError(
+                f"in-place op on a view made by {view_node.fn.__name__} of a tensor that requires grad "
+                f"(shape {base.shape}) is not supported; clone() the view first"
+            )
+        view_now = Tensor._from_array(self.array, device=self._device)
+        view_now._ctx, view_now._out_index, view_now._requires_grad = self._ctx, self._out_index, True
+        base._rebase(scatter(base._alias(), view_now, view_node, view_index))
 
-    def sub_(self, other: Any, alpha: float = 1.0) -> Tensor:
-        return self._inplace("sub_", other, lambda a, b: a - alpha * b)
+    def add_(self, other: Any, alpha: float = 1) -> Tensor:
+        def fast(a: Any) -> None:
+            b = _raw(other)
+            a += b if alpha == 1 else alpha * b
+
+        _check_can_cast("add_", promotion.result_type(self, other), self.dtype)
+        return self._inplace("add_", lambda old: old.add(other, alpha=alpha), (other,), fast)
+
+    def sub_(self, other: Any, alpha: float = 1) -> Tensor:
+        def fast(a: Any) -> None:
+            b = _raw(other)
+            a -= b if alpha == 1 else alpha * b
+
+        _check_can_cast("sub_", promotion.result_type(self, other), self.dtype)
+        return self._inplace("sub_", lambda old: old.sub(other, alpha=alpha), (other,), fast)
 
     def mul_(self, other: Any) -> Tensor:
-        return self._inplace("mul_", other, lambda a, b: a * b)
+        def fast(a: Any) -> None:
+            a *= _raw(other)
 
-    def div_(self, other: Any) -> Tensor:
-        return self._inplace("div_", other, lambda a, b: a / b)
+        _check_can_cast("mul_", promotion.result_type(self, other), self.dtype)
+        return self._inplace("mul_", lambda old: old * other, (other,), fast)
+
+    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        def fast(a: Any) -> None:
+            a /= _raw(other)
+
+        if rounding_mode is not None:
+            return self._inplace("div_", lambda old: old.div(other, rounding_mode=rounding_mode), (other,))
+        _check_can_cast("div_", promotion.result_type(self, other, 1.0), self.dtype)
+        return self._inplace("div_", lambda old: old / other, (other,), fast)
 
     def zero_(self) -> Tensor:
-        return self._inplace("zero_", 0, lambda a, b: 0)
+        return self._inplace("zero_", lambda old: _ops().Fill.apply(old, 0), (), lambda a: a.fill(0))
 
     def fill_(self, value: Any) -> Tensor:
-        return self._inplace("fill_", value, lambda a, b: b)
+        if isinstance(value, Tensor) and value.ndim != 0:
+            raise RuntimeError(
+                f"fill_: only a 0-dim value tensor can fill a tensor, got shape {value.shape}; use copy_"
+            )
 
-    def copy_(self, src: Any) -> Tensor:
-        src_arr = src.array if isinstance(src, Tensor) else src
-        src_arr = move(self._device.xp.asarray(src_arr) if not hasattr(src_arr, "shape") else src_arr, self._device)
-        return self._inplace("copy_", src_arr, lambda a, b: b)
+        def fast(a: Any) -> None:
+            a[...] = _raw(value)
 
-    def clamp_(self, min: float | None = None, max: float | None = None) -> Tensor:
+        return self._inplace("fill_", lambda old: _ops().Fill.apply(old, value), (value,), fast)
+
+    def copy_(self, src: Any, non_blocking: bool = False) -> Tensor:
+        """Copy ``src`` (broadcast to this shape, cast to this dtype, moved to this device)."""
+        if isinstance(src, Tensor):
+            if src._device != self._device:
+                src = src.to(self._device)
+        else:
+            src = tensor(src, dtype=self.dtype, device=self._device)
+
+        def fast(a: Any) -> None:
+            a[...] = src.array
+
+        def compute(old: Tensor) -> Tensor:
+            if src._ctx is not None:  # src = f(self), e.g. x.copy_(x.sin()): f keeps self's old value
+                _keep_saved_old_values(src._ctx, self)
+            return _ops().Fill.apply(old, src)
+
+        return self._inplace("copy_", compute, (src,), fast)
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
         xp = self._device.xp
-        return self._inplace("clamp_", None, lambda a, b: xp.clip(a, min, max))
+        return self._inplace("clamp_", lambda old: old.clamp(min, max), (),
+                             lambda a: xp.clip(a, min, max, out=a))
 
-    def uniform_(self, low: float = 0.0, high: float = 1.0, generator: Any = None) -> Tensor:
+    clip_ = clamp_
+
+    def uniform_(self, low: float = 0.0, high: float = 1.0, generator: Any = None, **kwargs: Any) -> Tensor:
         from tinyflow.random import rng
 
+        low, high = kwargs.pop("from", low), kwargs.pop("to", high)
         vals = _draw(rng(generator).random, self.shape, self.dtype)
         vals *= high - low
         vals += low
-        return self._inplace("uniform_", move(vals, self._device), lambda a, b: b)
+        return self._fill_values("uniform_", vals)
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
         from tinyflow.random import rng
@@ -432,60 +537,139 @@ class Tensor:
         vals = _draw(rng(generator).standard_normal, self.shape, self.dtype)
         vals *= std
         vals += mean
-        return self._inplace("normal_", move(vals, self._device), lambda a, b: b)
+        return self._fill_values("normal_", vals)
 
-    __iadd__ = add_
-    __isub__ = sub_
-    __imul__ = mul_
-    __itruediv__ = div_
+    def _fill_values(self, op: str, vals: Any) -> Tensor:
+        """Overwrite with freshly drawn host values (no gradient flows to the old value)."""
+        vals = move(vals, self._device)
+
+        def fast(a: Any) -> None:
+            a[...] = vals
+
+        return self._inplace(op, lambda old: _ops().Fill.apply(old, vals), (), fast)
+
+    def exp_(self) -> Tensor:
+        return self._inplace("exp_", lambda old: old.exp())
+
+    def log_(self) -> Tensor:
+        return self._inplace("log_", lambda old: old.log())
+
+    def sqrt_(self) -> Tensor:
+        return self._inplace("sqrt_", lambda old: old.sqrt())
+
+    def abs_(self) -> Tensor:
+        return self._inplace("abs_", lambda old: old.abs())
+
+    def tanh_(self) -> Tensor:
+        return self._inplace("tanh_", lambda old: old.tanh())
+
+    def sigmoid_(self) -> Tensor:
+        return self._inplace("sigmoid_", lambda old: old.sigmoid())
+
+    def relu_(self) -> Tensor:
+        return self._inplace("relu_", lambda old: old.relu())
+
+    def pow_(self, exponent: Any) -> Tensor:
+        return self._inplace("pow_", lambda old: old.pow(exponent), (exponent,))
+
+    def addcmul_(self, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
+        """self += value * tensor1 * tensor2 (hand-written Adam's second moment)."""
+        return self._inplace("addcmul_", lambda old: old.addcmul(tensor1, tensor2, value=value), (tensor1, tensor2))
+
+    def addcdiv_(self, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
+        """self += value * tensor1 / tensor2 (hand-written Adam's update)."""
+        return self._inplace("addcdiv_", lambda old: old.addcdiv(tensor1, tensor2, value=value), (tensor1, tensor2))
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor from the graph in place (it becomes a leaf that needs no gradient)."""
+        self._ctx, self._out_index, self._requires_grad = None, 0, False
+        return self
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self.add_(other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self.sub_(other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self.mul_(other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self.div_(other)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        self._check_inplace("setitem")
-        v = value.array if isinstance(value, Tensor) else value
-        target = self.array[_raw_index(index)]
-        try:
-            self.array[_raw_index(index)] = v
-        except ValueError:
-            raise ValueError(
-                f"setitem: a value of shape {tuple(getattr(v, 'shape', ()))} cannot be assigned to "
-                f"the selected shape {tuple(getattr(target, 'shape', ()))} of a tensor of shape {self.shape}"
-            ) from None
+        """``x[index] = value`` with PyTorch's indexing rules; recorded by autograd when x or value
+        requires grad (x's history moves onto the assignment, as in PyTorch)."""
+        steps = _index_steps(index)
+        if not isinstance(value, Tensor) and not (autograd.is_grad_enabled() and self._requires_grad):
+            v = value if isinstance(value, (bool, int, float, complex)) else _raw_value(value, self)
+
+            def fast(a: Any) -> None:
+                _assign(a, steps, v)
+
+            self._inplace("setitem", lambda old: old, (), fast)
+            return
+        if not isinstance(value, Tensor):
+            value = tensor(value, dtype=self.dtype, device=self._device)
+        elif value._device != self._device:
+            value = value.to(self._device)
+
+        def fast_tensor(a: Any) -> None:
+            _assign(a, steps, value.array)
+
+        self._inplace("setitem", lambda old: _ops().SetItem.apply(old, value, steps), (value,), fast_tensor)
 
     # ---------------------------------------------------------------- arithmetic
+    # Operands meet in PyTorch's result dtype (tinyflow.promotion), never NumPy's.
     def _wrap(self, other: Any) -> Tensor:
         return other if isinstance(other, Tensor) else _scalar_like(other, self)
 
+    def _pair(self, other: Any, floating: bool = False) -> tuple[Tensor, Tensor]:
+        """(self, other) cast to their result dtype (a float one when ``floating``)."""
+        if isinstance(other, Tensor):
+            if other.dtype == self.dtype and (not floating or is_floating_or_complex(self.dtype)):
+                return self, other
+        elif isinstance(other, (int, float)) and not isinstance(other, bool) and is_floating(self.dtype):
+            return self, _scalar_like(other, self)
+        return promotion.promote(self, other, floating=floating)
+
     def __add__(self, other: Any) -> Tensor:
-        return _ops().Add.apply(self, self._wrap(other))
+        return _ops().Add.apply(*self._pair(other))
 
     def __radd__(self, other: Any) -> Tensor:
-        return _ops().Add.apply(self._wrap(other), self)
+        a, b = self._pair(other)
+        return _ops().Add.apply(b, a)
 
     def __sub__(self, other: Any) -> Tensor:
-        return _ops().Sub.apply(self, self._wrap(other))
+        return _ops().Sub.apply(*self._pair(other))
 
     def __rsub__(self, other: Any) -> Tensor:
-        return _ops().Sub.apply(self._wrap(other), self)
+        a, b = self._pair(other)
+        return _ops().Sub.apply(b, a)
 
     def __mul__(self, other: Any) -> Tensor:
-        return _ops().Mul.apply(self, self._wrap(other))
+        return _ops().Mul.apply(*self._pair(other))
 
     def __rmul__(self, other: Any) -> Tensor:
-        return _ops().Mul.apply(self._wrap(other), self)
+        a, b = self._pair(other)
+        return _ops().Mul.apply(b, a)
 
     def __truediv__(self, other: Any) -> Tensor:
-        return _ops().Div.apply(self, self._wrap(other))
+        return _ops().Div.apply(*self._pair(other, floating=True))
 
     def __rtruediv__(self, other: Any) -> Tensor:
-        return _ops().Div.apply(self._wrap(other), self)
+        a, b = self._pair(other, floating=True)
+        return _ops().Div.apply(b, a)
 
     def __pow__(self, other: Any) -> Tensor:
         if isinstance(other, (int, float)) and not isinstance(other, bool):
-            return _ops().PowScalar.apply(self, other)
-        return _ops().Pow.apply(self, self._wrap(other))
+            base = self if isinstance(other, int) or is_floating_or_complex(self.dtype) else promotion.float_operand(self)
+            return _ops().PowScalar.apply(base, other)
+        return _ops().Pow.apply(*self._pair(other))
 
     def __rpow__(self, other: Any) -> Tensor:
-        return _ops().Pow.apply(self._wrap(other), self)
+        a, b = self._pair(other)
+        return _ops().Pow.apply(b, a)
 
     def __matmul__(self, other: Any) -> Tensor:
         return _ops().MatMul.apply(*amp.autocast_inputs(self, self._wrap(other)))
@@ -557,11 +741,13 @@ class Tensor:
     def ge(self, other: Any) -> Tensor:
         return self >= other
 
-    def add(self, other: Any) -> Tensor:
-        return self + other
+    def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """self + alpha * other."""
+        return self + (other if alpha == 1 else other * alpha)
 
-    def sub(self, other: Any) -> Tensor:
-        return self - other
+    def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """self - alpha * other."""
+        return self - (other if alpha == 1 else other * alpha)
 
     def mul(self, other: Any) -> Tensor:
         return self * other
@@ -589,19 +775,19 @@ class Tensor:
 
     # ---------------------------------------------------------------- unary maths
     def exp(self) -> Tensor:
-        return _ops().Exp.apply(self)
+        return _ops().Exp.apply(promotion.float_operand(self))
 
     def log(self) -> Tensor:
-        return _ops().Log.apply(self)
+        return _ops().Log.apply(promotion.float_operand(self))
 
     def sqrt(self) -> Tensor:
-        return _ops().Sqrt.apply(self)
+        return _ops().Sqrt.apply(promotion.float_operand(self))
 
     def tanh(self) -> Tensor:
-        return _ops().TanhFunction.apply(self)
+        return _ops().TanhFunction.apply(promotion.float_operand(self))
 
     def sigmoid(self) -> Tensor:
-        return _ops().SigmoidFunction.apply(self)
+        return _ops().SigmoidFunction.apply(promotion.float_operand(self))
 
     def relu(self) -> Tensor:
         return _ops().ReLUFunction.apply(self)
@@ -610,15 +796,17 @@ class Tensor:
         return _ops().Abs.apply(self)
 
     def clip(self, min: float | None = None, max: float | None = None) -> Tensor:
+        if min is None and max is None:
+            raise RuntimeError("clamp: at least one of min and max must be given (not both None)")
         return _ops().Clip.apply(self, min, max)
 
     clamp = clip
 
     def maximum(self, other: Any) -> Tensor:
-        return _ops().Maximum.apply(self, self._wrap(other))
+        return _ops().Maximum.apply(*self._pair(other))
 
     def minimum(self, other: Any) -> Tensor:
-        return _ops().Minimum.apply(self, self._wrap(other))
+        return _ops().Minimum.apply(*self._pair(other))
 
     def softmax(self, dim: int = -1) -> Tensor:
         return _ops().SoftmaxFunction.apply(self, dim)
@@ -697,7 +885,7 @@ class Tensor:
 
     def t(self) -> Tensor:
         if self.ndim > 2:
-            raise ValueError(f"t(): expects a tensor with <= 2 dims, got shape {self.shape}")
+            raise ShapeError(f"t(): expects a tensor with <= 2 dims, got shape {self.shape}")
         return self.T
 
     def expand(self, *shape: Any) -> Tensor:
@@ -712,16 +900,17 @@ class Tensor:
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)
 
-    def squeeze(self, dim: int | None = None) -> Tensor:
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+        """Drop size-1 dims: all of them, or those of ``dim`` (an int or a tuple) that have size 1."""
         if dim is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
-        d = dim % max(self.ndim, 1)
-        if self.ndim == 0 or self.shape[d] != 1:
-            return self
-        return self.reshape(self.shape[:d] + self.shape[d + 1 :])
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        axes = {_wrap_dim("squeeze", d, self.ndim) for d in dims}
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in axes and s == 1)))
 
     def unsqueeze(self, dim: int) -> Tensor:
-        d = dim % (self.ndim + 1)
+        """Insert a size-1 dim at ``dim`` (in [-ndim-1, ndim], as PyTorch)."""
+        d = _wrap_dim("unsqueeze", dim, self.ndim + 1)
         return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
 
     def split(self, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
@@ -733,7 +922,11 @@ class Tensor:
         return split(self, size, dim)
 
     def __getitem__(self, index: Any) -> Tensor:
-        return _ops().GetItem.apply(self, _raw_index(index))
+        """Indexing as PyTorch: integers select first, then tensor indices gather (see _index_steps)."""
+        out = self
+        for step in _index_steps(index):
+            out = _ops().GetItem.apply(out, step)
+        return out
 
     # ---------------------------------------------------------------- misc
     def where(self, cond: Any, other: Any) -> Tensor:
@@ -762,14 +955,161 @@ def _shape_arg(shape: tuple) -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
-def _raw_index(index: Any) -> Any:
-    if isinstance(index, Tensor):
-        return index.array
-    if isinstance(index, tuple):
-        return tuple(i.array if isinstance(i, Tensor) else i for i in index)
-    if isinstance(index, list):
-        return np.asarray(index)
-    return index
+def _wrap_dim(op: str, dim: int, ndim: int) -> int:
+    """``dim`` as a non-negative index of ``ndim`` dims; IndexError (PyTorch's) when out of range.
+    A 0-d tensor takes dim 0 and -1."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"{op}: dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
+        )
+    return dim % n
+
+
+def _index_steps(index: Any) -> tuple:
+    """``index`` as one or two raw NumPy/CuPy indexes applied in turn, with PyTorch's meaning.
+
+    PyTorch applies integers (and 0-d integer tensors) first, as selections, then the tensor
+    indices; NumPy treats an integer beside an index array as one more index array. The two
+    differ when an integer and an index array are separated by a slice: for x of shape
+    (A, B, C), ``x[0, :, idx]`` is (B, K) in PyTorch and (K, B) in NumPy. So when integers meet
+    index arrays, the integers (with the slices, None and Ellipsis) go first and the arrays
+    second, on what remains; otherwise NumPy's rule is PyTorch's and one step does.
+    """
+    items = index if isinstance(index, tuple) else (index,)
+    raw = []
+    for i in items:
+        if isinstance(i, Tensor):
+            i = i.array
+            if i.ndim == 0 and i.dtype.kind in "iu":
+                i = int(to_host(i, "0-d tensor index"))
+        elif isinstance(i, list):
+            i = np.asarray(i)  # a list is an index tensor, as in PyTorch
+            if i.dtype.kind == "f" or (i.size == 0 and i.dtype.kind not in "iub"):
+                i = i.astype(np.int64)
+        raw.append(i)
+    arrays = [isinstance(i, np.ndarray) or hasattr(i, "__cuda_array_interface__") for i in raw]
+    ints = [isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in raw]
+    if not any(arrays) or not any(ints):
+        return (tuple(raw) if isinstance(index, tuple) else raw[0],)
+    first: list = []
+    second: list = []
+    for i, is_array, is_int in zip(raw, arrays, ints):
+        if is_int:
+            first.append(i)
+        elif is_array:
+            first.extend([slice(None)] * (i.ndim if i.dtype.kind == "b" else 1))
+            second.append(i)
+        elif i is None:
+            first.append(None)
+            second.append(slice(None))
+        elif i is Ellipsis:
+            first.append(Ellipsis)
+            second.append(Ellipsis)
+        else:
+            first.append(i)
+            second.append(slice(None))
+    return tuple(first), tuple(second)
+
+
+def _assign(arr: Any, steps: tuple, value: Any) -> None:
+    """``arr[steps] = value`` for index steps from _index_steps (the first step is basic, a view)."""
+    target = arr[steps[0]] if len(steps) > 1 else arr
+    try:
+        target[steps[-1]] = value
+    except ValueError:
+        selected = target[steps[-1]]
+        raise ShapeError(
+            f"setitem: a value of shape {tuple(getattr(value, 'shape', ()))} cannot be assigned to "
+            f"the selected shape {tuple(getattr(selected, 'shape', ()))} of a tensor of shape {tuple(arr.shape)}"
+        ) from None
+
+
+def _raw(x: Any) -> Any:
+    """The raw array of a Tensor; anything else as it is."""
+    return x.array if isinstance(x, Tensor) else x
+
+
+def _raw_value(value: Any, ref: Tensor) -> Any:
+    """A value to assign into ``ref``'s array: an array on ref's device."""
+    arr = value if hasattr(value, "shape") else np.asarray(value)
+    return move(arr, ref._device) if ref._device.type != "cpu" else arr
+
+
+def _check_can_cast(op: str, result: np.dtype, dtype: np.dtype) -> None:
+    """An in-place op writes its result in its tensor's dtype: refuse float -> int as PyTorch."""
+    if not promotion.can_cast(result, dtype):
+        raise RuntimeError(
+            f"{op}: result type {result} can't be cast to the desired output type {dtype}; "
+            f"use an out-of-place op (x = x {op.rstrip('_')} y) or convert x first (x = x.float())"
+        )
+
+
+def _inplace_shape_error(op: str, t: Tensor, operands: Sequence[Any], exc: Exception) -> Exception:
+    shapes = [tuple(o.shape) for o in operands if hasattr(o, "shape")]
+    if "read-only" in str(exc):
+        return RuntimeError(
+            f"{op}: the tensor of shape {t.shape} is a broadcast (expanded) view and cannot be written "
+            "in place; clone() it first"
+        )
+    return ShapeError(
+        f"{op}: shapes {t.shape} and {', '.join(map(str, shapes))} do not fit in place: the operand must "
+        "broadcast to the shape of the tensor written in place; use an out-of-place op (x = x op y)"
+    )
+
+
+def _keep_saved_old_values(ctx: autograd.Context, t: Tensor) -> None:
+    """An in-place op that saved its input's old value for backward keeps a copy of it (as
+    PyTorch's in-place ops save ``self.clone()``), since that memory is written next."""
+    root = _memory_root(t.array)
+    saved = ctx._saved
+    if not any(hasattr(a, "shape") and _memory_root(a) is root for a in saved):
+        return
+    ctx._saved = tuple(a.copy() if hasattr(a, "shape") and _memory_root(a) is root else a for a in saved)
+    ctx.versions = [(c, v) for c, v in ctx.versions if c is not t._versions]
+
+
+def _leaf_behind_view(t: Tensor) -> Tensor | None:
+    """The leaf requiring grad whose memory ``t`` views (through view ops), if any."""
+    node, root = t._ctx, _memory_root(t.array)
+    while node is not None and node.fn.returns_view and not node.freed:
+        base = node.inputs[0]
+        if base is None or _memory_root(base.array) is not root:
+            return None
+        if base._ctx is None:
+            return base if base._requires_grad else None
+        node = base._ctx
+    return None
+
+
+def _write_back_getitem(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
+    return _ops().SetItem.apply(base, view, (node.index,))
+
+
+def _write_back_split(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
+    start = sum(shape[node.dim] for shape, _ in node.output_meta[:index])
+    sl = (slice(None),) * node.dim + (slice(start, start + view.shape[node.dim]),)
+    return _ops().SetItem.apply(base, view, (sl,))
+
+
+def _write_back_reshape(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
+    return _ops().Reshape.apply(view, tuple(node.shape))
+
+
+def _write_back_permute(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
+    inverse = [0] * len(node.axes)
+    for i, ax in enumerate(node.axes):
+        inverse[ax % len(node.axes)] = i
+    return _ops().Permute.apply(view, tuple(inverse))
+
+
+# How a base takes in the new value of a view written in place, per view op.
+_VIEW_WRITE_BACK: dict[str, Callable[[Tensor, Tensor, Any, int], Tensor]] = {
+    "GetItem": _write_back_getitem,
+    "Split": _write_back_split,
+    "Reshape": _write_back_reshape,
+    "Permute": _write_back_permute,
+}
 
 
 def _draw(sampler: Callable[..., np.ndarray], shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -808,19 +1148,18 @@ def _arg(t: Tensor, name: str, dim: int | None, keepdim: bool) -> Tensor:
 
 
 def _natural_dtype(dtype: np.dtype) -> np.dtype:
-    """The tensor dtype for array data of ``dtype`` when none is asked for."""
-    if is_floating(dtype) or dtype.kind == "b":
+    """The tensor dtype for array data of ``dtype`` when none is asked for: its own, as
+    ``torch.tensor`` keeps an int32 or uint8 array's dtype (Python ints arrive as int64)."""
+    if is_floating_or_complex(dtype) or dtype.kind in "biu":
         return dtype
-    if dtype.kind in "iu":
-        return int64
     raise TypeError(f"tensor: unsupported data of dtype {dtype}; use float, int or bool data")
 
 
 def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (a list, number, ndarray or Tensor).
 
-    Python floats become float32 (the default dtype) and ints int64; arrays keep their float
-    dtype, as ``torch.tensor`` does.
+    Python floats become float32 (the default dtype), ints int64 and complex numbers complex64;
+    arrays and NumPy scalars keep their dtype, as ``torch.tensor`` does.
     """
     if isinstance(data, Tensor):
         arr, src = data.array, data.device
@@ -830,6 +1169,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         arr, src = np.asarray(data), CPU
         if arr.dtype == np.float64 and not isinstance(data, np.generic):
             arr = arr.astype(_default_dtype)
+        elif arr.dtype == np.complex128 and not isinstance(data, np.generic):
+            arr = arr.astype(np.complex128 if _default_dtype == float64 else np.complex64)
     dt = _resolve_dtype(dtype) or _natural_dtype(arr.dtype)
     dev = Device(device) if device is not None else src
     out = move(arr, dev)
@@ -848,8 +1189,8 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
         return data
     if isinstance(data, np.ndarray) and (dtype is None or data.dtype == _resolve_dtype(dtype)) and (
         device is None or Device(device) == CPU
-    ) and (is_floating(data.dtype) or data.dtype.kind == "b"):
-        return Tensor._from_array(data, device=CPU)
+    ) and (is_floating_or_complex(data.dtype) or data.dtype.kind in "biu"):
+        return Tensor._from_array(data, device=CPU)  # shares memory, as torch.as_tensor
     return tensor(data, dtype=dtype, device=device)
 
 
@@ -925,13 +1266,24 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
     if end is None:
         start, end = 0, start
     if dtype is None:
-        dtype = int64 if all(isinstance(v, int) for v in (start, end, step)) else _default_dtype
-    return _make(lambda xp, s, d: xp.arange(start, end, step, dtype=d), (), dtype, device, requires_grad)
+        dtype = int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else _default_dtype
+    if step == 0 or (end - start) * step < 0:
+        raise RuntimeError(f"arange: upper bound {end} and lower bound {start} inconsistent with step sign {step}")
+
+    def values(xp: Any, s: Any, d: np.dtype) -> Any:
+        if d.kind in "iu" and all(isinstance(v, (int, np.integer)) for v in (start, end, step)):
+            return xp.arange(start, end, step, dtype=d)
+        return xp.arange(start, end, step, dtype=np.float64).astype(d)  # computed in double, as PyTorch
+
+    return _make(values, (), dtype, device, requires_grad)
 
 
 def linspace(start: float, end: float, steps: int, dtype: Any = None, device: Any = None,
              requires_grad: bool = False) -> Tensor:
-    return _make(lambda xp, s, d: xp.linspace(start, end, steps, dtype=d), (), dtype, device, requires_grad)
+    """``steps`` evenly spaced values from start to end; for an integer dtype they are computed in
+    floating point and truncated toward zero, as PyTorch does (NumPy floors)."""
+    return _make(lambda xp, s, d: xp.linspace(start, end, steps, dtype=np.float64).astype(d), (), dtype, device,
+                 requires_grad)
 
 
 def _like(fn: Callable[..., Tensor], t: Tensor, dtype: Any, device: Any, requires_grad: bool, **kw: Any) -> Tensor:
@@ -975,25 +1327,37 @@ def _as_operand(x: Any, ref: Tensor | None) -> Tensor:
 
 def where(cond: Any, a: Any, b: Any) -> Tensor:
     """Elementwise ``a if cond else b``; differentiable in a and b."""
-    ref = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
-    a, b = _as_operand(a, ref), _as_operand(b, ref)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = tensor(a, device=cond.device if isinstance(cond, Tensor) else None)
+    a, b = promotion.promote(a, b)  # a and b meet in their result dtype, as in PyTorch
     c = cond.array if isinstance(cond, Tensor) else a.device.xp.asarray(cond)
+    if c.dtype != bool:
+        c = c.astype(bool)
     return _ops().Where.apply(c, a, b)
 
 
+def _same_dtype(tensors: Iterable[Tensor]) -> list[Tensor]:
+    """The tensors cast to their common dtype (PyTorch's promotion: cat of int64 and float32 is
+    float32)."""
+    tensors = list(tensors)
+    if len({t.dtype for t in tensors}) > 1:
+        return list(promotion.promote(*tensors))
+    return tensors
+
+
 def cat(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
-    return _ops().Cat.apply(*tensors, dim)
+    return _ops().Cat.apply(*_same_dtype(tensors), dim)
 
 
 def stack(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
-    return _ops().Stack.apply(*tensors, dim)
+    return _ops().Stack.apply(*_same_dtype(tensors), dim)
 
 
 def split(t: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     n = t.shape[dim]
     if isinstance(split_size, int):
         if split_size <= 0:
-            raise ValueError(f"split: split_size must be positive, got {split_size}")
+            raise ShapeError(f"split: split_size must be positive, got {split_size}")
         sizes = [min(split_size, n - i) for i in range(0, n, split_size)]
     else:
         sizes = list(split_size)

@@ -1,5 +1,5 @@
-"""Copies: clone, dtype casts and moves between devices (all differentiable; Tensor.clone and
-Tensor.to call them)."""
+"""Copies: clone, dtype casts, moves between devices and the value in-place fills write (all
+differentiable; Tensor.clone, Tensor.to and fill_/copy_/zero_ call them)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +9,7 @@ import numpy as np
 from tinyflow.autograd import Context, Function
 from tinyflow.device import Device, device_of, move
 
-__all__ = ["Clone", "Cast", "ToDevice"]
+__all__ = ["Clone", "Cast", "ToDevice", "Fill"]
 
 
 class Clone(Function):
@@ -48,3 +48,19 @@ class ToDevice(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         return move(g, ctx.src), None
+
+
+class Fill(Function):
+    """The new value of ``a.fill_(v)``, ``a.copy_(src)``, ``a.zero_()``: ``value`` (a number or an
+    array) broadcast to a's shape and cast to a's dtype. The gradient goes to the value only; the
+    old value of ``a`` gets none, as in PyTorch."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, value: Any) -> Any:
+        out = ctx.xp.empty(a.shape, dtype=a.dtype)
+        out[...] = value
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        return None, g if ctx.needs_input_grad[1] else None

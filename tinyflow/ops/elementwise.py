@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.autograd import Context, Function
+from tinyflow.errors import ShapeError
 
 __all__ = [
     "Add", "Sub", "Mul", "Div", "Pow", "PowScalar", "Neg", "Exp", "Log", "Sqrt", "Abs", "Clip", "Where",
@@ -15,9 +16,9 @@ __all__ = [
 ]
 
 
-def broadcast_error(op: str, a: Any, b: Any) -> ValueError:
-    """The error for operands whose shapes do not broadcast."""
-    return ValueError(
+def broadcast_error(op: str, a: Any, b: Any) -> ShapeError:
+    """The error for operands whose shapes do not broadcast (a RuntimeError, as in PyTorch)."""
+    return ShapeError(
         f"{op}: shapes {tuple(getattr(a, 'shape', ()))} and {tuple(getattr(b, 'shape', ()))} "
         "cannot be broadcast together (each dimension must match or be 1, counted from the right)"
     )
@@ -92,13 +93,18 @@ class Pow(Function):
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
+        # PyTorch's: d/da = b * a**(b-1), 0 where b == 0 (not 0 * inf at a = 0);
+        # d/db = a**b * log(a), 0 where a == 0 and b >= 0, NaN for a < 0.
         xp = ctx.xp
         a, b, out = ctx.saved_tensors
-        ga = g * b * xp.power(a, b - 1) if ctx.needs_input_grad[0] else None
-        gb = None
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = g * xp.where(b == 0, 0, b * xp.power(xp.where(b == 0, 1, a), b - 1))
         if ctx.needs_input_grad[1]:
-            safe = xp.where(a > 0, a, 1)
-            gb = g * out * xp.log(safe)
+            zero_base = (a == 0) & (b >= 0)
+            log_a = xp.log(xp.where(a > 0, a, 1))
+            log_a = xp.where(a > 0, log_a, xp.where(a == 0, -xp.inf, xp.nan)).astype(out.dtype, copy=False)
+            gb = g * xp.where(zero_base, 0, out * xp.where(zero_base, 0, log_a))
         return ga, gb
 
 
@@ -115,6 +121,8 @@ class PowScalar(Function):
     def backward(ctx: Context, g: Any) -> tuple:
         (a,) = ctx.saved_tensors
         p = ctx.p
+        if p == 0:  # x ** 0 is 1 everywhere: the gradient is 0, also at x = 0 (PyTorch's)
+            return ctx.xp.zeros_like(g), None
         if p == 2:
             return g * 2 * a, None
         return g * p * a ** (p - 1), None

@@ -12,11 +12,12 @@ import numpy as np
 
 from tinyflow.autograd import Context, Function, sum_to_shape
 from tinyflow.dtypes import is_half
+from tinyflow.errors import ShapeError
 
 __all__ = ["MatMul", "LinearFunction", "matmul_array", "safe_sum"]
 
 
-def _matmul_error(a: Any, b: Any) -> ValueError:
+def _matmul_error(a: Any, b: Any) -> ShapeError:
     sa, sb = tuple(a.shape), tuple(b.shape)
     if a.ndim == 0 or b.ndim == 0:
         why = "both operands need at least one dimension"
@@ -29,7 +30,7 @@ def _matmul_error(a: Any, b: Any) -> ValueError:
             if k_a != k_b
             else "their batch dimensions do not broadcast"
         )
-    return ValueError(f"matmul: shapes {sa} and {sb} cannot be multiplied: {why}")
+    return ShapeError(f"matmul: shapes {sa} and {sb} cannot be multiplied: {why}")
 
 
 def matmul_array(xp: Any, a: Any, b: Any, out: Any = None) -> Any:
@@ -76,7 +77,7 @@ def _batched_as_2d(xp: Any, a: Any, b: Any, out: Any) -> Any:
     else:  # (..., n, k) or (k,) @ (..., k, m): one GEMM per entry of the broadcast batch
         a2 = a[None, :] if a.ndim == 1 else a  # (..., n, k)
         if a2.shape[-1] != b.shape[-2]:
-            raise ValueError("matmul: inner dimensions differ")
+            raise _matmul_error(a, b)
         batch = np.broadcast_shapes(a2.shape[:-2], b.shape[:-2])
         a_b = xp.broadcast_to(a2, batch + a2.shape[-2:])  # views: no copy of the smaller one
         b_b = xp.broadcast_to(b, batch + b.shape[-2:])
@@ -156,12 +157,12 @@ class LinearFunction(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, w: Any, b: Any = None) -> Any:
         if x.ndim == 0 or w.ndim != 2 or x.shape[-1] != w.shape[1]:
-            raise ValueError(
+            raise ShapeError(
                 f"linear: input of shape {tuple(x.shape)} does not match weight of shape "
                 f"{tuple(w.shape)}: the input's last dimension must equal weight.shape[1] (in_features)"
             )
         if b is not None and tuple(b.shape) != (w.shape[0],):
-            raise ValueError(f"linear: bias of shape {tuple(b.shape)} does not match weight of shape {tuple(w.shape)}")
+            raise ShapeError(f"linear: bias of shape {tuple(b.shape)} does not match weight of shape {tuple(w.shape)}")
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])  # (M, in)
         ctx.save_for_backward(x2, w)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.autograd import Context, Function
+from tinyflow.errors import ShapeError
 
 __all__ = ["Sum", "Mean", "Var", "Max", "Min", "MaxDim"]
 
@@ -11,16 +12,23 @@ Axis = int | tuple[int, ...] | None
 
 
 def normalize_axis(op: str, axis: Axis, ndim: int) -> tuple[int, ...] | None:
-    """Turn ``dim`` (int, tuple or None) into a sorted tuple of non-negative axes."""
+    """Turn ``dim`` (int, tuple or None) into a sorted tuple of non-negative axes.
+
+    A 0-d tensor accepts dim 0 and -1, as in PyTorch, and has no axis to reduce: ``()``.
+    """
     if axis is None:
         return None
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     out = []
     for a in axes:
+        a = int(a)
         if not -max(ndim, 1) <= a < max(ndim, 1):
-            raise IndexError(f"{op}: dim {a} is out of range for a tensor with {ndim} dimension(s)")
+            raise IndexError(
+                f"{op}: dim {a} is out of range for a tensor with {ndim} dimension(s) (expected "
+                f"a dim in [{-max(ndim, 1)}, {max(ndim, 1) - 1}])"
+            )
         out.append(a % max(ndim, 1))
-    return tuple(sorted(set(out)))
+    return () if ndim == 0 else tuple(sorted(set(out)))
 
 
 def _expand_back(xp: Any, g: Any, shape: tuple[int, ...], axes: tuple[int, ...] | None, keepdim: bool) -> Any:
@@ -94,7 +102,10 @@ class _Extreme(Function):
     def forward(cls, ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False) -> Any:  # type: ignore[override]
         axes = normalize_axis(cls.reducer, axis, a.ndim)
         if a.size == 0:
-            raise ValueError(f"{cls.reducer}: cannot reduce an empty tensor of shape {a.shape}")
+            raise ShapeError(
+                f"{cls.reducer}: cannot reduce an empty tensor of shape {a.shape} over all dims; give a dim "
+                "whose size is not 0"
+            )
         out = getattr(a, cls.reducer)(axis=axes, keepdims=True)
         ctx.save_for_backward(a, out)
         ctx.axes, ctx.keepdim = axes, keepdim
@@ -124,7 +135,12 @@ class MaxDim(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, dim: int, keepdim: bool = False, largest: bool = True) -> tuple:
         xp = ctx.xp
-        (dim,) = normalize_axis("max", dim, a.ndim) or (0,)
+        if a.ndim == 0:  # max(0) of a 0-d tensor: itself, at index 0
+            normalize_axis("max" if largest else "min", dim, 0)
+            ctx.dim, ctx.keepdim, ctx.shape = None, keepdim, a.shape
+            ctx.save_for_backward(None)
+            return a.copy(), xp.zeros((), dtype="int64")
+        (dim,) = normalize_axis("max" if largest else "min", dim, a.ndim)
         idx = (a.argmax if largest else a.argmin)(axis=dim)
         idx = xp.expand_dims(idx, dim)
         values = xp.take_along_axis(a, idx, axis=dim)
@@ -138,6 +154,8 @@ class MaxDim(Function):
     def backward(ctx: Context, g: Any, _gidx: Any) -> Any:
         xp = ctx.xp
         (idx,) = ctx.saved_tensors
+        if ctx.dim is None:
+            return g
         if not ctx.keepdim:
             g = xp.expand_dims(g, ctx.dim)
         out = xp.zeros(ctx.shape, dtype=g.dtype)

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tinyflow.autograd import Context, Function
+from tinyflow.errors import ShapeError
 
-__all__ = ["Reshape", "Permute", "Expand", "GetItem", "Cat", "Stack", "Split", "Pad"]
+__all__ = ["Reshape", "Permute", "Expand", "GetItem", "SetItem", "Cat", "Stack", "Split", "Pad"]
 
 
 class Reshape(Function):
@@ -18,7 +19,7 @@ class Reshape(Function):
         try:
             return a.reshape(shape)
         except ValueError:
-            raise ValueError(
+            raise ShapeError(
                 f"reshape: cannot reshape a tensor of shape {tuple(a.shape)} ({a.size} elements) "
                 f"into shape {tuple(shape)}"
             ) from None
@@ -33,7 +34,7 @@ class Permute(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, axes: tuple[int, ...]) -> Any:
         if sorted(ax % max(a.ndim, 1) for ax in axes) != list(range(a.ndim)):
-            raise ValueError(f"permute: {tuple(axes)} is not a permutation of the {a.ndim} dims of shape {tuple(a.shape)}")
+            raise ShapeError(f"permute: {tuple(axes)} is not a permutation of the {a.ndim} dims of shape {tuple(a.shape)}")
         ctx.axes = axes
         return a.transpose(axes)
 
@@ -52,7 +53,7 @@ class Expand(Function):
         try:
             return ctx.xp.broadcast_to(a, shape)
         except ValueError:
-            raise ValueError(f"expand: shape {tuple(a.shape)} cannot be broadcast to {tuple(shape)}") from None
+            raise ShapeError(f"expand: shape {tuple(a.shape)} cannot be broadcast to {tuple(shape)}") from None
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
@@ -73,6 +74,10 @@ class GetItem(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, index: Any) -> Any:
         ctx.shape, ctx.dtype, ctx.index = a.shape, a.dtype, index
+        if _is_basic(index):  # x[0] of a vector: a 0-d view (NumPy would return a copied scalar)
+            items = index if isinstance(index, tuple) else (index,)
+            if Ellipsis not in items:
+                index = (*items, Ellipsis)
         try:
             return a[index]
         except IndexError as exc:
@@ -89,17 +94,57 @@ class GetItem(Function):
         return out, None
 
 
+def _select(a: Any, steps: tuple) -> Any:
+    """``a`` indexed by each step in turn (Tensor.__setitem__'s index steps)."""
+    for step in steps:
+        a = a[step]
+    return a
+
+
+class SetItem(Function):
+    """The new value of ``a`` after ``a[index] = value`` (index given as Tensor's index steps,
+    the first of them basic): a copy of a with the selection replaced. Gradients: a's outside the
+    selection, value's the selected part of the gradient (summed back to value's shape)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, value: Any, steps: tuple) -> Any:
+        ctx.steps = steps
+        out = a.copy()
+        target = out[steps[0]] if len(steps) > 1 else out
+        last = steps[-1]
+        try:
+            target[last] = value
+        except ValueError:
+            shape = tuple(_select(a, steps).shape)
+            raise ShapeError(
+                f"setitem: a value of shape {tuple(getattr(value, 'shape', ()))} cannot be assigned to "
+                f"the selected shape {shape} of a tensor of shape {tuple(a.shape)}"
+            ) from None
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        ga = gv = None
+        if ctx.needs_input_grad[0]:
+            ga = g.copy()
+            target = ga[ctx.steps[0]] if len(ctx.steps) > 1 else ga
+            target[ctx.steps[-1]] = 0
+        if ctx.needs_input_grad[1]:
+            gv = _select(g, ctx.steps)
+        return ga, gv, None
+
+
 class Cat(Function):
     @staticmethod
     def forward(ctx: Context, *arrays_and_dim: Any) -> Any:
         *arrays, dim = arrays_and_dim
         if not arrays:
-            raise ValueError("cat: expected a non-empty sequence of tensors")
+            raise ShapeError("cat: expected a non-empty sequence of tensors")
         ndim = arrays[0].ndim
         d = dim % max(ndim, 1)
         for i, a in enumerate(arrays):
             if a.ndim != ndim or a.shape[:d] + a.shape[d + 1 :] != arrays[0].shape[:d] + arrays[0].shape[d + 1 :]:
-                raise ValueError(
+                raise ShapeError(
                     f"cat: tensor 0 has shape {tuple(arrays[0].shape)} but tensor {i} has shape "
                     f"{tuple(a.shape)}; all dims except dim {dim} must match"
                 )
@@ -123,10 +168,10 @@ class Stack(Function):
     def forward(ctx: Context, *arrays_and_dim: Any) -> Any:
         *arrays, dim = arrays_and_dim
         if not arrays:
-            raise ValueError("stack: expected a non-empty sequence of tensors")
+            raise ShapeError("stack: expected a non-empty sequence of tensors")
         for i, a in enumerate(arrays):
             if a.shape != arrays[0].shape:
-                raise ValueError(
+                raise ShapeError(
                     f"stack: tensor 0 has shape {tuple(arrays[0].shape)} but tensor {i} has shape "
                     f"{tuple(a.shape)}; stack needs equal shapes"
                 )
@@ -147,7 +192,7 @@ class Split(Function):
     def forward(ctx: Context, a: Any, sizes: Sequence[int], dim: int = 0) -> tuple:
         d = dim % max(a.ndim, 1)
         if sum(sizes) != a.shape[d]:
-            raise ValueError(f"split: sizes {list(sizes)} do not add up to dim {dim} of shape {tuple(a.shape)}")
+            raise ShapeError(f"split: sizes {list(sizes)} do not add up to dim {dim} of shape {tuple(a.shape)}")
         ctx.dim = d
         outs, start = [], 0
         for n in sizes:
@@ -168,12 +213,12 @@ class Pad(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, pad: Sequence[int], value: float = 0.0) -> Any:
         if len(pad) % 2 or len(pad) // 2 > a.ndim:
-            raise ValueError(f"pad: padding {tuple(pad)} must be pairs for at most {a.ndim} dims of shape {tuple(a.shape)}")
+            raise ShapeError(f"pad: padding {tuple(pad)} must be pairs for at most {a.ndim} dims of shape {tuple(a.shape)}")
         widths = [(0, 0)] * a.ndim
         for i in range(len(pad) // 2):
             widths[a.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
         if any(lo < 0 or hi < 0 for lo, hi in widths):
-            raise ValueError(f"pad: negative padding {tuple(pad)} is not supported")
+            raise ShapeError(f"pad: negative padding {tuple(pad)} is not supported")
         ctx.slices = tuple(slice(lo, lo + n) for (lo, _), n in zip(widths, a.shape))
         return ctx.xp.pad(a, widths, mode="constant", constant_values=value)
 
