@@ -98,6 +98,9 @@ _worker_state: tuple[Dataset, Callable] | None = None
 def _worker_init(dataset: Dataset, collate_fn: Callable) -> None:
     global _worker_state
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's business
+    if hasattr(signal, "SIGUSR1"):
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # so is the stop request mpirun forwards (tinyflow train --nproc)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the training loop's handler: the pool ends its workers with it
     _worker_state = (dataset, collate_fn)
 
 
@@ -211,6 +214,7 @@ class DataLoader:
         self._reported: set[str] = set()
         self._epoch = 0
         self._start_batch = 0
+        self._skip = 0  # samples of the first batch to leave out (set_epoch's start_sample)
 
     # ------------------------------------------------------------------ epochs
 
@@ -219,10 +223,14 @@ class DataLoader:
         """The epoch that the next iteration will run."""
         return self._epoch
 
-    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
-        """Make the next iteration epoch ``epoch``, beginning at batch ``start_batch`` (for resume)."""
+    def set_epoch(self, epoch: int, start_batch: int = 0, start_sample: int | None = None) -> None:
+        """Make the next iteration epoch ``epoch``, beginning at batch ``start_batch`` (for resume),
+        or at position ``start_sample`` of the epoch's order: the batch holding it comes without the
+        samples before it (resuming with another batch size continues from the same sample)."""
         self._epoch = int(epoch)
-        self._start_batch = int(start_batch)
+        self._start_batch, self._skip = int(start_batch), 0
+        if start_sample is not None:
+            self._start_batch, self._skip = divmod(int(start_sample), self.batch_size)
 
     def _batches(self, epoch: int) -> list[list[int]]:
         if hasattr(self.sampler, "set_epoch"):
@@ -245,9 +253,11 @@ class DataLoader:
 
     def __iter__(self) -> Iterator[Any]:
         """The batches of the next epoch (then the epoch counter moves on by one)."""
-        epoch, start = self._epoch, self._start_batch
-        self._epoch, self._start_batch = epoch + 1, 0
+        epoch, start, skip = self._epoch, self._start_batch, self._skip
+        self._epoch, self._start_batch, self._skip = epoch + 1, 0, 0
         batches = self._batches(epoch)[start:]
+        if skip and batches:
+            batches[0] = batches[0][skip:]
         if self.num_workers == 0:
             return self._iter_inline(batches, epoch)
         return self._iter_workers(batches, epoch)
