@@ -152,9 +152,9 @@ def test_normalize_and_distances_match_torch():
     a, b = rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal((1, 4)).astype(np.float32)
     a[0] = 0  # a zero vector: gradient 0, not NaN
     for p in (1.0, 2.0, 3.5, float("inf")):
-        _against_torch(lambda u: F.normalize(u, p, 1), lambda u: TF.normalize(u, p, 1), [a])
-        _against_torch(lambda u, v: F.pairwise_distance(u, v, p, keepdim=True),
-                       lambda u, v: TF.pairwise_distance(u, v, p, keepdim=True), [a, b])
+        _against_torch(lambda u, p=p: F.normalize(u, p, 1), lambda u, p=p: TF.normalize(u, p, 1), [a])
+        _against_torch(lambda u, v, p=p: F.pairwise_distance(u, v, p, keepdim=True),
+                       lambda u, v, p=p: TF.pairwise_distance(u, v, p, keepdim=True), [a, b])
     _against_torch(lambda u, v: F.cosine_similarity(u, v), lambda u, v: TF.cosine_similarity(u, v), [a, b])
     _against_torch(lambda u, v: F.cosine_similarity(u, v, dim=0), lambda u, v: TF.cosine_similarity(u, v, dim=0),
                    [a[:4, :1].copy(), b.T.copy()])

@@ -128,7 +128,7 @@ def test_interpolate_with_per_dim_sizes_and_factors():
     x = np.random.default_rng(3).standard_normal((1, 2, 5, 8)).astype(np.float32)
     for kw in [dict(size=(3, 11), mode="bilinear"), dict(scale_factor=(2.0, 0.75), mode="nearest"),
                dict(scale_factor=(1.5, 2.5), mode="bicubic", align_corners=True)]:
-        _against_torch(lambda a: F.interpolate(a, **kw), lambda a: TF.interpolate(a, **kw), x)
+        _against_torch(lambda a, kw=kw: F.interpolate(a, **kw), lambda a, kw=kw: TF.interpolate(a, **kw), x)
 
 
 @settings(max_examples=15)

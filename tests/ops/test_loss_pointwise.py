@@ -236,9 +236,9 @@ def test_margin_losses_match_torch(reduction):
     y = np.array([0, 3, 4, 1])
     w = rng.uniform(0.5, 2, 5).astype(np.float32)
     for p in (1, 2):
-        _against_torch(lambda u: F.multi_margin_loss(u, tf.tensor(y), p=p, margin=0.7, weight=tf.tensor(w),
+        _against_torch(lambda u, p=p: F.multi_margin_loss(u, tf.tensor(y), p=p, margin=0.7, weight=tf.tensor(w),
                                                      reduction=reduction),
-                       lambda u: TF.multi_margin_loss(u, torch.tensor(y), p=p, margin=0.7, weight=torch.tensor(w),
+                       lambda u, p=p: TF.multi_margin_loss(u, torch.tensor(y), p=p, margin=0.7, weight=torch.tensor(w),
                                                       reduction=reduction), [x])
     labels = np.array([[3, 0, -1, 1, 1], [1, 2, 4, 0, 3], [-1, 0, 0, 0, 0], [4, -1, 2, 2, 2]])
     _against_torch(lambda u: F.multilabel_margin_loss(u, tf.tensor(labels), reduction=reduction),

@@ -1,20 +1,32 @@
 """Optimizers, learning-rate schedulers and gradient clipping (``torch.optim``-compatible)."""
 
 from tinyflow.optim import lr_scheduler
+from tinyflow.optim.adadelta import Adadelta
+from tinyflow.optim.adagrad import Adagrad
 from tinyflow.optim.adam import Adam, AdamW
 from tinyflow.optim.clip_grad import clip_grad_norm_, clip_grad_value_
+from tinyflow.optim.lbfgs import LBFGS
 from tinyflow.optim.lr_scheduler import (
+    ChainedScheduler,
+    ConstantLR,
     CosineAnnealingLR,
+    CosineAnnealingWarmRestarts,
+    CyclicLR,
     ExponentialLR,
     LambdaLR,
     LinearLR,
     LRScheduler,
+    MultiplicativeLR,
     MultiStepLR,
+    OneCycleLR,
+    PolynomialLR,
+    ReduceLROnPlateau,
     SequentialLR,
     StepLR,
     warmup_cosine,
 )
 from tinyflow.optim.optimizer import Optimizer
+from tinyflow.optim.rmsprop import RMSprop
 from tinyflow.optim.sgd import SGD
 
 __all__ = [
@@ -22,16 +34,28 @@ __all__ = [
     "SGD",
     "Adam",
     "AdamW",
+    "Adadelta",
+    "Adagrad",
+    "RMSprop",
+    "LBFGS",
     "clip_grad_norm_",
     "clip_grad_value_",
     "lr_scheduler",
     "LRScheduler",
     "LambdaLR",
+    "MultiplicativeLR",
     "StepLR",
     "MultiStepLR",
-    "ExponentialLR",
-    "CosineAnnealingLR",
+    "ConstantLR",
     "LinearLR",
+    "ExponentialLR",
+    "PolynomialLR",
+    "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts",
+    "CyclicLR",
+    "OneCycleLR",
+    "ReduceLROnPlateau",
     "SequentialLR",
+    "ChainedScheduler",
     "warmup_cosine",
 ]
