@@ -6,6 +6,8 @@ import os
 import sys
 import time
 
+from tinyflow.commands.options import nonnegative_int, positive_int
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `data` command and its sub-commands."""
@@ -24,8 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     pack.add_argument("src", help="image folder: SRC/<class>/<image>, or SRC/train + SRC/val")
     pack.add_argument("dst", help="output folder (must not exist or be empty)")
-    pack.add_argument("--size", type=int, required=True, help="side S of the stored square images")
-    pack.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
+    pack.add_argument("--size", type=positive_int, required=True, help="side S of the stored square images")
+    pack.add_argument("--workers", type=nonnegative_int, default=min(4, os.cpu_count() or 1),
                       help="decoding processes (default: %(default)s)")
 
     synth = sub.add_parser(
@@ -33,10 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Generate the embedded synthetic ImageNet-layout data set used by "
         "`tinyflow train` without --data, and print where it is cached.",
     )
-    synth.add_argument("--size", type=int, default=64, help="image side (default: %(default)s)")
-    synth.add_argument("--train-per-class", type=int, default=300)
-    synth.add_argument("--val-per-class", type=int, default=60)
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--size", type=positive_int, default=64, help="image side (default: %(default)s)")
+    synth.add_argument("--train-per-class", type=positive_int, default=300)
+    synth.add_argument("--val-per-class", type=nonnegative_int, default=60)
+    synth.add_argument("--seed", type=nonnegative_int, default=0)
     synth.add_argument("--out", default=None, help="cache folder (default: $TINYFLOW_HOME/datasets "
                        "or $XDG_CACHE_HOME/tinyflow/datasets or ~/.cache/tinyflow/datasets)")
     parser.set_defaults(func=run)
@@ -50,6 +52,7 @@ def _progress(done: int, total: int) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run `tinyflow data ...`; returns the exit status."""
     from tinyflow.data import EmptyDatasetError, pack_folder, synthetic
+    from tinyflow.recipes.vision import warnings_as_lines
 
     if args.data_command == "synthetic":
         root = synthetic.default_dataset(args.train_per_class, args.val_per_class, args.size, args.seed, root=args.out)
@@ -63,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         for job_src, job_dst in jobs:
             start = time.perf_counter()
             print(f"packing {job_src} -> {job_dst} at {args.size}x{args.size}", file=sys.stderr)
-            meta = pack_folder(job_src, job_dst, args.size, workers=args.workers, progress=_progress)
+            meta = warnings_as_lines(lambda s=job_src, d=job_dst: pack_folder(s, d, args.size, workers=args.workers,
+                                                                              progress=_progress), "data pack")
             skipped = len(meta["skipped"])
             print(f"  {meta['count']} images in {len(meta['classes'])} classes, {skipped} skipped, "
                   f"{time.perf_counter() - start:.1f} s", file=sys.stderr)

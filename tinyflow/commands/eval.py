@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from tinyflow.commands.options import device, nonnegative_int, positive_int
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `eval` command."""
@@ -15,10 +17,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("model", help="model name the checkpoint was trained as, e.g. alexnet")
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by `tinyflow train`")
     parser.add_argument("--data", default=None, help="image folder or packed folder (default: synthetic)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--image-size", type=int, default=None, help="default: the checkpoint's")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--image-size", type=positive_int, default=None, help="default: the checkpoint's")
+    parser.add_argument("--device", type=device, default="cpu")
+    parser.add_argument("--workers", type=nonnegative_int, default=0)
     parser.set_defaults(func=run)
 
 

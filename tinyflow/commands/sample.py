@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tinyflow.commands.options import device, nonnegative_float, nonnegative_int
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `sample` command."""
@@ -15,10 +17,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--checkpoint", required=True, help="a checkpoint written by `tinyflow train lstm-lm`")
     parser.add_argument("--prompt", default="", help="text to continue (default: start of a line)")
-    parser.add_argument("--length", type=int, default=300, help="tokens to generate (default: %(default)s)")
-    parser.add_argument("--temperature", type=float, default=0.8, help="softmax temperature (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default: %(default)s)")
+    parser.add_argument("--length", type=nonnegative_int, default=300, help="tokens to generate (default: %(default)s)")
+    parser.add_argument("--temperature", type=nonnegative_float, default=0.8,
+                        help="softmax temperature, >= 0 (default: %(default)s)")
+    parser.add_argument("--seed", type=nonnegative_int, default=0, help="sampling seed (default: %(default)s)")
+    parser.add_argument("--device", type=device, default="cpu", help="cpu or cuda:N (default: %(default)s)")
     parser.set_defaults(func=run)
 
 

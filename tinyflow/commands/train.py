@@ -4,18 +4,24 @@ Image classifiers (alexnet, resnet20, ...) train with tinyflow/recipes/vision.py
 or with ``--nproc N`` as N workers that this command starts under mpirun (a process that an MPI
 launcher started, the user's own ``mpirun -H host1,host2 ...`` included, joins that world
 instead). lstm-lm trains with tinyflow/recipes/language_model.py. Options that the two families
-share but set differently (learning rate, weight decay, clipping) are left at None by the parser
-and filled here once, by ``fill_defaults``.
+share but set differently (learning rate, weight decay, clipping), and those that a resumed run
+continues with unless given again (``RESUMED_OPTIONS``: epochs, batch size, optimizer, ...), are
+left at None by the parser and filled here once, by ``fill_defaults``, which also records which
+ones the command line gave (``args.given``).
+
+Stopping: within the command SIGTERM and SIGUSR1 count as Ctrl-C (tinyflow.recipes.loop); with
+``--nproc N`` this process forwards Ctrl-C and SIGTERM to every worker (tinyflow.parallel.launch).
 """
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from tinyflow.recipes.loop import LOG_EVERY
+from tinyflow.commands.options import device, nonnegative_int, positive_int
+from tinyflow.recipes.checkpoint import RESUMED_OPTIONS
+from tinyflow.recipes.loop import DIVERGENCE_FACTOR, DIVERGENCE_FLOOR, LOG_EVERY
 from tinyflow.recipes.vision import AUGMENTATIONS, default_image_size
 
 LANGUAGE_MODELS = ("lstm-lm",)
@@ -28,6 +34,10 @@ class FamilyDefaults:
     lr: dict[str, float] = field(default_factory=dict)  # per optimizer
     weight_decay: dict[str, float] = field(default_factory=dict)  # per optimizer
     clip: float | None = None  # gradient-norm clipping (language models only)
+
+
+# The defaults that are the same for every model (filled by fill_defaults, see the module docstring).
+COMMON_DEFAULTS = {"epochs": 3, "batch_size": 32, "optimizer": "adam", "schedule": "cosine", "momentum": 0.9}
 
 
 # Tuned so that `tinyflow train alexnet` (synthetic data, CPU) is clearly above chance after a few
@@ -43,51 +53,65 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train MODEL. Without --data, image models train on the embedded synthetic "
         "data set (generated once, then cached); lstm-lm trains on --text or an embedded corpus. "
         "Writes a progress bar, per-epoch metrics (metrics.jsonl, metrics.png) and a checkpoint "
-        "each epoch; --resume continues exactly; Ctrl-C saves a checkpoint first.",
+        "each epoch; --resume continues exactly. Ctrl-C or SIGTERM (on every worker of --nproc N) "
+        "saves a checkpoint first, then exits with status 130. Training stops with an error when "
+        f"the loss becomes NaN or infinite, or diverges: when a step's loss exceeds both "
+        f"{DIVERGENCE_FACTOR:g} times the run's first loss and {DIVERGENCE_FLOOR:g}.",
     )
     parser.add_argument("model", help="model name, e.g. alexnet or lstm-lm")
 
     training = parser.add_argument_group("training")
-    training.add_argument("--epochs", type=int, default=3, help="epochs to train (default: %(default)s)")
-    training.add_argument("--batch-size", type=int, default=32, help="examples per step, per worker (default: %(default)s)")
-    training.add_argument("--optimizer", choices=("sgd", "adam"), default="adam", help="default: %(default)s")
+    training.add_argument("--epochs", type=positive_int, default=None,
+                          help="epochs to train in all, counting those of a run resumed (default: 3; resumed: "
+                          "the run's own; a new value re-times the schedule over it)")
+    training.add_argument("--batch-size", type=positive_int, default=None,
+                          help="examples per step, per worker (default: 32; a run resumed under another one "
+                          "goes on from the same sample)")
+    training.add_argument("--optimizer", choices=("sgd", "adam"), default=None,
+                          help="default: adam (resumed: the run's own; another one is an error)")
     training.add_argument("--lr", type=float, default=None,
-                          help="learning rate (default: 3e-4 for adam, 0.02 for sgd; lstm-lm: 2e-3 for adam, 1.0 for sgd)")
-    training.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: %(default)s)")
+                          help="learning rate (default: 3e-4 for adam, 0.02 for sgd; lstm-lm: 2e-3 for adam, 1.0 "
+                          "for sgd; resumed: the run's own, or this one from the epoch resumed)")
+    training.add_argument("--momentum", type=float, default=None, help="SGD momentum (default: 0.9)")
     training.add_argument("--weight-decay", type=float, default=None,
                           help="L2 penalty (default: 5e-4 for sgd, 0 for adam; lstm-lm: 0)")
-    training.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
-                          help="learning-rate schedule over the epochs, image models (default: %(default)s)")
+    training.add_argument("--schedule", choices=("cosine", "constant"), default=None,
+                          help="learning-rate schedule over the epochs, image models (default: cosine)")
     training.add_argument("--amp", choices=("bf16", "fp16"), default=None,
                           help="mixed precision: convolutions, linear layers and matmuls in bf16/fp16; losses, "
                           "softmax and norms in float32; float32 master weights (fp16 adds dynamic loss "
                           "scaling). For GPUs: on the CPU it is no faster than float32")
-    training.add_argument("--device", default="cpu", help="cpu or cuda:N (default: %(default)s)")
-    training.add_argument("--seed", type=int, default=0, help="seed of weights, shuffling and augmentation (default: %(default)s)")
+    training.add_argument("--device", type=device, default="cpu", help="cpu or cuda:N (default: %(default)s)")
+    training.add_argument("--seed", type=nonnegative_int, default=0,
+                          help="seed of weights, shuffling and augmentation (default: %(default)s)")
     training.add_argument("--checkpoint-dir", default=None, help="checkpoints, metrics.jsonl and metrics.png "
                           "(default: runs/MODEL)")
     training.add_argument("--resume", nargs="?", const="auto", default=None, metavar="CHECKPOINT",
-                          help="continue from CHECKPOINT (default: CHECKPOINT_DIR/last.ckpt)")
+                          help="continue from CHECKPOINT (default: CHECKPOINT_DIR/last.ckpt) with its options, "
+                          "except those given again (--epochs, --lr, --schedule, --batch-size, ...: the resume "
+                          "line says what changed)")
     training.add_argument("--quiet", action="store_true", help="no progress bar")
-    training.add_argument("--log-every", type=int, default=LOG_EVERY, metavar="STEPS",
+    training.add_argument("--log-every", type=positive_int, default=LOG_EVERY, metavar="STEPS",
                           help="steps between progress updates, when the loss and accuracy are read from "
                           "the device (steps in between never wait for it; default: %(default)s)")
 
     images = parser.add_argument_group("image models")
     images.add_argument("--data", default=None, help="image folder (DIR/train + DIR/val, or DIR/<class>/...) "
                         "or packed folder; default: the embedded synthetic data set")
-    images.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
+    images.add_argument("--image-size", type=positive_int, default=None, help="square input side (default: the model's)")
     images.add_argument("--augment", choices=AUGMENTATIONS, default="auto",
                         help="training augmentation: random resized crops, pad-and-crop, or none; auto = "
                         "pad-crop for the synthetic and packed sets, resized-crop otherwise (default: auto)")
     images.add_argument("--crop-scale", type=float, default=0.35,
                         help="smallest area fraction of the random resized crops (default: %(default)s)")
-    images.add_argument("--workers", type=int, default=min(2, max(0, (os.cpu_count() or 1) - 1)),
+    images.add_argument("--workers", type=nonnegative_int, default=min(2, max(0, (os.cpu_count() or 1) - 1)),
                         help="data-loading processes, 0 = in the training process (default: %(default)s)")
+    images.add_argument("--strict", action="store_true",
+                        help="refuse a class folder without images (default: a warning; the class keeps its index)")
 
     lm = parser.add_argument_group("language model (lstm-lm)")
     lm.add_argument("--text", default=None, help="training text file (default: an embedded corpus)")
-    lm.add_argument("--seq-len", type=int, default=None, help="truncated-BPTT segment length")
+    lm.add_argument("--seq-len", type=positive_int, default=None, help="truncated-BPTT segment length")
     lm.add_argument("--clip", type=float, default=None, help="clip the gradient norm to this value (default: 1.0)")
     lm.add_argument("--level", choices=("char", "word"), default=None, help="tokens: characters or words (default: char)")
     lm.add_argument("--embedding-dim", type=int, default=None, help="embedding size (default: the preset's)")
@@ -98,7 +122,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="share the embedding and output weights (needs embedding-dim == hidden-size)")
 
     dp = parser.add_argument_group("data parallel (image models)")
-    dp.add_argument("--nproc", type=int, default=1, help="local worker processes (launched with mpirun)")
+    dp.add_argument("--nproc", type=positive_int, default=1, help="local worker processes (launched with mpirun)")
     dp.add_argument("--allreduce", choices=("ring", "tree", "naive", "native"), default="ring",
                     help="all-reduce algorithm for the gradients (default: %(default)s)")
     dp.add_argument("--trace", default=None, help="write a Chrome-trace timeline of compute and all-reduce")
@@ -106,9 +130,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
-    """Fill the options left at None with the defaults of MODEL's family (once, before training)."""
+    """Fill the options left at None with the defaults of MODEL's family (once, before training);
+    ``args.given``: the RESUMED_OPTIONS that the command line gave (a resumed run takes the others
+    from its checkpoint)."""
     language_model = args.model in LANGUAGE_MODELS
     family = LANGUAGE_MODEL_DEFAULTS if language_model else IMAGE_DEFAULTS
+    args.given = frozenset(name for name in RESUMED_OPTIONS if getattr(args, name, None) is not None)
+    for name, value in COMMON_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.lr is None:
         args.lr = family.lr[args.optimizer]
     if args.weight_decay is None:
@@ -123,12 +153,25 @@ def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Fill the defaults, then run the recipe: here, or as N workers started under mpirun."""
-    from tinyflow.parallel.world import launched_by_mpi, world
+    """Fill the defaults, then run the recipe: here, or as N workers started under mpirun.
+    SIGTERM and SIGUSR1 stop it as Ctrl-C does (the training loop saves a checkpoint first)."""
+    from tinyflow.recipes.loop import stop_signals_interrupt
 
     fill_defaults(args)
+    with stop_signals_interrupt():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tinyflow.parallel.world import launched_by_mpi, world
+
     if args.model in LANGUAGE_MODELS:
         from tinyflow.recipes.language_model import run_train as train_language_model
+
+        if args.nproc > 1:
+            print(f"tinyflow train: error: --nproc {args.nproc}: {args.model} trains in one process (data "
+                  "parallelism is for the image models); leave --nproc out", file=sys.stderr)
+            return 2
 
         return train_language_model(args)
     if args.nproc > 1 and not launched_by_mpi():
@@ -143,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _relaunch(args: argparse.Namespace) -> int:
     """Run this command line again as ``args.nproc`` workers under mpirun; its exit status."""
-    from tinyflow.parallel.launch import mpirun_command, mpirun_env
+    from tinyflow.parallel.launch import mpirun_command, mpirun_env, run_workers
 
     argv = sys.argv[1:]
     if "train" not in argv:
@@ -156,4 +199,6 @@ def _relaunch(args: argparse.Namespace) -> int:
         print(f"tinyflow train: error: {exc}", file=sys.stderr)
         return 2
     print(f"launching {args.nproc} workers: {' '.join(cmd[:3])} ...", file=sys.stderr, flush=True)
-    return subprocess.run(cmd, env=mpirun_env(nproc=args.nproc)).returncode
+    return run_workers(cmd, mpirun_env(nproc=args.nproc),
+                       stop_message="stopping: every worker saves a checkpoint at its next log point, then exits "
+                       "(Ctrl-C again to abort)")

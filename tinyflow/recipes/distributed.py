@@ -117,7 +117,8 @@ class Replicas:
 
     def report(self) -> None:
         """After training: rank 0 prints the step timing and writes the merged trace; the
-        DataParallel communication thread stops."""
+        DataParallel communication thread stops; the ranks wait for each other, so that none
+        leaves early (under mpirun a rank exiting 130 after Ctrl-C ends those still running)."""
         from tinyflow.parallel.allreduce import all_gather_object
         from tinyflow.parallel.trace import merge_traces
 
@@ -130,6 +131,8 @@ class Replicas:
                 print(f"wrote trace {self.trace} (open in chrome://tracing or ui.perfetto.dev)", file=sys.stderr)
         if self.dp is not None:
             self.dp.close()
+        if self.comm is not None:
+            self.comm.barrier()
 
     def abort(self) -> None:
         """Take the whole job down (after a communication error) instead of leaving ranks waiting."""

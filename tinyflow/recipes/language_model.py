@@ -17,18 +17,27 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tinyflow.data.text import Corpus, TruncatedBPTT, Vocab, batchify, default_corpus_text, detokenize
+from tinyflow.data.text import (
+    Corpus,
+    TruncatedBPTT,
+    Vocab,
+    batchify,
+    default_corpus_text,
+    detokenize,
+    read_text_file,
+)
 from tinyflow.recipes.checkpoint import (
     BEST,
     Checkpointer,
     CheckpointMismatchError,
     load_checkpoint,
     load_model_state,
+    options_of,
+    resume_options,
     resume_path,
 )
 from tinyflow.recipes.loop import LOG_EVERY, FitOptions, Hooks, InterruptGuard, StepOutput, fit, make_optimizer
@@ -45,12 +54,7 @@ def read_text(path: str | None) -> tuple[str, str]:
     """The training text and a description of where it came from."""
     if path is None:
         return default_corpus_text(DEFAULT_CORPUS_CHARS), "the embedded corpus (Python standard library source)"
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"--text {path!r} does not exist or is not a file")
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
-    if not text.strip():
-        raise ValueError(f"--text {path!r} is empty: a language model needs some text")
-    return text, path
+    return read_text_file(path, what="--text"), path  # binary or non-UTF-8 files are refused, naming them
 
 
 def evaluation_sums(model: Any, streams: np.ndarray, seq_len: int, device: Any = None) -> np.ndarray:
@@ -121,8 +125,10 @@ class Segments:
     def __len__(self) -> int:
         return len(self.bptt)
 
-    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
-        self.start = start_batch
+    def set_epoch(self, epoch: int, start_batch: int = 0, start_sample: int | None = None) -> None:
+        """Begin the next pass at segment ``start_batch``; ``start_sample`` counts stream-segments
+        (segments x streams, so the same share of the tokens under another batch size)."""
+        self.start = start_batch if start_sample is None else start_sample // self.batch_size
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         start, self.start = self.start, 0
@@ -138,7 +144,10 @@ class Segments:
         return {"hidden": _state_arrays(self.bptt.state)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.carried = _state_tensors(state.get("hidden"), self.device)
+        hidden = state.get("hidden")
+        if hidden is not None and any(np.shape(h)[1] != self.batch_size for h in hidden):
+            hidden = None  # another --batch-size: other streams, whose state starts afresh
+        self.carried = _state_tensors(hidden, self.device)
 
 
 def language_model_step(segments: Segments) -> Callable[[Any, Any], StepOutput]:
@@ -156,6 +165,7 @@ def language_model_step(segments: Segments) -> Callable[[Any, Any], StepOutput]:
 
 
 MODEL_OPTIONS = ("seq_len", "embedding_dim", "hidden_size", "num_layers", "dropout", "tie_weights")
+RESUMED_OPTIONS = ("optimizer", "epochs", "batch_size", "lr", "momentum", "weight_decay")  # no --schedule here
 
 
 def train_language_model(args: argparse.Namespace, text: str, source: str, progress: bool = True,
@@ -177,7 +187,8 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
     device = getattr(args, "device", None) or "cpu"
     checkpoints = Checkpointer(args.checkpoint_dir, {"model_name": MODEL_NAME}, resume=resume_path(args))
     state = checkpoints.resume_state()
-    if state is not None:  # the vocabulary and model sizes of the run resumed
+    if state is not None:  # the vocabulary and model sizes of the run resumed, its options where not given
+        checkpoints.changes = resume_options(args, state, checkpoints.resume, RESUMED_OPTIONS)
         vocab, level = Vocab(state["vocab"]), state["level"]
         config = models.get_config(MODEL_NAME, **state["model_config"])
     else:
@@ -197,7 +208,8 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
     model = models.build(MODEL_NAME, config).to(device)
     optimizer = make_optimizer(args.optimizer, list(model.parameters()), args.lr, args.momentum, args.weight_decay)
     checkpoints.meta.update({"model_config": asdict(config), "vocab": corpus.vocab.itos, "level": level,
-                             "seed": args.seed, "source": source})  # fmt: skip
+                             "seed": args.seed, "source": source,
+                             "options": options_of(args, RESUMED_OPTIONS)})  # fmt: skip
     segments = Segments(TruncatedBPTT(train_streams, seq_len, device=device), device)
     print(f"data: {source}: {len(corpus.train)} train / {len(corpus.valid)} valid {level} tokens, vocabulary "
           f"{len(corpus.vocab)}; model: {config}", file=sys.stderr)  # fmt: skip
@@ -215,13 +227,18 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
 
 
 def run_train(args: argparse.Namespace) -> int:
-    """`tinyflow train lstm-lm`: returns the exit status (0 done, 2 bad input, 130 interrupted)."""
+    """`tinyflow train lstm-lm`: returns the exit status (0 done, 1 failed, 2 bad input, 130 interrupted)."""
+    from tinyflow.serialization import CheckpointWriteError
+
     try:
         text, source = read_text(getattr(args, "text", None))
         record = train_language_model(args, text, source, progress=not getattr(args, "quiet", False))
     except (CheckpointMismatchError, FileNotFoundError, ValueError) as exc:
         print(f"tinyflow train: error: {exc}", file=sys.stderr)
         return 2
+    except (FloatingPointError, CheckpointWriteError) as exc:  # a diverged run; a full disk
+        print(f"tinyflow train: error: {exc}", file=sys.stderr)
+        return 1
     except MemoryError as exc:
         msg = str(exc) if "batch size" in str(exc) else f"out of memory at batch size {args.batch_size}: try a smaller --batch-size"
         print(f"tinyflow train: error: {msg}", file=sys.stderr)
@@ -256,7 +273,7 @@ def generate(model: Any, vocab: Vocab, level: str, prompt: str, length: int, tem
     import tinyflow
     from tinyflow.data.text import tokenize
 
-    if temperature < 0:
+    if not math.isfinite(temperature) or temperature < 0:
         raise ValueError(f"sample: --temperature must be >= 0 (0 picks the most likely token), got {temperature}")
     if length < 0:
         raise ValueError(f"sample: --length must be >= 0, got {length}")

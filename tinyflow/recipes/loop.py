@@ -8,37 +8,66 @@ and its plot), checkpoints and exact resume, Ctrl-C.
 
 No step waits for the device: the loss and counts of each step stay there (``StepLog``) and are
 read once every ``log_every`` steps and at the end of the epoch. At such a log point the progress
-bar moves, the epoch's sums grow, and a non-finite loss is found.
+bar moves, the epoch's sums grow, and a loss that is not finite, or has grown far beyond the
+run's first loss (``DIVERGENCE_FACTOR``), stops the run with an error.
 
-Resuming is exact: a checkpoint holds the model, the optimizer (and scheduler), the RNG states,
-the epoch, the batch within the epoch and the epoch's running sums, and the loader's batches are
-a pure function of (seed, epoch, batch index); so a resumed run ends with the same parameters as
-an uninterrupted one.
+Resuming is exact: a checkpoint holds the model, the optimizer, the RNG states, the epoch, the
+batch within the epoch and the epoch's running sums, and the loader's batches are a pure function
+of (seed, epoch, batch index); so a resumed run ends with the same parameters as an uninterrupted
+one. A run resumed with other settings takes them as if it had started with them: the optimizer
+and schedule that the recipe built (its learning rate, the schedule over the new number of
+epochs) are fast-forwarded to the epoch resumed, only the optimizer's buffers come from the
+checkpoint; under another batch size the epoch goes on from the same sample.
+
+Stopping: Ctrl-C, SIGTERM and SIGUSR1 (what `tinyflow train --nproc N` sends every worker for a
+Ctrl-C or SIGTERM) stop after the current step with a checkpoint to resume from; a second one
+aborts at once.
 
 A data-parallel run is this loop over a DataParallel model: ``FitOptions.allreduce_sum`` adds
-the epoch's sums over the ranks, the ranks agree at log points on whether Ctrl-C stops them, and
-only the process whose Checkpointer writes (rank 0) writes files and prints.
+the epoch's sums over the ranks, the ranks agree at log points on whether to stop (a stop request
+or a bad loss on any rank), and only the process whose Checkpointer writes (rank 0) writes files
+and prints.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tinyflow.recipes.checkpoint import Checkpointer, load_model_state, rng_state, set_rng_state
+from tinyflow.recipes.checkpoint import (
+    Checkpointer,
+    ResumeError,
+    check_epochs,
+    load_model_state,
+    rng_state,
+    set_rng_state,
+)
 from tinyflow.recipes.metrics import Metrics, MetricsLog, StepLog
 
 __all__ = ["fit", "StepOutput", "FitOptions", "Hooks", "FitResult", "InterruptGuard", "Progress",
-           "make_optimizer", "out_of_memory_message", "LOG_EVERY"]
+           "TrainingDivergedError", "make_optimizer", "out_of_memory_message", "stop_signals_interrupt",
+           "LOG_EVERY", "DIVERGENCE_FACTOR", "DIVERGENCE_FLOOR", "STOP_SIGNALS"]
 
 LOG_EVERY = 20  # training steps between host reads of the loss and metrics (progress updates)
+# Divergence: a step's loss above both DIVERGENCE_FACTOR times the run's first loss and
+# DIVERGENCE_FLOOR (a cross-entropy of 100 gives the right class a probability of e^-100).
+DIVERGENCE_FACTOR = 1e3
+DIVERGENCE_FLOOR = 100.0
+# The signals that ask a run to stop with a checkpoint: Ctrl-C, SIGTERM (schedulers, `kill`) and
+# SIGUSR1, which `tinyflow train --nproc N` sends mpirun for either (mpirun forwards it to every rank).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, name))
+
+
+class TrainingDivergedError(FloatingPointError):
+    """The training loss became NaN or infinite, or grew far beyond its first value."""
 
 
 @dataclass
@@ -59,6 +88,7 @@ class FitOptions:
     log_every: int = LOG_EVERY  # steps between reads of the step log (log points)
     progress: bool = True  # a progress bar (on the writing process)
     allreduce_sum: Callable[[np.ndarray], np.ndarray] | None = None  # data parallel: a float64 vector summed over ranks
+    divergence: float | None = DIVERGENCE_FACTOR  # stop when a loss exceeds this times the first (and the floor); None: never
 
 
 @dataclass(frozen=True)
@@ -91,17 +121,24 @@ def fit(model: Any, train_loader: Any, step_fn: Callable[[Any, Any], StepOutput]
 
     ``train_loader`` yields batches and has ``set_epoch(epoch, start_batch)`` (a DataLoader); one
     with ``state_dict()`` / ``load_state_dict(state)`` also keeps its mid-epoch state in the
-    checkpoints (the language model's hidden state). ``step_fn(model, batch)`` is the forward pass
+    checkpoints (the language model's hidden state); one with a ``batch_size`` is resumed under
+    another batch size from the same sample (``set_epoch(epoch, start_sample=...)`` when that is
+    not a batch boundary). ``step_fn(model, batch)`` is the forward pass
     to a ``StepOutput``; the loop runs it under autocast (``options.amp``), then backward, clipping
     and the optimizer. ``evaluate(model)`` gives the validation sums ``[loss * items, *counts,
     items]`` (float64) that ``metrics`` turns into the ``val_`` values. ``checkpoints`` says where
     checkpoints go, which to resume from and whether this process writes (None: no files).
 
-    A non-finite loss is found at the next log point, so it stops training up to ``log_every - 1``
-    steps after the step that produced it; those steps' updates are applied to the model in
-    memory, but nothing on disk is touched: the last checkpoint predates them. Ctrl-C stops after
-    the current step, saving a checkpoint to resume from; with ``allreduce_sum`` the ranks agree on
-    stopping at log points only.
+    A non-finite loss, or one above both ``options.divergence`` times the run's first loss and
+    DIVERGENCE_FLOOR, is found at the next log point and raises TrainingDivergedError: up to
+    ``log_every - 1`` steps after the step that produced it, whose updates are applied to the model
+    in memory, but nothing on disk is touched: the last checkpoint predates them. Ctrl-C (or
+    SIGTERM, SIGUSR1) stops after the current step, saving a checkpoint to resume from; with
+    ``allreduce_sum`` the ranks agree on stopping, and on a bad loss, at log points only.
+
+    Resuming (``checkpoints.resume``) with ``epochs`` not beyond the checkpoint's epoch, or with
+    another optimizer class, is a ResumeError. The optimizer's hyper-parameters and the schedule
+    are those given here, not the checkpoint's (see the module docstring).
     """
     loop = _Loop(model, train_loader, step_fn, optimizer, scheduler, metrics, evaluate,
                  checkpoints or Checkpointer(), options, hooks)
@@ -128,6 +165,7 @@ class _Loop:
 
         self.writer = self.checkpoints.writer  # files and printing: rank 0 of a data-parallel run
         self.guard = self.hooks.guard or InterruptGuard()
+        self.guard.announce = self.writer
         self.scaler = GradScaler(enabled=self.options.amp == "fp16")
         self.epoch, self.step, self.global_step = 0, 0, 0  # the step: batches done in this epoch
         self.sums = self.metrics.zero_sums()
@@ -135,10 +173,12 @@ class _Loop:
         self.steplog = StepLog(self.options.log_every, 1 + len(self.metrics.counts))  # per step: loss, counts
         self.sizes: list[int] = []  # the items of each step in the step log
         self.log = MetricsLog(self.checkpoints.directory, enabled=self.writer)
+        self.first_loss: float | None = None  # the run's first training loss: the divergence test's reference
+        self.start_sample: int | None = None  # resumed under another batch size: where the epoch goes on
 
     def run(self, epochs: int) -> FitResult:
         """Resume if asked, then train epoch after epoch; stop early on Ctrl-C."""
-        self.resume()
+        self.resume(epochs)
         result = FitResult(history=self.log.records)
         with self.guard:
             for epoch in range(self.epoch, epochs):
@@ -149,6 +189,8 @@ class _Loop:
                 lr = float(self.optimizer.param_groups[0]["lr"])
                 if self.train_epoch(epoch, epochs):  # stopped by Ctrl-C: save where it is
                     result.checkpoint = self.checkpoint(epoch)
+                    if self.options.allreduce_sum is not None:  # no rank exits before rank 0 has saved
+                        self.reduce([0.0])
                     result.interrupted, result.epoch, result.step = True, epoch, self.step
                     if self.writer and result.checkpoint:
                         print(f"saved {result.checkpoint} (epoch {epoch + 1}, batch {self.step}); "
@@ -169,30 +211,43 @@ class _Loop:
     def train_epoch(self, epoch: int, epochs: int) -> bool:
         """The steps of one epoch (from ``self.step`` on, when resuming); True when Ctrl-C stopped it."""
         self.model.train()
-        self.loader.set_epoch(epoch, start_batch=self.step)
+        if self.start_sample is None:
+            self.loader.set_epoch(epoch, start_batch=self.step)
+        else:  # resumed under another batch size, mid-batch: the first batch is a partial one
+            self.loader.set_epoch(epoch, start_sample=self.start_sample)
+            self.start_sample = None
         n_batches = len(self.loader)
         bar = Progress(n_batches, self.step, f"epoch {epoch + 1}/{epochs}", self.metrics.unit,
                        enabled=self.options.progress and self.writer)
         stopped = False
+        # No NumPy overflow / invalid-value warnings from the steps of a diverging run: the log
+        # point finds the bad loss and says so in one line.
         try:
-            for batch in self.loader:
-                out = self.train_step(batch, epoch)
-                full = self.steplog.add(out.loss, *out.counts)  # stays on the device: nothing read here
-                self.sizes.append(out.items)
-                self.step += 1
-                self.global_step += 1
-                at_log_point = full or self.step == n_batches
-                if at_log_point:
-                    self.log_point(epoch, bar)
-                if self.hooks.on_step is not None:
-                    self.hooks.on_step(epoch, self.step, out.loss.detach())
-                if self.options.allreduce_sum is None:
-                    stopped = self.guard.interrupted
-                elif at_log_point:  # a collective: every rank reaches the same log points
-                    stopped = self.stop_requested()
-                if stopped:
-                    break
-            self.log_point(epoch, bar)  # steps after the last log point (Ctrl-C, or a loader shorter than its len)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                for batch in self.loader:
+                    out = self.train_step(batch, epoch)
+                    full = self.steplog.add(out.loss, *out.counts)  # stays on the device: nothing read here
+                    self.sizes.append(out.items)
+                    self.step += 1
+                    self.global_step += 1
+                    at_log_point = full or self.step == n_batches
+                    problem = self.log_point(epoch, bar) if at_log_point else None
+                    if self.hooks.on_step is not None:
+                        self.hooks.on_step(epoch, self.step, out.loss.detach())
+                    if self.options.allreduce_sum is None:
+                        if problem:
+                            raise TrainingDivergedError(problem)
+                        stopped = self.guard.interrupted
+                    elif at_log_point:  # a collective: every rank reaches the same log points
+                        stopped, bad = self.agree(self.guard.interrupted, problem is not None)
+                        if bad:
+                            raise TrainingDivergedError(problem or f"training stopped at epoch {epoch + 1}, batch "
+                                                        f"{self.step}: another rank's loss diverged (see its error)")
+                    if stopped:
+                        break
+                problem = self.log_point(epoch, bar)  # steps after the last log point (Ctrl-C, or a loader shorter than its len)
+                if problem:
+                    raise TrainingDivergedError(problem)
         finally:
             bar.close()
         return stopped
@@ -220,28 +275,69 @@ class _Loop:
             raise MemoryError(out_of_memory_message(batch_size, f"training step of epoch {epoch + 1}")) from exc
         return out
 
-    def resume(self) -> None:
-        """Continue from the Checkpointer's resume checkpoint, if it has one."""
+    def resume(self, epochs: int) -> None:
+        """Continue from the Checkpointer's resume checkpoint, if it has one, for ``epochs`` in all."""
         state = self.checkpoints.resume_state()
         if state is None:
             return
-        load_model_state(self.model, state["model"], self.checkpoints.resume)
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self.scheduler is not None and state.get("scheduler") is not None:
-            self.scheduler.load_state_dict(state["scheduler"])
+        path = self.checkpoints.resume
+        check_epochs(state, epochs, path)
+        load_model_state(self.model, state["model"], path)
+        self.load_optimizer(state, path)
+        self.epoch, self.step, self.global_step = state["epoch"], state["step"], state.get("global_step", 0)
+        if self.scheduler is not None:  # the schedule built (new length, new lr), at the epoch resumed
+            for _ in range(self.epoch):
+                self.scheduler.step()
         set_rng_state(state["rng"])
         if state.get("scaler") is not None:
             self.scaler.load_state_dict(state["scaler"])
         if hasattr(self.loader, "load_state_dict"):
             self.loader.load_state_dict(state)
-        self.epoch, self.step, self.global_step = state["epoch"], state["step"], state.get("global_step", 0)
+        sample = self.resume_batch_size(state)
         if self.writer:  # the sums saved are those of all ranks: one rank carries them on
             self.sums.update({k: float(v) for k, v in state["sums"].items() if k in self.sums})
         self.best = state.get("best", self.best)
+        self.first_loss = state.get("first_loss")
         self.log.records[:] = state["history"]
         if self.writer:
-            where = f"epoch {self.epoch + 1}" + (f", batch {self.step + 1}" if self.step else "")
-            print(f"resuming from {self.checkpoints.resume} at {where}", file=sys.stderr)
+            where = f"epoch {self.epoch + 1}" + (f", batch {self.step + 1}" if self.step or sample else "")
+            if sample:
+                where += f" (sample {sample + 1} of the epoch)"
+            changes = self.checkpoints.changes
+            note = (f"; changed {', '.join(changes)}: learning rate "
+                    f"{float(self.optimizer.param_groups[0]['lr']):.4g} from here") if changes else ""
+            print(f"resuming from {path} at {where}{note}", file=sys.stderr)
+
+    def load_optimizer(self, state: dict[str, Any], path: str | None) -> None:
+        """The optimizer's buffers (momentum, Adam's moments) from the checkpoint; its hyper-parameters
+        (lr, momentum, weight decay, ...) stay those it was built with."""
+        saved = state["optimizer"]
+        ours = type(self.optimizer).__name__
+        theirs = state.get("optimizer_name")
+        if theirs is None:  # a checkpoint that does not name it: tell by the hyper-parameters' names
+            keys = [sorted(set(g) - {"params", "initial_lr"}) for g in saved.get("param_groups", [])]
+            if keys != [sorted(set(g) - {"params", "initial_lr"}) for g in self.optimizer.param_groups]:
+                theirs = "another optimizer"
+        if theirs is not None and theirs != ours:
+            raise ResumeError(f"checkpoint {path!r} was trained with {theirs}, not {ours}: its optimizer state "
+                              f"cannot carry over; resume with the same --optimizer, or start a new run in "
+                              "another --checkpoint-dir")
+        built = [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
+        self.optimizer.load_state_dict(saved)
+        for group, hyper in zip(self.optimizer.param_groups, built):
+            group.update(hyper)
+
+    def resume_batch_size(self, state: dict[str, Any]) -> int | None:
+        """Resumed mid-epoch under another batch size: go on from the same sample of the epoch's
+        order (the position ``step * old batch size``); that position, or None."""
+        old, new = state.get("batch_size"), getattr(self.loader, "batch_size", None)
+        if not self.step or not old or not new or old == new:
+            return None
+        position = self.step * int(old)
+        self.step = position // int(new)
+        if position % int(new):
+            self.start_sample = position
+        return position
 
     def checkpoint(self, epoch: int) -> str | None:
         """Save last.ckpt at ``epoch`` (and this run's step in it); its path, or None.
@@ -253,8 +349,10 @@ class _Loop:
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "rng": rng_state(),
             "scaler": self.scaler.state_dict() if self.scaler.enabled else None,
+            "optimizer_name": type(self.optimizer).__name__,
+            "batch_size": getattr(self.loader, "batch_size", None),
             "epoch": epoch, "step": self.step, "global_step": self.global_step,
-            "sums": sums, "history": self.log.records, "best": self.best,
+            "sums": sums, "history": self.log.records, "best": self.best, "first_loss": self.first_loss,
             **(self.loader.state_dict() if hasattr(self.loader, "state_dict") else {}),
         })  # fmt: skip
 
@@ -268,23 +366,32 @@ class _Loop:
     def stop_requested(self) -> bool:
         """Ctrl-C on any rank stops every rank after the same step: ranks that disagreed would
         wait for each other in the next all-reduce."""
-        if self.options.allreduce_sum is None:
-            return self.guard.interrupted
-        return bool(self.options.allreduce_sum(np.array([float(self.guard.interrupted)]))[0] > 0)
+        return self.agree(self.guard.interrupted)[0]
 
-    def log_point(self, epoch: int, bar: Progress) -> None:
-        """Read the steps since the last log point (one host read) into the sums and the bar."""
+    def agree(self, *flags: bool) -> list[bool]:
+        """Each flag, true on any rank (one all-reduce); alone, the flags themselves."""
+        if self.options.allreduce_sum is None:
+            return [bool(f) for f in flags]
+        votes = self.options.allreduce_sum(np.array([float(f) for f in flags], dtype=np.float64))
+        return [bool(v > 0) for v in votes]
+
+    def log_point(self, epoch: int, bar: Progress) -> str | None:
+        """Read the steps since the last log point (one host read) into the sums and the bar.
+        A loss that is not finite or has diverged: the error message (the steps before it counted)."""
         rows = self.steplog.read()  # (k, 1 + counts): each step's loss and counts
         first = self.step - len(rows)  # steps of this epoch before these
         for i, (row, n) in enumerate(zip(rows.tolist(), self.sizes)):
             loss = row[0]
-            if not math.isfinite(loss):
+            if self.first_loss is None and math.isfinite(loss):
+                self.first_loss = loss
+            problem = self.bad_loss(loss)
+            if problem:
                 bad = first + i + 1
                 late = (f" (found at batch {self.step}: the updates of batches {bad}-{self.step} are applied in "
                         "memory; the checkpoints on disk predate them)") if bad < self.step else ""
                 advice = "lower --lr or --clip" if self.options.clip else "lower --lr (or check the data)"
-                raise FloatingPointError(f"the training loss became {loss} at epoch {epoch + 1}, batch {bad}: "
-                                         f"{advice}{late}")
+                self.sizes.clear()
+                return f"the training loss {problem} at epoch {epoch + 1}, batch {bad}: {advice}{late}"
             self.sums["loss"] += loss * n
             for name, value in zip(self.metrics.counts, row[1:]):
                 self.sums[name] += value
@@ -292,10 +399,21 @@ class _Loop:
         if len(rows):
             bar.update(sum(self.sizes), float(rows[:, 0].mean()), steps=len(rows))
         self.sizes.clear()
+        return None
+
+    def bad_loss(self, loss: float) -> str | None:
+        """What is wrong with a step's loss ("became nan", "grew to 1e+19, ..."), or None."""
+        if not math.isfinite(loss):
+            return f"became {loss}"
+        factor, first = self.options.divergence, self.first_loss
+        if factor is not None and first is not None and loss > max(factor * abs(first), DIVERGENCE_FLOOR):
+            return f"grew to {loss:.3g} (over {factor:g} times its first value, {first:.3g}: the run diverged)"
+        return None
 
     def end_epoch(self, epoch: int, record: dict[str, Any]) -> str | None:
-        """Log the epoch's record, start the next epoch's sums, save last.ckpt (and best.ckpt)."""
-        self.log.append(record)
+        """Log the epoch's record, start the next epoch's sums, save last.ckpt (and best.ckpt);
+        the checkpoint is written before the metrics files, which a resume rewrites from it."""
+        self.log.append(record, write=False)
         if self.writer:
             shown = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in record.items())
             print(shown, file=sys.stderr, flush=True)
@@ -308,6 +426,7 @@ class _Loop:
         path = self.checkpoint(epoch + 1)
         if improved and path is not None:
             self.checkpoints.mark_best(path)
+        self.log.write()
         return path
 
 
@@ -315,15 +434,18 @@ class _Loop:
 
 
 class InterruptGuard:
-    """Within the block the first Ctrl-C only sets ``interrupted``; a second one raises at once.
+    """Within the block the first stop request (Ctrl-C, SIGTERM, SIGUSR1: ``STOP_SIGNALS``) only
+    sets ``interrupted``; a second one raises KeyboardInterrupt at once.
 
     Only the main thread can receive signals: elsewhere (e.g. ranks run as threads) this is a
-    no-op and ``request()`` is the way to stop.
+    no-op and ``request()`` is the way to stop. ``announce``: say so on stderr (the loop leaves
+    it on for the writing process only).
     """
 
     def __init__(self) -> None:
         self.interrupted = False
-        self._previous: Any = None
+        self.announce = True
+        self._previous: dict[int, Any] = {}
 
     def request(self) -> None:
         self.interrupted = True
@@ -332,17 +454,40 @@ class InterruptGuard:
         if self.interrupted:
             raise KeyboardInterrupt
         self.interrupted = True
-        print("\ninterrupted: saving a checkpoint after this step (Ctrl-C again to abort)", file=sys.stderr, flush=True)
+        if self.announce:
+            what = "interrupted" if signum == signal.SIGINT else f"stop requested ({signal.Signals(signum).name})"
+            print(f"\n{what}: saving a checkpoint, then stopping (Ctrl-C again to abort)", file=sys.stderr, flush=True)
 
     def __enter__(self) -> InterruptGuard:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handler)
+            self._previous = {sig: signal.signal(sig, self._handler) for sig in STOP_SIGNALS}
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous = {}
+
+
+def _raise_keyboard_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM and SIGUSR1 raise KeyboardInterrupt, as Ctrl-C does: a command
+    stopped before (or after) its training loop ends as if by Ctrl-C (exit status 130), where
+    the default would kill it (SIGTERM) or end it unexplained (SIGUSR1). ``fit``'s guard takes
+    over inside. Only in the main thread; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _raise_keyboard_interrupt) for sig in STOP_SIGNALS if sig != signal.SIGINT}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Progress:

@@ -8,6 +8,7 @@ per-epoch log and its plot.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -152,14 +153,32 @@ class MetricsLog:
         self.path = Path(directory) / f"{name}.jsonl" if directory is not None else None
         self.plot_path = Path(directory) / f"{name}.png" if directory is not None else None
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: dict[str, Any], write: bool = True) -> None:
+        """Add an epoch's record; with ``write``, rewrite the files (else ``write()`` does later)."""
         self.records.append(record)
+        if write:
+            self.write()
+
+    def write(self) -> None:
+        """Rewrite the JSON lines and the plot from the records; a failed write (a full disk) is
+        a CheckpointWriteError naming the file, with no temporary left behind."""
         if not self.enabled:
             return
+        from tinyflow.serialization import CheckpointWriteError
+
         tmp = self.path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in self.records))
-        os.replace(tmp, self.path)
-        plot_metrics(self.records, self.plot_path)
+        target = self.path
+        try:
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in self.records))
+            os.replace(tmp, self.path)
+            target = self.plot_path
+            plot_metrics(self.records, self.plot_path)
+        except OSError as exc:
+            for leftover in (tmp, Path(f"{self.plot_path}.tmp.png")):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+            raise CheckpointWriteError(exc.errno, f"could not write {str(target)!r} ({exc.strerror or exc}); "
+                                       "free some space or pass another --checkpoint-dir") from exc
 
 
 def plot_metrics(records: Sequence[dict[str, Any]], path: str | os.PathLike) -> None:

@@ -6,24 +6,28 @@ Data (``--data``):
   written by `tinyflow data pack`;
 - ``DIR`` of class folders (or one packed folder): split 90 / 10 into train / val from the seed.
 Images are ``--image-size`` square: random-resized crops and flips for training, a resize and a
-centre crop for validation, normalised with the ImageNet mean and std.
+centre crop for validation, normalised with the ImageNet mean and std. A class folder without
+images is a warning (it keeps its class index), or an error with ``--strict``.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 import tinyflow.nn.functional as F
 from tinyflow.data import (
     DataLoader,
+    DataLoaderWorkerError,
     Dataset,
+    EmptyClassWarning,
     EmptyDatasetError,
     ImageFolder,
     PackedDataset,
@@ -38,11 +42,14 @@ from tinyflow.recipes.checkpoint import (
     CheckpointMismatchError,
     load_checkpoint,
     load_model_state,
+    options_of,
+    resume_options,
     resume_path,
 )
 from tinyflow.recipes.loop import FitOptions, FitResult, StepOutput, fit, make_optimizer, out_of_memory_message
 from tinyflow.recipes.metrics import Metrics, topk_counts
 
+R = TypeVar("R")
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 
@@ -98,16 +105,18 @@ class VisionData:
     source: str
 
 
-def _open(path: str) -> Dataset:
-    return PackedDataset(path) if is_packed(path) else ImageFolder(path)
+def _open(path: str, strict: bool = False) -> Dataset:
+    return PackedDataset(path) if is_packed(path) else ImageFolder(path, strict=strict)
 
 
 def build_data(data: str | None, image_size: int, seed: int = 0, crop_scale: float = 0.5,
-               val_fraction: float = 0.1, synthetic_size: int | None = None, augment: str = "auto") -> VisionData:
+               val_fraction: float = 0.1, synthetic_size: int | None = None, augment: str = "auto",
+               strict: bool = False) -> VisionData:  # fmt: skip
     """The datasets for ``--data`` (see the module docstring).
 
     ``augment="auto"`` pads and crops the synthetic and packed data sets (their images already
-    have their final size) and takes random resized crops of anything else.
+    have their final size) and takes random resized crops of anything else. An empty class
+    folder is an EmptyClassWarning, or with ``strict`` an EmptyDatasetError.
     """
     if augment == "auto":
         pre_sized = data is None or is_packed(data) or is_packed(os.path.join(data, "train"))
@@ -124,20 +133,41 @@ def build_data(data: str | None, image_size: int, seed: int = 0, crop_scale: flo
             raise FileNotFoundError(f"--data {data!r} does not exist or is not a directory")
     train_dir, val_dir = os.path.join(data, "train"), os.path.join(data, "val")
     if _is_split_root(data):
-        train = _open(train_dir)
+        train = _open(train_dir, strict)
         classes = list(train.classes)
         if os.path.isdir(val_dir):
-            val = _open(val_dir)
+            val = _open(val_dir, strict)
             if list(val.classes) != classes:
                 raise EmptyDatasetError(f"{val_dir!r} has classes {val.classes[:5]} but {train_dir!r} has "
                                         f"{classes[:5]}: train/ and val/ must have the same class folders")
         else:
             train, val = random_split(train, [1 - val_fraction, val_fraction], seed=seed)
     else:
-        full = _open(data)
+        full = _open(data, strict)
         classes = list(full.classes)
         train, val = random_split(full, [1 - val_fraction, val_fraction], seed=seed)
     return VisionData(_WithTransform(train, train_tf), _WithTransform(val, val_tf) if len(val) else None, classes, source)
+
+
+def warnings_as_lines(load: Callable[[], R], command: str, show: bool = True) -> R:
+    """``load()``, with the EmptyClassWarnings it gives printed as ``tinyflow COMMAND: warning: ...``
+    lines (where ``show``) instead of Python's warning format; other warnings pass through."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", EmptyClassWarning)
+        result = load()
+    for w in caught:
+        if issubclass(w.category, EmptyClassWarning):
+            if show:
+                print(f"tinyflow {command}: warning: {w.message}", file=sys.stderr, flush=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return result
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line: a worker's traceback (DataLoaderWorkerError) is left out."""
+    first, _, rest = str(exc).partition("\n")
+    return f"{first} (rerun with --workers 0 to see the traceback)" if rest.strip() else first
 
 
 def _is_split_root(path: str) -> bool:
@@ -290,11 +320,12 @@ def evaluate(model: Any, loader: Any, prefix: str = "val") -> dict[str, float]:
 
 
 def train_classifier(model: Any, model_name: str, data: VisionData, args: argparse.Namespace, replicas: Any,
-                     progress: bool = True) -> FitResult:  # fmt: skip
+                     progress: bool = True, checkpoints: Checkpointer | None = None) -> FitResult:  # fmt: skip
     """Loaders, optimizer and schedule for a built model and its data, then the training loop.
 
     ``replicas`` (tinyflow.recipes.distributed.Replicas) is this worker's part in a data-parallel
     run: its shard of the data, the DataParallel wrapper, the sums over ranks, rank 0 writing.
+    ``checkpoints``: where they go and which to resume from (default: from ``args``).
     """
     import tinyflow.optim as optim
 
@@ -325,14 +356,18 @@ def train_classifier(model: Any, model_name: str, data: VisionData, args: argpar
     optimizer = make_optimizer(args.optimizer, list(model.parameters()), args.lr, args.momentum, args.weight_decay)
     scheduler = optim.CosineAnnealingLR(optimizer, T_max=max(args.epochs, 1)) if args.schedule == "cosine" else None
     meta = {"model_name": model_name, "model_config": model_config(model), "classes": data.classes,
-            "num_classes": len(data.classes), "image_size": args.image_size, "seed": args.seed}
+            "num_classes": len(data.classes), "image_size": args.image_size, "seed": args.seed,
+            "options": options_of(args)}
     if replicas.parallel:
         meta.update(world_size=replicas.size, allreduce=args.allreduce)
+    if checkpoints is None:
+        checkpoints = Checkpointer(args.checkpoint_dir, resume=resume_path(args), writer=replicas.writer)
+    checkpoints.meta.update(meta)
     try:
         return fit(net, train_loader, classification_step, epochs=args.epochs, optimizer=optimizer,
                    scheduler=scheduler, metrics=CLASSIFICATION,
                    evaluate=(lambda m: evaluation_sums(m, val_loader)) if val_loader is not None else None,
-                   checkpoints=Checkpointer(args.checkpoint_dir, meta, resume=resume_path(args), writer=replicas.writer),
+                   checkpoints=checkpoints,
                    options=FitOptions(amp=args.amp, log_every=args.log_every, progress=progress,
                                       allreduce_sum=replicas.allreduce_sum),
                    hooks=replicas.hooks())
@@ -347,14 +382,23 @@ def run_train(args: argparse.Namespace) -> int:
     from tinyflow.parallel.communicator import CommError
     from tinyflow.parallel.world import world
     from tinyflow.recipes.distributed import Replicas
+    from tinyflow.serialization import CheckpointWriteError
 
     replicas = Replicas(world(), algorithm=args.allreduce, trace=args.trace)
     try:
         known = available_models()
         if args.model not in known:
             raise ValueError(f"unknown model {args.model!r}: choose one of {', '.join(known)}")
-        data = replicas.rank0_first(lambda: build_data(args.data, args.image_size, seed=args.seed,
-                                                       crop_scale=args.crop_scale, augment=args.augment))
+        # The checkpoint directory and the run resumed first: a bad one fails before any data is read.
+        checkpoints = Checkpointer(args.checkpoint_dir, {"model_name": args.model}, resume=resume_path(args),
+                                   writer=replicas.writer)
+        state = checkpoints.resume_state()
+        if state is not None:  # its options where the command line leaves them out
+            checkpoints.changes = resume_options(args, state, checkpoints.resume)
+        data = replicas.rank0_first(lambda: warnings_as_lines(
+            lambda: build_data(args.data, args.image_size, seed=args.seed, crop_scale=args.crop_scale,
+                               augment=args.augment, strict=getattr(args, "strict", False)),
+            "train", show=replicas.writer))
         if replicas.writer:
             workers = (f"; {replicas.size} workers x batch {args.batch_size} = global batch "
                        f"{replicas.size * args.batch_size}; all-reduce {args.allreduce}") if replicas.parallel else ""
@@ -362,7 +406,8 @@ def run_train(args: argparse.Namespace) -> int:
                   f"{len(data.classes)} classes, {args.image_size}x{args.image_size}{workers}", file=sys.stderr, flush=True)
         tinyflow.manual_seed(args.seed)
         model = build_model(args.model, num_classes=len(data.classes))
-        result = train_classifier(model, args.model, data, args, replicas, progress=not args.quiet)
+        result = train_classifier(model, args.model, data, args, replicas, progress=not args.quiet,
+                                  checkpoints=checkpoints)
         replicas.report()
     except MemoryError as exc:
         msg = str(exc) if "batch size" in str(exc) else out_of_memory_message(args.batch_size, f"model {args.model}")
@@ -371,6 +416,9 @@ def run_train(args: argparse.Namespace) -> int:
     except (EmptyDatasetError, InputMismatchError, CheckpointMismatchError, FileNotFoundError, ValueError) as exc:
         print(f"tinyflow train: error: {exc}", file=sys.stderr)
         return 2
+    except (FloatingPointError, CheckpointWriteError, DataLoaderWorkerError) as exc:  # diverged, disk full, worker died
+        print(f"tinyflow train: error: {one_line(exc)}", file=sys.stderr)
+        return 1
     except CommError as exc:
         print(f"tinyflow train: error on rank {replicas.rank}: {exc}", file=sys.stderr, flush=True)
         replicas.abort()
@@ -394,7 +442,7 @@ def run_eval(args: argparse.Namespace) -> int:
         state = load_checkpoint(args.checkpoint, args.model)
         image_size = args.image_size or state.get("image_size") or 64
         classes = state.get("classes")
-        data = build_data(args.data, image_size, seed=state.get("seed", 0))
+        data = warnings_as_lines(lambda: build_data(args.data, image_size, seed=state.get("seed", 0)), "eval")
         if classes is not None and list(data.classes) != list(classes):
             raise CheckpointMismatchError(
                 f"checkpoint {args.checkpoint!r} was trained on classes {list(classes)[:5]}... but {data.source} "
@@ -414,5 +462,8 @@ def run_eval(args: argparse.Namespace) -> int:
     except (EmptyDatasetError, InputMismatchError, CheckpointMismatchError, FileNotFoundError, ValueError) as exc:
         print(f"tinyflow eval: error: {exc}", file=sys.stderr)
         return 2
+    except DataLoaderWorkerError as exc:
+        print(f"tinyflow eval: error: {one_line(exc)}", file=sys.stderr)
+        return 1
     print(json.dumps({"model": args.model, "checkpoint": str(Path(args.checkpoint)), "images": len(dataset), **metrics}))
     return 0
