@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow import amp, ops
+from tinyflow.errors import ShapeError
 from tinyflow.kernels.shapes import IntPair, _pair, conv_output_size, pool_output_shape
 from tinyflow.ops.interpolate import output_size as resampled_size
 from tinyflow.random import Generator, rng
@@ -39,7 +40,7 @@ __all__ = [
 REDUCTIONS = ("mean", "sum", "none")
 
 
-class FunctionalError(ValueError, RuntimeError):
+class FunctionalError(ShapeError):
     """An argument F cannot work with (shapes, sizes, modes). PyTorch raises RuntimeError for
     these, so ``except RuntimeError`` catches it, and ``except ValueError`` too."""
 
