@@ -331,6 +331,18 @@ def test_constructor_dtypes_match_pytorch():
         tf.arange(5, 0)
 
 
+def test_reduction_and_pow_dtypes_match_pytorch():
+    for arr in (np.array([200, 100], np.uint8), np.array([True, True]), np.array([1, 2], np.int32)):
+        assert str(tf.tensor(arr).sum().dtype) == str(torch.tensor(arr).sum().dtype).replace("torch.", "")
+        assert tf.tensor(arr).sum().item() == torch.tensor(arr).sum().item()
+    x = tf.tensor([1, 2, 3])
+    assert x.sum(dtype=tf.float64).dtype == np.float64 and x.mean(dtype=tf.float32).item() == 2.0
+    assert (x ** -1.0).dtype == np.float32
+    for lib in (tf, torch):
+        with pytest.raises(RuntimeError, match="negative integer powers"):
+            lib.tensor([1, 2]) ** -1
+
+
 def test_cat_stack_where_promote():
     i, f = tf.tensor([1, 2]), tf.tensor([0.5, 1.5])
     assert tf.cat([i, f]).dtype == torch.cat([torch.tensor([1, 2]), torch.tensor([0.5, 1.5])]).dtype.__str__().replace(
@@ -478,6 +490,90 @@ def test_backward_twice_and_nonscalar_backward_are_runtime_errors():
         y.backward()
     with pytest.raises(RuntimeError):
         (x * 2).backward()
+
+
+# --------------------------------------------------------------------- a program, imports swapped
+_PROGRAM = '''
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.emb = nn.Embedding(10, 4)
+        self.rnn = nn.LSTM(4, 6)
+        self.fc = nn.Linear(6 + 4 * 4 * 4, 10)
+
+    def forward(self, img, tokens, hidden):
+        identity = self.conv(img)
+        x = self.bn(self.conv(img))
+        x += identity                                 # residual, in place (torchvision)
+        x = F.relu(x)
+        x = F.max_pool2d(x, 2).flatten(1)
+        out, hidden = self.rnn(self.emb(tokens), hidden)
+        h = out[-1]
+        return self.fc(torch.cat([h, x], 1)), hidden
+
+def weights_init(m):
+    classname = m.__class__.__name__
+    if classname.find("Conv") != -1:
+        m.weight.data.normal_(0.0, 0.02)
+    elif classname.find("BatchNorm") != -1:
+        m.weight.data.normal_(1.0, 0.02)
+        m.bias.data.fill_(0)
+
+def run(state):
+    net = Net()
+    net.apply(weights_init)
+    net.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
+    img = torch.tensor(IMG)
+    tokens = torch.tensor(TOK)
+    target = torch.tensor(TGT)
+    hidden = (torch.zeros(1, 2, 6), torch.zeros(1, 2, 6))
+    losses = []
+    for step in range(3):
+        net.zero_grad()
+        hidden = tuple(h.detach() for h in hidden)
+        loss = 0
+        for t in range(2):
+            out, hidden = net(img, tokens, hidden)
+            loss += F.cross_entropy(out, target)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+        for p in net.parameters():
+            p.data.add_(p.grad, alpha=-0.1)
+        losses.append(loss.item())
+    return losses, {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
+'''
+
+
+def _execute(header: str, data: dict) -> dict:
+    env = dict(data)
+    exec(header + _PROGRAM, env)  # the same source text, only the imports differ
+    return env
+
+
+def test_a_program_with_data_idioms_and_inplace_residuals_runs_with_only_the_imports_changed():
+    rng = np.random.default_rng(0)
+    data = {"IMG": rng.standard_normal((2, 1, 8, 8)).astype(np.float32), "TOK": rng.integers(0, 10, (5, 2)),
+            "TGT": rng.integers(0, 10, (2,))}
+    theirs = _execute("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n", data)
+    ours = _execute("import tinyflow as torch\nimport tinyflow.nn as nn\nimport tinyflow.nn.functional as F\n", data)
+    torch.manual_seed(0)
+    state = {k: v.detach().numpy().copy() for k, v in theirs["Net"]().state_dict().items()}
+    want_losses, want_state = theirs["run"](state)
+    got_losses, got_state = ours["run"](state)
+    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-5)
+    for k in want_state:
+        np.testing.assert_allclose(got_state[k], want_state[k], rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_inplace_on_a_saved_output_fails_at_backward_in_both():
+    for lib in (tf, torch):
+        x = lib.ones(3, requires_grad=True)
+        y = (x * 1).relu()  # relu saves its output
+        y += x
+        with pytest.raises(RuntimeError, match="modified by an inplace operation|modified by an in-place operation"):
+            y.sum().backward()
 
 
 # ----------------------------------------------------------------------------- save / load

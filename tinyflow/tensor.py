@@ -818,11 +818,14 @@ class Tensor:
         return _ops().LogSumExp.apply(self, dim, keepdim)
 
     # ---------------------------------------------------------------- reductions
-    def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _ops().Sum.apply(self, dim, keepdim)
+    def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        """Sum over ``dim`` (all dims when None); integer and bool tensors sum to int64, as PyTorch."""
+        x = self if dtype is None else self.to(dtype)
+        return _ops().Sum.apply(x, dim, keepdim)
 
-    def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _ops().Mean.apply(self, dim, keepdim)
+    def mean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        x = self if dtype is None else self.to(dtype)
+        return _ops().Mean.apply(x, dim, keepdim)
 
     def var(self, dim: Any = None, keepdim: bool = False, unbiased: bool = True, correction: int | None = None) -> Tensor:
         corr = correction if correction is not None else (1 if unbiased else 0)

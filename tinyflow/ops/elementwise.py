@@ -113,6 +113,11 @@ class PowScalar(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, p: float) -> Any:
+        if p < 0 and a.dtype.kind in "iub":
+            raise RuntimeError(
+                f"pow: integers to negative integer powers are not allowed (tensor of shape {tuple(a.shape)} "
+                f"and dtype {a.dtype}, exponent {p}); convert first, e.g. x.float() ** {p}"
+            )
         ctx.save_for_backward(a)
         ctx.p = p
         return a**p

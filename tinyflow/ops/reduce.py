@@ -44,6 +44,8 @@ class Sum(Function):
         ctx.shape = a.shape
         ctx.axes = normalize_axis("sum", axis, a.ndim)
         ctx.keepdim = keepdim
+        if a.dtype.kind in "iub":  # PyTorch sums integers and bools in int64 (NumPy: uint8 -> uint64)
+            return a.sum(axis=ctx.axes, keepdims=keepdim, dtype="int64")
         return a.sum(axis=ctx.axes, keepdims=keepdim)
 
     @staticmethod
