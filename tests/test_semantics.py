@@ -181,6 +181,19 @@ def test_inplace_on_a_view_moves_the_base_history():
     close(b.grad, tb.grad)
 
 
+def test_an_element_of_a_vector_is_a_view_as_in_pytorch():
+    def run(lib, a):
+        x = a * 1
+        x[1].mul_(5)  # x[1] is a 0-d view: x changes too
+        x[np.int64(2)].fill_(7.0)
+        (x * x).sum().backward()
+        return x
+
+    a, ta = both([1.0, 2.0, 3.0])
+    close(run(tf, a), run(torch, ta))
+    close(a.grad, ta.grad)
+
+
 def test_setitem_records_autograd_like_pytorch():
     def run(lib, h, idx):
         outs = lib.zeros(4, 3, dtype=h.dtype)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from tinyflow.autograd import Context, Function
 from tinyflow.errors import ShapeError
 
@@ -63,7 +65,10 @@ class Expand(Function):
 def _is_basic(index: Any) -> bool:
     """True when indexing uses only ints, slices, None and Ellipsis (no element repeats)."""
     items = index if isinstance(index, tuple) else (index,)
-    return all(isinstance(i, (int, slice)) or i is None or i is Ellipsis for i in items)
+    return all(
+        (isinstance(i, (int, slice, np.integer)) and not isinstance(i, (bool, np.bool_))) or i is None or i is Ellipsis
+        for i in items
+    )
 
 
 class GetItem(Function):
