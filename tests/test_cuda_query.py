@@ -61,3 +61,9 @@ def test_cuda_amp_turns_itself_off_without_cuda_as_torch_does():
             y = tf.ones(2, 2) @ tf.ones(2, 2)
     assert y.dtype == tf.float32
     assert tf.cuda.amp.GradScaler is GradScaler
+
+
+def test_device_takes_torch_device_forms():
+    assert tf.device(type="cuda", index=1) == tf.device("cuda:1") == tf.device("cuda", 1)
+    assert tf.device(0) == tf.device("cuda:0") and tf.device() == tf.device("cpu")
+    assert tf.device(tf.device("cpu")).type == "cpu"

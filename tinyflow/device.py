@@ -34,7 +34,12 @@ class Device:
 
     __slots__ = ("type", "index")
 
-    def __init__(self, spec: Union[str, Device] = "cpu", index: int | None = None):
+    def __init__(self, spec: Union[str, Device, int, None] = None, index: int | None = None, *,
+                 type: str | None = None):  # noqa: A002  (torch.device(type="cuda", index=0))
+        if spec is None:
+            spec = "cpu" if type is None else type
+        elif isinstance(spec, int) and not isinstance(spec, bool):  # torch.device(1) is cuda:1
+            spec, index = "cuda", spec
         if isinstance(spec, Device):
             self.type, self.index = spec.type, spec.index
             return
