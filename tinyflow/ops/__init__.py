@@ -10,12 +10,16 @@ from tinyflow.ops.copy import *  # noqa: F401,F403
 from tinyflow.ops.distance import *  # noqa: F401,F403
 from tinyflow.ops.elementwise import *  # noqa: F401,F403
 from tinyflow.ops.embedding import *  # noqa: F401,F403
+from tinyflow.ops.indexing import *  # noqa: F401,F403
 from tinyflow.ops.interpolate import *  # noqa: F401,F403
 from tinyflow.ops.linalg import *  # noqa: F401,F403
 from tinyflow.ops.loss import *  # noqa: F401,F403
+from tinyflow.ops.math import *  # noqa: F401,F403
 from tinyflow.ops.norm import *  # noqa: F401,F403
 from tinyflow.ops.pad import *  # noqa: F401,F403
 from tinyflow.ops.pool import *  # noqa: F401,F403
 from tinyflow.ops.reduce import *  # noqa: F401,F403
 from tinyflow.ops.rnn import *  # noqa: F401,F403
+from tinyflow.ops.scan import *  # noqa: F401,F403
 from tinyflow.ops.shape import *  # noqa: F401,F403
+from tinyflow.ops.sort import *  # noqa: F401,F403
