@@ -131,3 +131,28 @@ def test_elman_rnn_and_cell_match_torch(kwargs):
         getattr(cell, name).array[...] = p.detach().numpy()
     np.testing.assert_allclose(cell(tf.tensor(x[0])).numpy(), ref_cell(torch.tensor(x[0])).detach().numpy(), rtol=1e-5)
     assert repr(cell) == repr(ref_cell)
+
+
+def test_more_init_functions_follow_torch():
+    w = tf.empty(4, 6)
+    nn.init.orthogonal_(w, gain=1.5)
+    np.testing.assert_allclose(w.numpy() @ w.numpy().T, 2.25 * np.eye(4), atol=1e-5)
+    tall = tf.empty(6, 2, 2)
+    nn.init.orthogonal_(tall)
+    flat = tall.numpy().reshape(6, 4)
+    np.testing.assert_allclose(flat.T @ flat, np.eye(4), atol=1e-5)
+    for shape, groups in [((4, 4, 3), 1), ((6, 2, 3, 3), 3), ((2, 3, 1, 3, 3), 1)]:
+        ours, theirs = tf.empty(*shape), torch.empty(*shape)
+        nn.init.dirac_(ours, groups)
+        torch.nn.init.dirac_(theirs, groups)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    e = tf.empty(3, 5)
+    nn.init.eye_(e)
+    np.testing.assert_array_equal(e.numpy(), np.eye(3, 5))
+    s = tf.empty(20, 3)
+    nn.init.sparse_(s, 0.25)
+    assert ((s.numpy() == 0).sum(0) >= 5).all()
+    for name in ("conv_transpose2d", "selu", "tanh", "leaky_relu"):
+        assert nn.init.calculate_gain(name) == pytest.approx(torch.nn.init.calculate_gain(name))
+    with pytest.warns(FutureWarning):
+        nn.init.xavier_uniform(tf.empty(2, 2))
