@@ -14,6 +14,8 @@ _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 from tinyflow import autograd  # noqa: E402
 from tinyflow.autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tinyflow.device import Device
+from tinyflow.functions import *  # noqa: F403 (sin, gather, sort, einsum, eye, dtype names, LongTensor, ...)
+from tinyflow.functions import BUILTIN_DTYPE_NAMES as _BUILTIN_DTYPE_NAMES
 from tinyflow.random import Generator, get_rng_state, manual_seed, seed, set_rng_state
 from tinyflow.tensor import (
     Tensor,
@@ -68,77 +70,8 @@ def __getattr__(name: str):  # noqa: ANN202
         return _lazy(name)
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)
+    if name in _BUILTIN_DTYPE_NAMES:  # tinyflow.float / int / bool: not defined here, where they
+        return _BUILTIN_DTYPE_NAMES[name]  # would shadow Python's builtins
     if name == "bfloat16":  # needs ml_dtypes: resolved on first use, not at import
         return _lazy("dtypes").bfloat16()
     raise AttributeError(f"module 'tinyflow' has no attribute {name!r}")
-
-
-def matmul(a: Tensor, b: Tensor) -> Tensor:
-    return a @ b
-
-
-def exp(x: Tensor) -> Tensor:
-    return x.exp()
-
-
-def log(x: Tensor) -> Tensor:
-    return x.log()
-
-
-def sqrt(x: Tensor) -> Tensor:
-    return x.sqrt()
-
-
-def tanh(x: Tensor) -> Tensor:
-    return x.tanh()
-
-
-def sigmoid(x: Tensor) -> Tensor:
-    return x.sigmoid()
-
-
-def relu(x: Tensor) -> Tensor:
-    return x.relu()
-
-
-def abs(x: Tensor) -> Tensor:  # noqa: A001
-    return x.abs()
-
-
-def clip(x: Tensor, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002
-    return x.clip(min, max)
-
-
-clamp = clip
-
-
-def sum(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001, ANN001
-    return x.sum(dim, keepdim)
-
-
-def mean(x: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: ANN001
-    return x.mean(dim, keepdim)
-
-
-def maximum(a: Tensor, b: Tensor) -> Tensor:
-    return a.maximum(b)
-
-
-def minimum(a: Tensor, b: Tensor) -> Tensor:
-    return a.minimum(b)
-
-
-def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
-    return x.argmax(dim, keepdim)
-
-
-def logsumexp(x: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
-    return x.logsumexp(dim, keepdim)
-
-
-def softmax(x: Tensor, dim: int = -1) -> Tensor:
-    return x.softmax(dim)
-
-
-def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
-    return x.log_softmax(dim)

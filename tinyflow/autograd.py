@@ -444,3 +444,26 @@ def _finish_leaf(t: Tensor, g: Any, handed_out: set[int]) -> None:
         t.grad.array += g  # .grad owns its array (see above), so adding in place is safe
     for hook in t._post_accumulate_hooks:
         hook(t)
+
+
+# --------------------------------------------------------------------------------------------
+# Legacy: Variable
+# --------------------------------------------------------------------------------------------
+
+
+def Variable(data: Any, requires_grad: bool = False, volatile: bool = False) -> Tensor:  # noqa: N802 (PyTorch's name)
+    """``torch.autograd.Variable``, kept for old programs: Variables and Tensors are one thing
+    now, so this returns ``data`` as a tensor (a new one sharing its memory when
+    ``requires_grad=True``, as PyTorch). ``volatile`` is ignored (use no_grad)."""
+    from tinyflow.tensor import Tensor, tensor
+
+    if not isinstance(data, Tensor):
+        return tensor(data, requires_grad=requires_grad)
+    if not requires_grad:
+        return data
+    out = data.detach()
+    out.requires_grad = True
+    return out
+
+
+__all__ += ["Variable"]

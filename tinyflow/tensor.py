@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import amp, autograd, promotion
+from tinyflow import amp, autograd, promotion, return_types
 from tinyflow.autograd import _memory_root
 from tinyflow.device import CPU, Device, device_of, move, to_host
 from tinyflow.dtypes import as_dtype, is_dtype_name, is_floating, is_floating_or_complex
 from tinyflow.errors import ShapeError
+from tinyflow.tensor_methods import TensorMethods, accept_axis_alias, add_axis_alias
 
 __all__ = [
     "Tensor",
@@ -81,13 +82,23 @@ def _resolve_dtype(dtype: Any) -> np.dtype | None:
     return None if dtype is None else as_dtype(dtype)
 
 
-class Tensor:
-    """An array plus its autograd history. Create one with ``tinyflow.tensor(...)``."""
+class Tensor(TensorMethods):
+    """An array plus its autograd history. Create one with ``tinyflow.tensor(...)``.
+
+    This class holds the core (storage, autograd, arithmetic, reductions, reshape); the wider
+    PyTorch surface (sin, gather, sort, cumsum, flip, type, new_zeros, ...) comes from
+    ``TensorMethods`` in tinyflow/tensor_methods.py. Methods that take ``dim=`` accept ``axis=``.
+    """
 
     __array_priority__ = 1000  # numpy_array + tensor -> Tensor.__radd__
 
-    def __init__(self, data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False):
-        t = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+    def __init__(self, *args: Any, device: Any = None) -> None:
+        """Legacy constructor, as ``torch.Tensor``: ``Tensor(2, 3)`` is an uninitialised 2x3
+        tensor and ``Tensor(data)`` a copy of data, both in the default float dtype. Prefer
+        ``tinyflow.tensor``, ``zeros`` or ``empty``."""
+        from tinyflow.functions import legacy_tensor
+
+        t = legacy_tensor(_default_dtype, args, device=device)
         self.__dict__.update(t.__dict__)
 
     @classmethod
@@ -714,15 +725,6 @@ class Tensor:
     def __ge__(self, other: Any) -> Tensor:
         return self._compare(other, lambda a, b: a >= b, "ge")
 
-    def __invert__(self) -> Tensor:
-        return Tensor._from_array(~self.array, device=self._device)
-
-    def __and__(self, other: Any) -> Tensor:
-        return self._compare(other, lambda a, b: a & b, "and")
-
-    def __or__(self, other: Any) -> Tensor:
-        return self._compare(other, lambda a, b: a | b, "or")
-
     def eq(self, other: Any) -> Tensor:
         return self == other
 
@@ -752,20 +754,19 @@ class Tensor:
     def mul(self, other: Any) -> Tensor:
         return self * other
 
-    def div(self, other: Any) -> Tensor:
-        return self / other
-
     def pow(self, other: Any) -> Tensor:
         return self**other
 
     def matmul(self, other: Any) -> Tensor:
         return self @ other
 
-    def all(self) -> Tensor:
-        return Tensor._from_array(self.array.all(), device=self._device)
+    def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """True where every entry (over ``dim``, or all of them) is non-zero; a bool tensor."""
+        return _ops().NoGradient.apply(lambda xp, a: xp.all(a, axis=_reduce_axes(dim, a.ndim), keepdims=keepdim), self)
 
-    def any(self) -> Tensor:
-        return Tensor._from_array(self.array.any(), device=self._device)
+    def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        """True where some entry (over ``dim``, or any at all) is non-zero; a bool tensor."""
+        return _ops().NoGradient.apply(lambda xp, a: xp.any(a, axis=_reduce_axes(dim, a.ndim), keepdims=keepdim), self)
 
     def isnan(self) -> Tensor:
         return Tensor._from_array(self._device.xp.isnan(self.array), device=self._device)
@@ -827,23 +828,36 @@ class Tensor:
         x = self if dtype is None else self.to(dtype)
         return _ops().Mean.apply(x, dim, keepdim)
 
-    def var(self, dim: Any = None, keepdim: bool = False, unbiased: bool = True, correction: int | None = None) -> Tensor:
+    def var(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False, *,
+            correction: float | None = None) -> Tensor:
+        """Variance over ``dim`` with ``correction`` (default 1, Bessel's; ``unbiased=False`` is 0).
+        PyTorch's order: the second positional argument is ``unbiased``, ``var(False)`` too."""
+        if isinstance(dim, bool):
+            dim, unbiased = None, dim
         corr = correction if correction is not None else (1 if unbiased else 0)
         return _ops().Var.apply(self, dim, keepdim, corr)
 
-    def std(self, dim: Any = None, keepdim: bool = False, unbiased: bool = True) -> Tensor:
-        return self.var(dim, keepdim, unbiased).sqrt()
+    def std(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False, *,
+            correction: float | None = None) -> Tensor:
+        """Standard deviation: sqrt of var (same arguments)."""
+        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
 
-    def max(self, dim: int | None = None, keepdim: bool = False) -> Any:
-        """Without dim: the maximum. With dim: (values, indices) like PyTorch."""
+    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+        """Without dim: the maximum. With dim: (values, indices), a return_types.max. With a
+        tensor instead of a dim: the elementwise maximum, as PyTorch."""
+        if isinstance(dim, Tensor):
+            return self.maximum(dim)
         if dim is None:
             return _ops().Max.apply(self, None, keepdim)
-        return _ops().MaxDim.apply(self, dim, keepdim, True)
+        return return_types.max(*_ops().MaxDim.apply(self, dim, keepdim, True))
 
-    def min(self, dim: int | None = None, keepdim: bool = False) -> Any:
+    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+        """Like max: the minimum, (values, indices) along dim, or the elementwise minimum."""
+        if isinstance(dim, Tensor):
+            return self.minimum(dim)
         if dim is None:
             return _ops().Min.apply(self, None, keepdim)
-        return _ops().MaxDim.apply(self, dim, keepdim, False)
+        return return_types.min(*_ops().MaxDim.apply(self, dim, keepdim, False))
 
     def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         return _ops().Max.apply(self, dim, keepdim)
@@ -864,7 +878,13 @@ class Tensor:
             return self
         return _ops().Reshape.apply(self, shape)
 
-    view = reshape
+    def view(self, *shape: Any) -> Tensor:
+        """A reshape (``view(2, -1)``), or with a dtype the same bytes read as that dtype
+        (``view(tf.int32)``, no gradient), as PyTorch."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and not isinstance(shape[0], Tensor):
+            dt = as_dtype(shape[0])
+            return _ops().NoGradient.apply(lambda xp, a: a.view(dt), self)
+        return self.reshape(*shape)
 
     def view_as(self, other: Tensor) -> Tensor:
         return self.reshape(other.shape)
@@ -934,9 +954,6 @@ class Tensor:
     # ---------------------------------------------------------------- misc
     def where(self, cond: Any, other: Any) -> Tensor:
         return where(cond, self, other)
-
-    def masked_fill(self, mask: Any, value: float) -> Tensor:
-        return where(mask, _scalar_like(value, self), self)
 
 
 _OPS: Any = None
@@ -1328,8 +1345,11 @@ def _as_operand(x: Any, ref: Tensor | None) -> Tensor:
     return tensor(x)
 
 
-def where(cond: Any, a: Any, b: Any) -> Tensor:
-    """Elementwise ``a if cond else b``; differentiable in a and b."""
+def where(cond: Any, a: Any = None, b: Any = None) -> Any:
+    """Elementwise ``a if cond else b``; differentiable in a and b. ``where(cond)`` alone is
+    ``cond.nonzero(as_tuple=True)``, as PyTorch."""
+    if a is None and b is None:
+        return _as_operand(cond, None).nonzero(as_tuple=True)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = tensor(a, device=cond.device if isinstance(cond, Tensor) else None)
     a, b = promotion.promote(a, b)  # a and b meet in their result dtype, as in PyTorch
@@ -1370,3 +1390,16 @@ def split(t: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Ten
 
 def pad(t: Tensor, pad: Sequence[int], value: float = 0.0) -> Tensor:
     return _ops().Pad.apply(t, tuple(pad), value)
+
+
+def _reduce_axes(dim: Any, ndim: int) -> Any:
+    """A dim argument (None, an int or a sequence) as NumPy's axis, checked against ``ndim``."""
+    from tinyflow.ops.reduce import normalize_axis
+
+    axes = normalize_axis("reduce", dim, ndim)
+    return None if ndim == 0 else axes
+
+
+# PyTorch takes axis= wherever it takes dim= (see tinyflow/tensor_methods.py).
+add_axis_alias(Tensor)
+cat, stack, split = accept_axis_alias(cat), accept_axis_alias(stack), accept_axis_alias(split)

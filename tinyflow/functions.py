@@ -1,0 +1,287 @@
+"""The ``tinyflow.*`` functions that mirror ``torch.*``, the dtype names and the legacy types.
+
+Most are a Tensor method with the tensor first (``tinyflow.sin(x)`` is ``x.sin()``): they are
+listed in ``METHOD_FUNCTIONS`` and made by :func:`_method_function`. The others are defined
+below: creation (eye, from_numpy, *_like), einsum, max/min (which also compare two tensors),
+meshgrid, sampling, the legacy constructors (``tinyflow.FloatTensor(2, 3)``) and
+``inference_mode``. ``import tinyflow as torch`` then finds them under PyTorch's names.
+
+This module defines ``sum``, ``max``, ``all``, ``abs``, ``round``, ... (PyTorch's names): its own
+code reaches Python's builtins of those names as ``builtins.<name>``.
+"""
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tinyflow.autograd import set_grad_enabled
+from tinyflow.device import CPU
+from tinyflow.dtypes import as_dtype
+from tinyflow.tensor import Tensor, _make, empty, float16, float32, float64, int32, int64, randint, tensor
+from tinyflow.tensor_methods import LEGACY_TYPES, accept_axis_alias, takes_dim
+
+# ------------------------------------------------------------------------------ dtype names
+double, half, long = float64, float16, int64
+int8, uint8, int16, short = np.dtype("int8"), np.dtype("uint8"), np.dtype("int16"), np.dtype("int16")
+dtype = np.dtype  # isinstance(x.dtype, tinyflow.dtype)
+finfo, iinfo = np.finfo, np.iinfo
+
+# Names that would shadow Python's builtins inside the package: tinyflow/__init__.py serves
+# tinyflow.float / int / bool from its module __getattr__ instead of defining them.
+BUILTIN_DTYPE_NAMES = {"float": float32, "int": int32, "bool": np.dtype("bool")}
+
+# ------------------------------------------------------------------------------ method functions
+METHOD_FUNCTIONS = [
+    # maths
+    "sin", "cos", "tan", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "asinh",
+    "acosh", "atanh", "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "rsqrt", "log2", "log10",
+    "log1p", "expm1", "exp2", "erf", "erfinv", "reciprocal", "square", "neg", "negative", "logaddexp",
+    "lerp", "copysign", "floor", "ceil", "trunc", "fix", "round", "sign", "frac", "div", "divide",
+    "true_divide", "floor_divide", "fmod", "remainder", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
+    "abs", "clamp", "clip", "clamp_min", "clamp_max", "nan_to_num", "add", "sub", "mul", "matmul", "maximum",
+    "minimum", "softmax", "log_softmax", "diff",
+    # predicates, logical and bitwise
+    "isinf", "isnan", "isfinite", "isposinf", "isneginf", "signbit", "isclose", "allclose", "equal",
+    "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_not", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "eq", "ne", "lt", "le",
+    "gt", "ge",
+    # indexing
+    "gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add", "masked_select",
+    "masked_fill", "nonzero", "argwhere", "take", "take_along_dim",
+    # sorting, scans, reductions
+    "sort", "argsort", "msort", "topk", "kthvalue", "median", "unique", "bincount", "cumsum", "cumprod", "cummax",
+    "cummin", "logcumsumexp", "prod", "sum", "mean", "var", "std", "var_mean", "std_mean", "amax", "amin",
+    "argmax", "argmin", "logsumexp", "all", "any", "count_nonzero", "norm",
+    # shape
+    "flip", "fliplr", "flipud", "roll", "tile", "repeat_interleave", "unflatten", "narrow", "select",
+    "unbind", "movedim", "moveaxis", "swapaxes", "swapdims", "ravel", "tril", "triu", "diag", "diagonal",
+    "trace", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "chunk",
+    "clone", "numel", "is_floating_point", "is_complex",
+    # products
+    "dot", "inner", "outer", "ger", "mm", "bmm", "mv", "addmm", "addcmul", "addcdiv",
+    # sampling
+    "multinomial", "bernoulli",
+]
+
+
+def _method_function(name: str) -> Callable[..., Any]:
+    def function(input: Tensor, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 (PyTorch's name)
+        if not isinstance(input, Tensor):
+            raise TypeError(f"tinyflow.{name}: expected a Tensor as the first argument, got {type(input).__name__}")
+        return getattr(input, name)(*args, **kwargs)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``tinyflow.{name}(input, ...)`` is ``input.{name}(...)``: see ``Tensor.{name}``."
+    return function
+
+
+for _name in METHOD_FUNCTIONS:
+    globals()[_name] = _method_function(_name)
+
+
+def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001, A002
+    """input ** exponent (either may be a number)."""
+    return input**exponent
+
+
+def max(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001, A002
+    """The maximum; along ``dim``: (values, indices); with a tensor second: the elementwise maximum."""
+    return input.max(dim, keepdim)
+
+
+def min(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001, A002
+    return input.min(dim, keepdim)
+
+
+def is_tensor(obj: Any) -> bool:
+    return isinstance(obj, Tensor)
+
+
+class Size(tuple):
+    """``torch.Size``: a tuple of sizes (``x.shape`` and ``x.size()`` are plain tuples, equal to it)."""
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= int(s)
+        return n
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """The (2, n) row and column indices of the lower triangle of a row x col matrix."""
+    rows, cols = np.tril_indices(row, offset, col)
+    return tensor(np.stack([rows, cols]), dtype=dtype or int64, device=device)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """The (2, n) row and column indices of the upper triangle of a row x col matrix."""
+    rows, cols = np.triu_indices(row, offset, col)
+    return tensor(np.stack([rows, cols]), dtype=dtype or int64, device=device)
+
+
+def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    from tinyflow.tensor import cat
+
+    return cat(tensors, dim)
+
+
+concatenate = concat
+
+
+def einsum(equation: str, *operands: Any) -> Tensor:
+    """Sums of products over the subscripts of ``equation`` ('ij,jk->ik', '...ij->...ji', 'ii->i').
+
+    The operands may also come as one list, as ``torch.einsum('ij,jk', [a, b])``."""
+    from tinyflow.ops.linalg import Einsum
+
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return Einsum.apply(equation, *operands)
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """The n x m matrix with ones on the diagonal."""
+    return _make(lambda xp, s, d: xp.eye(n, n if m is None else m, dtype=d), (), dtype, device, requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A CPU tensor that shares ``array``'s memory (an edit of one shows in the other)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
+    if array.dtype.kind not in "fiub":
+        raise TypeError(f"from_numpy: unsupported dtype {array.dtype}; use float, int, uint8 or bool arrays")
+    return Tensor._from_array(array, device=CPU)
+
+
+def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-d tensors ('ij': matrix indexing, 'xy': Cartesian)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    shape = [t.numel() for t in tensors]
+    if indexing == "xy" and len(tensors) >= 2:
+        shape[0], shape[1] = shape[1], shape[0]
+    grids = []
+    for i, t in enumerate(tensors):
+        axis = i
+        if indexing == "xy" and i < 2 and len(tensors) >= 2:
+            axis = 1 - i
+        view = [1] * len(tensors)
+        view[axis] = -1
+        grids.append(t.reshape(*view).expand(*shape))
+    return tuple(grids)
+
+
+def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
+    return tuple(np.broadcast_shapes(*(tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in shapes)))
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    return tuple(t.expand(*shape) for t in tensors)
+
+
+def _like_args(input: Tensor, dtype: Any, device: Any) -> dict[str, Any]:  # noqa: A002
+    return {"dtype": dtype or input.dtype, "device": device or input.device}
+
+
+def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype: Any = None,  # noqa: A002
+                 device: Any = None, generator: Any = None) -> Tensor:
+    """Integers in [low, high) (or [0, low)) in input's shape, dtype and device."""
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(input.shape), generator=generator, **_like_args(input, dtype, device))
+
+
+def normal(mean: Any = 0.0, std: Any = 1.0, size: Sequence[int] | None = None, *, generator: Any = None,
+           dtype: Any = None, device: Any = None) -> Tensor:
+    """Samples of N(mean, std): numbers with ``size``, or tensors of mean and std (broadcast)."""
+    from tinyflow.tensor import randn
+
+    ref = mean if isinstance(mean, Tensor) else std if isinstance(std, Tensor) else None
+    if ref is None:
+        noise = randn(*(size or ()), generator=generator, dtype=dtype, device=device)
+        return noise * std + mean
+    shape = broadcast_shapes(*(t.shape for t in (mean, std) if isinstance(t, Tensor)))
+    noise = randn(*shape, generator=generator, dtype=dtype or ref.dtype, device=device or ref.device)
+    return (noise * std + mean).detach()
+
+
+def bernoulli(input: Tensor, p: Any = None, *, generator: Any = None) -> Tensor:  # noqa: A002
+    return input.bernoulli(p, generator=generator)
+
+
+class inference_mode(set_grad_enabled):  # noqa: N801 (PyTorch's name)
+    """``with tinyflow.inference_mode():`` records no graph, like no_grad."""
+
+    def __init__(self, mode: bool = True) -> None:
+        super().__init__(not mode)
+
+
+# ------------------------------------------------------------------------------ legacy constructors
+
+
+def legacy_tensor(dt: Any, args: tuple, device: Any = None) -> Tensor:
+    """``FloatTensor(2, 3)`` (sizes: an uninitialised tensor), ``FloatTensor([1, 2])`` or
+    ``FloatTensor(array)`` (data, converted), ``FloatTensor()`` (empty), in dtype ``dt``."""
+    dt = as_dtype(dt)
+    if not args:
+        return empty(0, dtype=dt, device=device)
+    if builtins.all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+        return empty(*args, dtype=dt, device=device)
+    if len(args) == 1:
+        data = args[0]
+        if isinstance(data, Tensor):
+            data = data.detach()
+        return tensor(data, dtype=dt, device=device)
+    raise TypeError(f"{dt.name} tensor constructor: expected sizes (ints) or one sequence of data, got {args!r}")
+
+
+class _LegacyTensorType(type):
+    """The metaclass of tinyflow.FloatTensor & co.: calling one builds a Tensor of its dtype and
+    ``isinstance(x, tinyflow.FloatTensor)`` asks for that dtype."""
+
+    legacy_dtype: np.dtype
+
+    def __call__(cls, *args: Any, device: Any = None) -> Tensor:  # type: ignore[override]
+        return legacy_tensor(cls.legacy_dtype, args, device=device)
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, Tensor) and obj.dtype == cls.legacy_dtype
+
+    def __repr__(cls) -> str:
+        return f"<class 'tinyflow.{cls.__name__}'>"
+
+
+def _legacy_type(name: str) -> type:
+    cls = _LegacyTensorType(name, (), {"__doc__": f"Legacy constructor: a {LEGACY_TYPES[name]} Tensor."})
+    cls.legacy_dtype = as_dtype(LEGACY_TYPES[name])
+    return cls
+
+
+FloatTensor = _legacy_type("FloatTensor")
+DoubleTensor = _legacy_type("DoubleTensor")
+HalfTensor = _legacy_type("HalfTensor")
+LongTensor = _legacy_type("LongTensor")
+IntTensor = _legacy_type("IntTensor")
+ShortTensor = _legacy_type("ShortTensor")
+CharTensor = _legacy_type("CharTensor")
+ByteTensor = _legacy_type("ByteTensor")
+BoolTensor = _legacy_type("BoolTensor")
+
+# Functions that take dim= also take axis= (see tinyflow/tensor_methods.py).
+for _name, _fn in list(globals().items()):
+    if callable(_fn) and not isinstance(_fn, type) and getattr(_fn, "__module__", None) == __name__ and takes_dim(_fn):
+        globals()[_name] = accept_axis_alias(_fn)
+
+__all__ = [
+    *METHOD_FUNCTIONS, "pow", "max", "min", "is_tensor", "Size", "tril_indices", "triu_indices", "concat", "concatenate", "einsum", "eye", "from_numpy",
+    "meshgrid", "broadcast_shapes", "broadcast_tensors", "randint_like", "normal", "bernoulli",
+    "inference_mode", "double", "half", "long", "int8", "uint8", "int16", "short", "dtype", "finfo", "iinfo",
+    "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
+    "ByteTensor", "BoolTensor",
+]
