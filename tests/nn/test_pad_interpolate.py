@@ -42,15 +42,14 @@ def pad_case(draw):
     pad = []
     for d in range(dims):
         n = shape[-1 - d]
+        # negative widths crop (every mode), but never below one entry; the rest pads what is left
+        lo = draw(st.integers(-(n - 1), 3))
+        hi = draw(st.integers(-(n - 1 - max(-lo, 0)), 3))
+        left = n + min(lo, 0) + min(hi, 0)
         if mode == "reflect":
-            lo, hi = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
+            lo, hi = min(lo, left - 1), min(hi, left - 1)
         elif mode == "circular":
-            lo, hi = draw(st.integers(0, n)), draw(st.integers(0, n))
-        elif mode == "replicate":
-            lo, hi = draw(st.integers(0, 3)), draw(st.integers(0, 3))
-        else:  # negative widths crop, but never below an empty dim
-            lo = draw(st.integers(-(n - 1), 3))
-            hi = draw(st.integers(-(n - 1 - max(-lo, 0)), 3))
+            lo, hi = min(lo, left), min(hi, left)
         pad += [lo, hi]
     return mode, shape, tuple(pad), draw(st.integers(0, 2**31 - 1))
 
@@ -84,6 +83,8 @@ def test_pad_errors_follow_torch():
         F.pad(x, (-2, -2))
     with pytest.raises(NotImplementedError):
         F.pad(x, (1, 1), mode="symmetric")
+    with pytest.raises(RuntimeError, match="smaller than the input size 2"):
+        F.pad(x, (-1, 2), mode="reflect")  # the crop comes first
     assert F.pad(tf.tensor([1, 2, 3]), (1, 1), value=7).tolist() == [7, 1, 2, 3, 7]
 
 
