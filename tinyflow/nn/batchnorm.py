@@ -69,8 +69,8 @@ class _BatchNorm(_NormBase):
     def forward(self, x: Tensor) -> Tensor:
         name = type(self).__name__
         if x.ndim not in self._ndims:
-            raise ValueError(f"{name}: expected {' or '.join(f'{n}D' for n in self._ndims)} input {self._layout}, "
-                             f"got {x.ndim}D input of shape {tuple(x.shape)}")
+            raise ValueError(f"{name}: expected {' or '.join(f'{n}-D' for n in self._ndims)} input {self._layout}, "
+                             f"got {x.ndim}-D input of shape {tuple(x.shape)}")
         if x.shape[1] != self.num_features:
             raise ValueError(f"{name}: input {tuple(x.shape)} has {x.shape[1]} channels but the "
                              f"layer was built for num_features={self.num_features}")

@@ -96,7 +96,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPai
     o, cg, kh, kw = weight.shape
     if isinstance(padding, str):
         if padding not in ("valid", "same"):
-            raise ValueError(f"conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+            raise FunctionalError(f"conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
         if padding == "valid":
             padding = (0, 0)
         else:
@@ -142,7 +142,7 @@ def _single(v: Any, name: str, op: str) -> int:
         (a,) = v
         return int(a)
     except (TypeError, ValueError):
-        raise ValueError(f"{op}: {name} must be an int or a 1-tuple of ints, got {v!r}") from None
+        raise FunctionalError(f"{op}: {name} must be an int or a 1-tuple of ints, got {v!r}") from None
 
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,  # noqa: A002
@@ -285,7 +285,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
     if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        raise FunctionalError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return ops.GELUFunction.apply(input, approximate)
 
 
@@ -337,7 +337,7 @@ def softsign(input: Tensor) -> Tensor:  # noqa: A002
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
     if min_val > max_val:
-        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+        raise FunctionalError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
     return ops.HardtanhFunction.apply(input, float(min_val), float(max_val))
 
 
@@ -362,7 +362,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:  # noqa: A002
     n = weight.numel()
     channels = input.shape[1] if input.ndim >= 2 else 1
     if n != 1 and n != channels:
-        raise ValueError(f"prelu: weight has {n} elements but input {tuple(input.shape)} has {channels} "
+        raise FunctionalError(f"prelu: weight has {n} elements but input {tuple(input.shape)} has {channels} "
                          "channels (dim 1); use 1 or num_channels parameters")
     return ops.PReLUFunction.apply(input, weight)
 
@@ -387,7 +387,7 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
     if lambd < 0:
-        raise ValueError(f"softshrink: lambda must be >= 0, got {lambd}")
+        raise FunctionalError(f"softshrink: lambda must be >= 0, got {lambd}")
     return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
 
 
@@ -398,7 +398,7 @@ def tanhshrink(input: Tensor) -> Tensor:  # noqa: A002
 def glu(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
     """a * sigmoid(b) for the two halves a, b of ``input`` along ``dim``."""
     if input.ndim == 0 or input.shape[dim] % 2:
-        raise ValueError(f"glu: halving dimension {dim} of input {tuple(input.shape)} needs an even size")
+        raise FunctionalError(f"glu: halving dimension {dim} of input {tuple(input.shape)} needs an even size")
     a, b = input.chunk(2, dim)
     return a * b.sigmoid()
 
@@ -443,7 +443,7 @@ def _as_constant(value: Any, like: Tensor) -> Tensor:
 # --------------------------------------------------------------------------------------- dropout
 def _check_p(op: str, p: float) -> None:
     if not 0 <= p <= 1:
-        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+        raise FunctionalError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,
@@ -518,7 +518,7 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
 # --------------------------------------------------------------------------------------- pooling
 def _check_input(op: str, x: Tensor) -> None:
     if x.ndim not in (3, 4):
-        raise ValueError(f"{op}: input must be (N, C, H, W) or (C, H, W), got shape {tuple(x.shape)}")
+        raise FunctionalError(f"{op}: input must be (N, C, H, W) or (C, H, W), got shape {tuple(x.shape)}")
 
 
 def _batched(x: Tensor) -> tuple[Tensor, bool]:
@@ -531,13 +531,13 @@ def _pool_geometry(op: str, x: Tensor, kernel_size, stride, padding, dilation, c
     s = k if stride is None or stride == () else _pair(stride, "stride", op)
     p, d = _pair(padding, "padding", op), _pair(dilation, "dilation", op)
     if min(k) < 1 or min(s) < 1 or min(d) < 1 or min(p) < 0:
-        raise ValueError(f"{op}: need kernel_size, stride, dilation >= 1 and padding >= 0; got "
+        raise FunctionalError(f"{op}: need kernel_size, stride, dilation >= 1 and padding >= 0; got "
                          f"kernel_size={k}, stride={s}, padding={p}, dilation={d}")
     if p[0] > k[0] // 2 or p[1] > k[1] // 2:
-        raise ValueError(f"{op}: padding {p} must be at most half of kernel_size {k} (as in PyTorch)")
+        raise FunctionalError(f"{op}: padding {p} must be at most half of kernel_size {k} (as in PyTorch)")
     oh, ow = pool_output_shape(x.shape[-2], x.shape[-1], k, s, p, d, ceil_mode)
     if oh < 1 or ow < 1:
-        raise ValueError(f"{op}: input {tuple(x.shape)} is too small for kernel_size {k} with "
+        raise FunctionalError(f"{op}: input {tuple(x.shape)} is too small for kernel_size {k} with "
                          f"padding {p} and dilation {d} (output would be {oh}x{ow})")
     return k, s, p, d
 
@@ -755,12 +755,12 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
     if needs is not None and needs != dims:
         raise NotImplementedError(f"{op}: got {input.ndim}D input, but {mode} mode needs {needs + 2}D input")
     if align_corners is not None and kind not in ("linear", "cubic"):
-        raise ValueError(f"{op}: align_corners option can only be set with the interpolating modes: "
+        raise FunctionalError(f"{op}: align_corners option can only be set with the interpolating modes: "
                          "linear | bilinear | bicubic | trilinear")
     if antialias:
         raise NotImplementedError(f"{op}: antialias=True is not supported")
     if size is not None and scale_factor is not None:
-        raise ValueError(f"{op}: only one of size or scale_factor should be defined")
+        raise FunctionalError(f"{op}: only one of size or scale_factor should be defined")
     in_sizes = list(input.shape[2:])
     if size is not None:
         out_sizes = [int(v) for v in _spatial(op, size, dims, "size", input)]
@@ -770,7 +770,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
         out_sizes = [resampled_size(n, f) for n, f in zip(in_sizes, factors)]
         scales = [None] * dims if recompute_scale_factor else factors
     else:
-        raise ValueError(f"{op}: either size or scale_factor should be defined")
+        raise FunctionalError(f"{op}: either size or scale_factor should be defined")
     if min(out_sizes + in_sizes) < 1:
         raise FunctionalError(f"{op}: input and output sizes should be greater than 0, but got input "
                               f"{in_sizes} and output {out_sizes}")
@@ -832,10 +832,10 @@ def local_response_norm(x: Tensor, size: int, alpha: float = 1e-4, beta: float =
                         k: float = 1.0) -> Tensor:
     """Normalise each activation by the energy of its ``size`` neighbouring channels (N, C, *)."""
     if x.ndim < 3:
-        raise ValueError(f"local_response_norm: input must be at least 3-D (N, C, *), got shape "
+        raise FunctionalError(f"local_response_norm: input must be at least 3-D (N, C, *), got shape "
                          f"{tuple(x.shape)}")
     if not isinstance(size, int) or size < 1:
-        raise ValueError(f"local_response_norm: size must be a positive int, got {size!r}")
+        raise FunctionalError(f"local_response_norm: size must be a positive int, got {size!r}")
     (x,) = amp.float32_inputs(x)
     return ops.LocalResponseNormFunction.apply(x, size, float(alpha), float(beta), float(k))
 
@@ -845,17 +845,17 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Batch normalisation over the channel axis of (N, C, *), as ``torch.nn.functional.batch_norm``."""
     if x.ndim < 2:
-        raise ValueError(f"batch_norm: input must be (N, C, *), got shape {tuple(x.shape)}")
+        raise FunctionalError(f"batch_norm: input must be (N, C, *), got shape {tuple(x.shape)}")
     c = x.shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
         if t is not None and tuple(t.shape) != (c,):
-            raise ValueError(f"batch_norm: {name} has shape {tuple(t.shape)} but input "
+            raise FunctionalError(f"batch_norm: {name} has shape {tuple(t.shape)} but input "
                              f"{tuple(x.shape)} has {c} channels")
     if not training and (running_mean is None or running_var is None):
-        raise ValueError("batch_norm: evaluation mode needs running_mean and running_var")
+        raise FunctionalError("batch_norm: evaluation mode needs running_mean and running_var")
     if training and x.numel() // max(c, 1) <= 1:
-        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got "
+        raise FunctionalError(f"batch_norm: expected more than 1 value per channel when training, got "
                          f"input shape {tuple(x.shape)}")
     x, weight, bias = amp.float32_inputs(x, weight, bias)
     return ops.BatchNorm.apply(x, running_mean, running_var, weight, bias, bool(training),
@@ -1019,7 +1019,7 @@ def _reduction(op: str, size_average: bool | None, reduce: bool | None, reductio
         reduce = True if reduce is None else reduce
         reduction = "none" if not reduce else "mean" if size_average else "sum"
     if reduction not in REDUCTIONS:
-        raise ValueError(f"{op}: {reduction} is not a valid value for reduction; use one of {REDUCTIONS}")
+        raise FunctionalError(f"{op}: {reduction} is not a valid value for reduction; use one of {REDUCTIONS}")
     return reduction
 
 
@@ -1049,7 +1049,7 @@ def cross_entropy(logits: Tensor, target: Any, weight: Tensor | None = None, siz
     reduction = _reduction("cross_entropy", size_average, reduce, reduction)
     logits, target = amp.float32_inputs(logits, target)
     if not 0 <= label_smoothing <= 1:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+        raise FunctionalError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     w = weight.array if isinstance(weight, Tensor) else weight
     if isinstance(target, Tensor) and target.is_floating_point():
         return _soft_cross_entropy(logits, target, weight, reduction, label_smoothing)
@@ -1166,7 +1166,7 @@ def binary_cross_entropy(input: Tensor, target: Any, weight: Tensor | None = Non
     reduction = _reduction(op, size_average, reduce, reduction)
     target = _as_target(target, input)
     if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"{op}: using a target size ({tuple(target.shape)}) that is different to the input size "
+        raise FunctionalError(f"{op}: using a target size ({tuple(target.shape)}) that is different to the input size "
                          f"({tuple(input.shape)}) is deprecated. Please ensure they have the same size.")
     p, t = amp.float32_inputs(input, target)
     return ops.BinaryCrossEntropyFunction.apply(p, t, _weight_array(op, weight, p), reduction)
@@ -1181,7 +1181,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Any, weight: Tensor 
     reduction = _reduction(op, size_average, reduce, reduction)
     target = _as_target(target, input)
     if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"{op}: target size ({tuple(target.shape)}) must be the same as input size "
+        raise FunctionalError(f"{op}: target size ({tuple(target.shape)}) must be the same as input size "
                          f"({tuple(input.shape)})")
     x, t = amp.float32_inputs(input, target)
     return ops.BinaryCrossEntropyWithLogitsFunction.apply(
@@ -1305,7 +1305,7 @@ def multi_margin_loss(input: Tensor, target: Any, p: int = 1, margin: float = 1.
     """Multi-class hinge loss: sum over i != y of max(0, margin - x[y] + x[i])**p / C (times weight[y])."""
     reduction = _reduction("multi_margin_loss", size_average, reduce, reduction)
     if p not in (1, 2):
-        raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 supported, got {p}")
+        raise FunctionalError(f"multi_margin_loss: only p == 1 and p == 2 supported, got {p}")
     x = input if input.ndim == 2 else input.reshape(1, -1)
     y = np.asarray(_target(target, input)).reshape(-1)
     c = x.shape[1]
