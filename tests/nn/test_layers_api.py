@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
     ("sparse", "Embedding"), ("normalization", "LayerNorm"), ("padding", "ReflectionPad2d"),
     ("upsampling", "Upsample"), ("flatten", "Flatten"), ("instancenorm", "InstanceNorm2d"),
     ("pixelshuffle", "PixelShuffle"), ("fold", "Unfold"), ("distance", "CosineSimilarity"),
+    ("transformer", "TransformerEncoderLayer"), ("activation", "MultiheadAttention"),
 ])
 def test_torch_nn_modules_paths_give_the_nn_classes(path, name):
     assert getattr(importlib.import_module(f"tinyflow.nn.modules.{path}"), name) is getattr(nn, name)
@@ -29,7 +30,7 @@ def test_torch_nn_modules_paths_give_the_nn_classes(path, name):
 
 # what tinyflow leaves out: 3-d convolutions and pools, lazy and quantization-era layers, attention
 ABSENT = {
-    "activation.MultiheadAttention", "loss.LinearCrossEntropyLoss", "loss.TripletMarginWithDistanceLoss",
+    "loss.LinearCrossEntropyLoss", "loss.TripletMarginWithDistanceLoss",
     "loss.CTCLoss", "pooling.MaxPool3d", "pooling.MaxUnpool3d", "pooling.AvgPool3d", "pooling.FractionalMaxPool2d",
     "pooling.FractionalMaxPool3d", "pooling.LPPool1d", "pooling.LPPool2d", "pooling.LPPool3d",
     "pooling.AdaptiveMaxPool3d", "pooling.AdaptiveAvgPool3d", "conv.Conv3d", "conv.ConvTranspose3d",
@@ -42,7 +43,7 @@ def test_every_torch_nn_module_of_these_files_exists_in_tinyflow():
     missing = set()
     for path in ("activation", "loss", "padding", "pooling", "conv", "normalization", "batchnorm", "dropout",
                  "upsampling", "pixelshuffle", "fold", "distance", "flatten", "instancenorm", "linear", "container",
-                 "sparse", "rnn"):
+                 "sparse", "rnn", "transformer"):
         theirs = importlib.import_module(f"torch.nn.modules.{path}").__all__
         ours = importlib.import_module(f"tinyflow.nn.modules.{path}")
         missing |= {f"{path}.{n}" for n in theirs if not hasattr(ours, n) and "Lazy" not in n}

@@ -16,6 +16,7 @@ from tinyflow.nn.activation import (  # noqa: F401
     LogSigmoid,
     LogSoftmax,
     Mish,
+    MultiheadAttention,
     PReLU,
     ReLU,
     ReLU6,
@@ -98,4 +99,11 @@ from tinyflow.nn.pooling import (  # noqa: F401
 )
 from tinyflow.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
 from tinyflow.nn.sparse import Embedding  # noqa: F401
+from tinyflow.nn.transformer import (  # noqa: F401
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from tinyflow.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401

@@ -8,14 +8,17 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.nn import functional as F
+from tinyflow.nn import init
+from tinyflow.nn.linear import Linear
 from tinyflow.nn.module import Module
 from tinyflow.nn.parameter import Parameter
-from tinyflow.tensor import Tensor, full
+from tinyflow.tensor import Tensor, empty, full
 
 __all__ = [
     "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Softmin", "ELU", "SELU", "CELU",
     "SiLU", "Mish", "Softplus", "Softsign", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "LogSigmoid",
     "PReLU", "RReLU", "Threshold", "Hardshrink", "Softshrink", "Tanhshrink", "GLU", "Softmax2d",
+    "MultiheadAttention",
 ]
 
 
@@ -208,8 +211,6 @@ class PReLU(Module):
         self.weight = Parameter(full((num_parameters,), float(init), dtype=dtype, device=device))
 
     def reset_parameters(self) -> None:
-        from tinyflow.nn import init
-
         init.constant_(self.weight, self.init)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
@@ -260,3 +261,83 @@ class Softmax2d(Module):
         if input.ndim not in (3, 4):
             raise ValueError(f"Softmax2d: expected 3-D or 4-D input, got shape {tuple(input.shape)}")
         return F.softmax(input, -3)
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """MultiheadAttention's output projection (PyTorch's class name; a Linear)."""
+
+
+class MultiheadAttention(Module):
+    """Multi-head attention with PyTorch's parameters (``in_proj_weight`` (3E, E) and
+    ``in_proj_bias``, or ``q/k/v_proj_weight`` when kdim/vdim differ; ``out_proj``), init
+    (xavier-uniform in-projection, zero biases) and call:
+    ``out, weights = mha(query, key, value, key_padding_mask, need_weights, attn_mask)``,
+    (L, N, E) inputs, or (N, L, E) with ``batch_first``."""
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
+                 vdim: int | None = None, batch_first: bool = False, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) and num_heads ({num_heads}) must be > 0")
+        if embed_dim % num_heads:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.head_dim = embed_dim // num_heads
+        kw = dict(device=device, dtype=dtype)
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, **kw))
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.q_proj_weight = Parameter(empty(embed_dim, embed_dim, **kw))
+            self.k_proj_weight = Parameter(empty(embed_dim, self.kdim, **kw))
+            self.v_proj_weight = Parameter(empty(embed_dim, self.vdim, **kw))
+            self.register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(empty(3 * embed_dim, **kw))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **kw)
+        if add_bias_kv:
+            self.bias_k = Parameter(empty(1, 1, embed_dim, **kw))
+            self.bias_v = Parameter(empty(1, 1, embed_dim, **kw))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+        if self.bias_v is not None:
+            init.xavier_normal_(self.bias_v)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Any = None,
+                need_weights: bool = True, attn_mask: Any = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+        batched = query.ndim == 3
+        if self.batch_first and batched:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        out, weights = F.multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+            self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
+            training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
+            attn_mask=attn_mask, use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights, is_causal=is_causal)
+        if self.batch_first and batched:
+            out = out.transpose(0, 1)
+        return out, weights

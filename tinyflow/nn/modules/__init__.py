@@ -21,6 +21,7 @@ from tinyflow.nn.modules import (  # noqa: F401
     pooling,
     rnn,
     sparse,
+    transformer,
     upsampling,
 )
 from tinyflow.nn.modules.activation import *  # noqa: F401,F403
@@ -41,4 +42,5 @@ from tinyflow.nn.modules.pixelshuffle import *  # noqa: F401,F403
 from tinyflow.nn.modules.pooling import *  # noqa: F401,F403
 from tinyflow.nn.modules.rnn import *  # noqa: F401,F403
 from tinyflow.nn.modules.sparse import *  # noqa: F401,F403
+from tinyflow.nn.modules.transformer import *  # noqa: F401,F403
 from tinyflow.nn.modules.upsampling import *  # noqa: F401,F403
