@@ -277,6 +277,8 @@ def test_promote_types_matches_pytorch():
         for b in DTYPES:
             expected = str(torch.promote_types(getattr(torch, a), getattr(torch, b))).replace("torch.", "")
             assert str(promote_types(a, b)) == expected, (a, b)
+            assert tf.can_cast(a, b) == torch.can_cast(getattr(torch, a), getattr(torch, b)), (a, b)
+    assert tf.result_type(tf.tensor([1, 2]), 2.5) == tf.promote_types("int64", "float32") == tf.float32
 
 
 @given(dtypes=st.lists(st.sampled_from(["bool", "uint8", "int32", "int64", "float16", "float32", "float64"]),

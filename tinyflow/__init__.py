@@ -16,6 +16,7 @@ from tinyflow.autograd import detect_anomaly, enable_grad, is_grad_enabled, no_g
 from tinyflow.device import Device
 from tinyflow.functions import *  # noqa: F403 (sin, gather, sort, einsum, eye, dtype names, LongTensor, ...)
 from tinyflow.functions import BUILTIN_DTYPE_NAMES as _BUILTIN_DTYPE_NAMES
+from tinyflow.promotion import can_cast, promote_types, result_type  # PyTorch's type promotion
 from tinyflow.random import Generator, get_rng_state, manual_seed, seed, set_rng_state
 from tinyflow.tensor import (
     Tensor,
