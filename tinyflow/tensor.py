@@ -1061,7 +1061,7 @@ def _check_can_cast(op: str, result: np.dtype, dtype: np.dtype) -> None:
     if not promotion.can_cast(result, dtype):
         raise RuntimeError(
             f"{op}: result type {result} can't be cast to the desired output type {dtype}; "
-            f"use an out-of-place op (x = x {op.rstrip('_')} y) or convert x first (x = x.float())"
+            f"use the out-of-place x = x.{op.rstrip('_')}(...) or convert x first (x = x.float())"
         )
 
 
