@@ -157,3 +157,40 @@ def test_more_init_functions_follow_torch():
         assert nn.init.calculate_gain(name) == pytest.approx(torch.nn.init.calculate_gain(name))
     with pytest.warns(FutureWarning):
         nn.init.xavier_uniform(tf.empty(2, 2))
+
+
+def test_module_api_follows_torch():
+    net = nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3))
+    ref = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3))
+    assert net.get_parameter("0.weight") is net[0].weight and net.get_buffer("1.running_mean") is net[1].running_mean
+    assert list(net.state_dict(keep_vars=True).values())[0] is net[0].weight
+    assert list(net.state_dict(prefix="m.")) == list(ref.state_dict(prefix="m."))
+    shared = nn.Linear(2, 2)
+    tied = nn.Sequential(shared, shared)
+    assert len(list(tied.named_parameters())) == 2 and len(list(tied.named_parameters(remove_duplicate=False))) == 4
+    assert len(list(tied.named_modules())) == 2 and len(list(tied.named_modules(remove_duplicate=False))) == 3
+    with pytest.raises(RuntimeError, match="Missing keys"):
+        net.load_state_dict({})
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        net.load_state_dict({**net.state_dict(), "0.bias": np.zeros(4)})
+    fresh = {k: np.full(v.shape, 0.5, np.float32) for k, v in net.state_dict().items() if v.dtype == tf.float32}
+    result = net.load_state_dict(fresh, strict=False, assign=True)
+    assert result.missing_keys == ["1.num_batches_tracked"] and float(net[0].bias[0]) == 0.5
+    assert net.type(tf.float64)[0].weight.dtype == tf.float64 and net.share_memory() is net
+
+
+def test_hooks_return_removable_handles_and_take_kwargs():
+    lin = nn.Linear(2, 2)
+    seen = []
+    handle = lin.register_forward_hook(lambda m, args, kwargs, out: seen.append(sorted(kwargs)), with_kwargs=True)
+    pre = lin.register_forward_pre_hook(lambda m, args: (args[0] * 0,))
+    first = lin.register_forward_pre_hook(lambda m, args: seen.append("first"), prepend=True)
+    out = lin(tf.ones(1, 2))
+    np.testing.assert_allclose(out.numpy(), lin.bias.numpy()[None])  # the pre-hook zeroed the input
+    assert seen == ["first", []]
+    handle.remove()
+    pre()  # tinyflow's older form: calling the handle removes it
+    with first:
+        pass
+    lin(tf.ones(1, 2))
+    assert seen == ["first", []]

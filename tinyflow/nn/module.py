@@ -18,7 +18,39 @@ from tinyflow.dtypes import is_floating
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, _resolve_dtype
 
-__all__ = ["Module"]
+__all__ = ["Module", "RemovableHandle", "StateDictError"]
+
+
+class StateDictError(KeyError, RuntimeError):
+    """Missing or unexpected keys in ``load_state_dict``: a RuntimeError in PyTorch, a KeyError
+    in tinyflow before; both ``except`` clauses catch it."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class RemovableHandle:
+    """What the ``register_*_hook`` methods return, as in PyTorch: ``handle.remove()`` removes the
+    hook (so does calling it, ``handle()``, tinyflow's older form); also a context manager."""
+
+    _next_id = 0
+
+    def __init__(self, *stores: dict) -> None:
+        self._stores = stores
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+
+    def remove(self) -> None:
+        for store in self._stores:
+            store.pop(self.id, None)
+
+    __call__ = remove
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
 
 
 class _IncompatibleKeys(tuple):
@@ -45,6 +77,7 @@ class Module:
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_hooks_with_kwargs", {})  # handle id -> True for hook(..., kwargs) forms
         object.__setattr__(self, "training", True)
 
     # ------------------------------------------------------------------ registration
@@ -111,6 +144,22 @@ class Module:
 
     register_module = add_module
 
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at the dotted path ``target`` (``"features.0.weight"``)."""
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._parameters or mod._parameters[name] is None:
+            raise AttributeError(f"{type(mod).__name__} has no parameter {name!r} (looking up {target!r})")
+        return mod._parameters[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at the dotted path ``target`` (``"bn1.running_mean"``)."""
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers or mod._buffers[name] is None:
+            raise AttributeError(f"{type(mod).__name__} has no buffer {name!r} (looking up {target!r})")
+        return mod._buffers[name]
+
     def get_submodule(self, target: str) -> Module:
         mod: Module = self
         for part in target.split(".") if target else []:
@@ -120,15 +169,19 @@ class Module:
         return mod
 
     # ------------------------------------------------------------------ traversal
-    def named_modules(self, prefix: str = "", memo: set | None = None) -> Iterator[tuple[str, Module]]:
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+        """(dotted name, module) for this module and every descendant, each once unless
+        ``remove_duplicate=False`` (PyTorch's argument order)."""
         memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        memo.add(id(self))
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
-                yield from m.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
 
     def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
@@ -143,49 +196,59 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def _named(self, store: str, prefix: str, recurse: bool) -> Iterator[tuple[str, Any]]:
+    def _named(self, store: str, prefix: str, recurse: bool, remove_duplicate: bool = True) -> Iterator[tuple[str, Any]]:
         seen: set[int] = set()
-        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for mod_prefix, mod in mods:
             for name, value in getattr(mod, store).items():
-                if value is None or id(value) in seen:
+                if value is None or (remove_duplicate and id(value) in seen):
                     continue
                 seen.add(id(value))
                 yield (f"{mod_prefix}.{name}" if mod_prefix else name), value
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
-        return self._named("_parameters", prefix, recurse)
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        return self._named("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
-        return self._named("_buffers", prefix, recurse)
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        return self._named("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
     # ------------------------------------------------------------------ state
-    def state_dict(self, prefix: str = "") -> OrderedDict[str, Tensor]:
-        """Name -> tensor for every parameter and persistent buffer, named as PyTorch does."""
-        out: OrderedDict[str, Tensor] = OrderedDict()
-        for mod_prefix, mod in self.named_modules(prefix.rstrip(".")):
+    def state_dict(self, *args: Any, destination: dict | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> OrderedDict[str, Tensor]:
+        """Name -> tensor for every parameter and persistent buffer, named as PyTorch does
+        (detached, or the Parameters themselves with ``keep_vars``); into ``destination`` if given."""
+        if args:  # PyTorch's deprecated positional form state_dict(destination, prefix, keep_vars)
+            destination = args[0]
+            prefix = args[1] if len(args) > 1 else prefix
+            keep_vars = args[2] if len(args) > 2 else keep_vars
+        out: Any = OrderedDict() if destination is None else destination
+        for mod_prefix, mod in self.named_modules(prefix=prefix.rstrip(".")):
             dot = f"{mod_prefix}." if mod_prefix else ""
             for name, p in mod._parameters.items():
                 if p is not None:
-                    out[dot + name] = p.detach()
+                    out[dot + name] = p if keep_vars else p.detach()
             for name, b in mod._buffers.items():
                 if b is not None and name not in mod._non_persistent:
-                    out[dot + name] = b.detach()
+                    out[dot + name] = b if keep_vars else b.detach()
         return out
 
-    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> _IncompatibleKeys:
-        """Copy arrays (Tensors, NumPy arrays, torch tensors, ...) into this module's state.
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> _IncompatibleKeys:
+        """Copy arrays (Tensors, NumPy arrays, torch tensors, ...) into this module's state (with
+        ``assign``, the parameters take the given arrays themselves instead of a copy).
 
-        With ``strict`` a missing or unexpected key, or a shape mismatch, raises a KeyError or
-        ValueError listing every problem; without it, the lists are returned.
+        With ``strict`` a missing or unexpected key raises a StateDictError (a KeyError and a
+        RuntimeError), a shape mismatch a ShapeError (a ValueError and a RuntimeError), listing
+        every problem; without ``strict`` the key lists are returned.
         """
         own = self.state_dict()
         missing = [k for k in own if k not in state_dict]
@@ -197,13 +260,15 @@ class Module:
                 if shape != target.shape:
                     mismatched.append(f"{k}: checkpoint {shape} vs model {target.shape}")
         if mismatched:
-            raise ValueError(
+            from tinyflow.errors import ShapeError
+
+            raise ShapeError(
                 f"load_state_dict: shape mismatch for {type(self).__name__}: " + "; ".join(mismatched)
                 + f". Missing keys: {missing or 'none'}. Unexpected keys: {unexpected or 'none'}."
                 " Is this a checkpoint of another model or configuration?"
             )
         if strict and (missing or unexpected):
-            raise KeyError(
+            raise StateDictError(
                 f"load_state_dict: the state dict does not match {type(self).__name__}. "
                 f"Missing keys: {missing or 'none'}. Unexpected keys: {unexpected or 'none'}. "
                 "Is this a checkpoint of another model? Pass strict=False to load the matching part."
@@ -215,7 +280,10 @@ class Module:
                 if k in state_dict and k in named:
                     dst = named[k]
                     src = _to_numpy(state_dict[k])
-                    dst.array[...] = dst.device.xp.asarray(src).astype(dst.dtype, copy=False)
+                    if assign:
+                        dst.array = dst.device.xp.array(src, dtype=dst.dtype)
+                    else:
+                        dst.array[...] = dst.device.xp.asarray(src).astype(dst.dtype, copy=False)
                     dst._versions[0] += 1
         return _IncompatibleKeys((missing, unexpected))
 
@@ -289,6 +357,14 @@ class Module:
     def half(self) -> Module:
         return self.to(np.float16)
 
+    def type(self, dst_type: Any) -> Module:
+        """Cast every parameter and buffer to ``dst_type`` (PyTorch's Module.type)."""
+        return self._apply(lambda t: t.detach().to(_resolve_dtype(dst_type)))
+
+    def share_memory(self) -> Module:
+        """Accepted for PyTorch code (multiprocessing training); tinyflow's arrays need nothing."""
+        return self
+
     def bfloat16(self) -> Module:
         """Cast floating parameters and buffers to bfloat16 (needs ml_dtypes)."""
         return self.to("bfloat16")
@@ -304,28 +380,43 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        for hook in self._forward_pre_hooks.values():
+        with_kwargs = self._hooks_with_kwargs
+        for key, hook in list(self._forward_pre_hooks.items()):
+            if with_kwargs.get(key):
+                new = hook(self, args, kwargs)
+                if new is not None:
+                    args, kwargs = new
+                continue
             new = hook(self, args)
             if new is not None:
                 args = new if isinstance(new, tuple) else (new,)
         out = self.forward(*args, **kwargs)
-        for hook in self._forward_hooks.values():
-            new = hook(self, args, out)
+        for key, hook in list(self._forward_hooks.items()):
+            new = hook(self, args, kwargs, out) if with_kwargs.get(key) else hook(self, args, out)
             if new is not None:
                 out = new
         return out
 
-    def register_forward_hook(self, hook: Callable[..., Any]) -> Callable[[], None]:
-        """``hook(module, inputs, output)`` after every forward; may return a new output."""
-        key = id(hook)
-        self._forward_hooks[key] = hook
-        return lambda: self._forward_hooks.pop(key, None)
+    def _add_hook(self, store: OrderedDict, hook: Callable[..., Any], prepend: bool, with_kwargs: bool) -> RemovableHandle:
+        handle = RemovableHandle(store, self._hooks_with_kwargs)
+        store[handle.id] = hook
+        if prepend:
+            store.move_to_end(handle.id, last=False)
+        if with_kwargs:
+            self._hooks_with_kwargs[handle.id] = True
+        return handle
 
-    def register_forward_pre_hook(self, hook: Callable[..., Any]) -> Callable[[], None]:
-        """``hook(module, inputs)`` before every forward; may return new inputs."""
-        key = id(hook)
-        self._forward_pre_hooks[key] = hook
-        return lambda: self._forward_pre_hooks.pop(key, None)
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """``hook(module, inputs, output)`` (``hook(module, inputs, kwargs, output)`` with
+        ``with_kwargs``) after every forward; may return a new output."""
+        return self._add_hook(self._forward_hooks, hook, prepend, with_kwargs)
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """``hook(module, inputs)`` (``hook(module, inputs, kwargs)`` returning (inputs, kwargs)
+        with ``with_kwargs``) before every forward; may return new inputs."""
+        return self._add_hook(self._forward_pre_hooks, hook, prepend, with_kwargs)
 
     # ------------------------------------------------------------------ printing
     def extra_repr(self) -> str:
