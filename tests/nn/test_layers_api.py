@@ -194,3 +194,30 @@ def test_hooks_return_removable_handles_and_take_kwargs():
         pass
     lin(tf.ones(1, 2))
     assert seen == ["first", []]
+
+
+def test_full_backward_hooks_see_the_gradients_torch_shows():
+    records = {}
+    for name, lib in (("theirs", torch), ("ours", tf)):
+        conv = lib.nn.Conv2d(2, 3, 3)
+        if lib is tf:
+            conv.load_state_dict(records["weights"])
+        else:
+            records["weights"] = {k: v.detach().numpy() for k, v in conv.state_dict().items()}
+        seen = []
+        conv.register_full_backward_pre_hook(lambda m, go, seen=seen: seen.append(("pre", go[0].numpy().copy())))
+        conv.register_full_backward_hook(lambda m, gi, go, seen=seen: seen.append(("full", gi[0].numpy().copy(),
+                                                                                    go[0].numpy().copy())))
+        x = lib.tensor(np.random.default_rng(5).standard_normal((1, 2, 5, 5)).astype(np.float32), requires_grad=True)
+        (conv(x) ** 2).sum().backward()
+        records[name] = seen
+    ours, theirs = records["ours"], records["theirs"]
+    assert [r[0] for r in ours] == [r[0] for r in theirs] == ["pre", "full"]
+    for a, b in zip(ours, theirs):
+        for u, v in zip(a[1:], b[1:]):
+            np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-5)
+    lin = nn.Linear(2, 2)
+    lin.register_full_backward_hook(lambda m, gi, go: (gi[0] * 0,))
+    x = tf.ones(1, 2, requires_grad=True)
+    lin(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), 0)  # the hook replaced grad_input
