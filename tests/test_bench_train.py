@@ -31,6 +31,15 @@ def test_cell_rate_spread_and_rounds():
     assert not c.ok and c.label() == "OOM" and c.rate is None
 
 
+def test_paired_ratio_cancels_load_between_rounds():
+    # round 2 ran under load, 3x slower for both frameworks: per-round ratios stay 1.25
+    ours = bt.Cell("tinyflow", "fp32", 1, 8, items_per_step=8, step_s=[1.0, 3.0, 1.0], round_step_s=[1.0, 3.0, 1.0])
+    theirs = bt.Cell("torch", "fp32", 1, 8, items_per_step=8, step_s=[1.25, 3.75, 1.25],
+                     round_step_s=[1.25, 3.75, 1.25])
+    assert bt.paired_ratio(ours, theirs) == pytest.approx(1.25)
+    assert bt.paired_ratio(ours, None) is None
+
+
 def _fake_runner(oom_batch: int, calls: list):
     """Throughput that grows with batch and workers; batch ``oom_batch`` runs out of memory."""
     def run(spec, workers, timeout):

@@ -230,23 +230,30 @@ def validate(result: ScalingResult, s: ScalingSettings, runner: Callable[..., di
     from tinyflow.bench.train import BenchSettings, Cell, _cell_from
 
     counts = sorted(set([1, *s.validate]))
+    shared_host = s.link == "measured"
+    # one worker on the thread count that each of N workers gets: measured with the others, in
+    # the same rounds, so that the compute prediction sees the same machine as the measurements
+    threads = sorted({max(1, s.cores // n) for n in counts} - {s.cores}) if shared_host else []
+    plan = [(s.algorithms[0], 1, None), *(("threads", 1, t) for t in threads),
+            *((a, n, None) for a in s.algorithms for n in counts if n > 1)]
     cells: dict[tuple[str, int], Cell] = {}
     for r in range(s.rounds):
-        for algorithm in s.algorithms:
-            for n in counts:
-                if n == 1 and algorithm != s.algorithms[0]:
-                    continue  # one worker sends nothing: measured once
-                key = (algorithm, n)
-                cell = cells.setdefault(key, Cell("tinyflow", s.precision, n, s.batch))
-                if cell.status != "ok":
-                    continue
-                bench = BenchSettings(model=s.model, batch_sizes=[s.batch], workers=[n], precisions=[s.precision],
-                                      device=s.device, steps=s.steps, warmup=s.warmup, runs=s.runs,
-                                      allreduce=algorithm, bucket_mb=s.bucket_mb, timeout=s.timeout,
-                                      overrides=s.overrides, image_size=s.image_size)
-                log(f"round {r + 1}/{s.rounds}: {algorithm} at {n} worker{'s' if n > 1 else ''} ...")
-                cell.merge(_cell_from(runner(bench.spec("tinyflow", s.precision, n, s.batch), n, s.timeout),
-                                      ("tinyflow", s.precision, n, s.batch)))
+        for algorithm, n, t in plan:
+            key = (algorithm, t or n)
+            cell = cells.setdefault(key, Cell("tinyflow", s.precision, n, s.batch))
+            if cell.status != "ok":
+                continue
+            bench = BenchSettings(model=s.model, batch_sizes=[s.batch], workers=[n], precisions=[s.precision],
+                                  device=s.device, steps=s.steps, warmup=s.warmup, runs=s.runs,
+                                  allreduce=algorithm if algorithm != "threads" else "ring", bucket_mb=s.bucket_mb,
+                                  timeout=s.timeout, overrides=s.overrides, image_size=s.image_size, threads=t)
+            what = f"1 worker on {t} thread(s)" if t else f"{algorithm} at {n} worker{'s' if n > 1 else ''}"
+            log(f"round {r + 1}/{s.rounds}: {what} ...")
+            cell.merge(_cell_from(runner(bench.spec("tinyflow", s.precision, n, s.batch), n, s.timeout),
+                                  ("tinyflow", s.precision, n, s.batch)))
+    for (algorithm, n), cell in cells.items():
+        if not cell.ok:
+            result.notes.append(f"validation: {algorithm} at {n} worker(s): {cell.label()}: {cell.message[-500:]}")
     one = cells.get((s.algorithms[0], 1))
     if one is None or not one.ok:
         result.notes.append("validation: the one-worker run failed")
@@ -254,6 +261,15 @@ def validate(result: ScalingResult, s: ScalingSettings, runner: Callable[..., di
     base = statistics.median(one.step_s)
     result.validated_base_s = base
     profile = result.profile.scaled(base / result.profile.compute_s)
+    per_thread = {t: statistics.median(c.step_s) for (a, t), c in cells.items() if a == "threads" and c.ok}
+    if shared_host and per_thread:
+        result.notes.append("validation: one worker per step, " + ", ".join(
+            f"{t} thread{'s' if t > 1 else ''}: {v * 1e3:.0f} ms" for t, v in sorted({**per_thread, s.cores: base}.items())))
+
+        def compute_factor(n: int) -> float:  # noqa: F811 - measured with the validation runs
+            t = max(1, s.cores // n)
+            slower = per_thread.get(t, base) / base if t != s.cores else 1.0
+            return slower * max(1.0, n * t / s.cores)
     for algorithm in s.algorithms:
         preds = {p.workers: p for p in predict_scaling(profile, counts, algorithm, link, overlap=overlap,
                                                        compute_factor=compute_factor)}

@@ -43,6 +43,16 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 # ---- the arithmetic of the table ---------------------------------------------------------------
 
 
+def paired_ratio(ours: Cell | None, theirs: Cell | None) -> float | None:
+    """Throughput ratio of two cells measured in alternating rounds: the median over rounds of
+    the ratio within each round (neighbouring processes see the same load), else of the medians."""
+    if ours is None or theirs is None or not ours.ok or not theirs.ok:
+        return None
+    if len(ours.round_step_s) == len(theirs.round_step_s) > 1:
+        return statistics.median(t / o for o, t in zip(ours.round_step_s, theirs.round_step_s))
+    return speedup(ours.rate, theirs.rate)
+
+
 def speedup(rate: float | None, rate_one: float | None) -> float | None:
     """Throughput of N workers over that of one worker at the same batch per worker."""
     if rate is None or not rate_one:
@@ -75,6 +85,7 @@ class Cell:
     threads: int | None = None
     params: int | None = None
     algorithms: list[str] = field(default_factory=list)  # per bucket, for DataParallel runs
+    round_step_s: list[float] = field(default_factory=list)  # each process's (round's) median step
 
     @property
     def ok(self) -> bool:
@@ -97,7 +108,7 @@ class Cell:
         if not other.ok:
             self.status, self.message = other.status, other.message
             return
-        for name in ("step_s", "forward_s", "fwd_bwd_s"):
+        for name in ("step_s", "forward_s", "fwd_bwd_s", "round_step_s"):
             getattr(self, name).extend(getattr(other, name))
         for name in ("items_per_step", "unit", "threads", "params", "algorithms"):
             setattr(self, name, getattr(other, name))
@@ -344,6 +355,8 @@ def _cell_from(record: dict[str, Any], key: tuple) -> Cell:
                  "threads", "params", "algorithms"):
         if record.get(name) is not None:
             setattr(cell, name, record[name])
+    if cell.step_s:
+        cell.round_step_s = [statistics.median(cell.step_s)]
     return cell
 
 
@@ -382,7 +395,8 @@ def format_tables(cells: Sequence[Cell], settings: BenchSettings, header: str = 
             if n > 1:
                 cols += ["speedup", "efficiency"]
         for other in settings.compare:
-            cols += [f"{_framework_name(other)}", f"tinyflow / {_framework_name(other)}"]
+            cols += [f"{_framework_name(other)}", f"tinyflow / {_framework_name(other)}"
+                     + (" (median of per-round ratios)" if settings.rounds > 1 else "")]
         out.append("| " + " | ".join(cols) + " |")
         out.append("|" + "|".join("---:" for _ in cols) + "|")
         for batch in settings.batch_sizes:
@@ -398,7 +412,7 @@ def format_tables(cells: Sequence[Cell], settings: BenchSettings, header: str = 
             for other in settings.compare:
                 t = by.get((other, precision, 1, batch))
                 row.append(_fmt_rate(t))
-                ratio = speedup(one.rate if one else None, t.rate if t else None)
+                ratio = paired_ratio(one, t)
                 row.append("" if ratio is None else f"{ratio:.2f}x")
             out.append("| " + " | ".join(row) + " |")
         out.append("")
