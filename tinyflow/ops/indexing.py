@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tinyflow.autograd import Context, Function
 from tinyflow.device import device_check
 from tinyflow.errors import ShapeError
@@ -345,7 +347,7 @@ class MaskedSelect(Function):
         if mask.dtype != bool:
             raise RuntimeError(f"masked_select: mask must be a bool tensor, got dtype {mask.dtype}; use mask.bool()")
         try:
-            shape = xp.broadcast_shapes(a.shape, mask.shape)
+            shape = np.broadcast_shapes(a.shape, mask.shape)  # shapes only: NumPy on every device
         except ValueError:
             raise RuntimeError(
                 f"masked_select: input of shape {tuple(a.shape)} and mask of shape {tuple(mask.shape)} "
