@@ -71,9 +71,9 @@ def test_bad_option_values_are_refused_in_one_line(argv: list[str], message: str
 
 
 def test_a_cuda_device_without_cupy_is_refused_in_one_line(capsys) -> None:
-    import tinyflow_cuda
+    import tinyflow.cuda
 
-    if tinyflow_cuda.is_available():
+    if tinyflow.cuda.is_available():
         pytest.skip("CUDA is available here")
     for argv in (["train", "m", "--device", "cuda:0"], ["sample", "--checkpoint", "c", "--device", "cuda"]):
         with pytest.raises(SystemExit):

@@ -215,3 +215,15 @@ def test_cli_resume_with_another_optimizer_is_one_line(tiny: Path, tmp_path: Pat
     assert err[-1] == (f"tinyflow train: error: --optimizer adam: checkpoint '{tmp_path / 'last.ckpt'}' was "
                        "trained with --optimizer sgd, whose state cannot carry over to adam; resume with "
                        "--optimizer sgd (or leave it out), or start a new run in another --checkpoint-dir")
+
+
+def test_cli_resume_of_a_checkpoint_without_options_keeps_its_optimizer_settings(tiny: Path, tmp_path: Path) -> None:
+    assert _train(tiny, tmp_path, "--epochs", "1", "--lr", "0.05", "--optimizer", "sgd", "--momentum", "0.5") == 0
+    state = ckpts.load_checkpoint(tmp_path / "last.ckpt")
+    old = {k: v for k, v in state.items() if k not in ("format", "options", "optimizer_name")}  # as written before
+    ckpts.save_checkpoint(tmp_path / "last.ckpt", old)
+    assert _train(tiny, tmp_path, "--epochs", "2", "--resume") == 0  # not: adam at its default lr
+    resumed = ckpts.load_checkpoint(tmp_path / "last.ckpt")
+    assert resumed["options"] == {"optimizer": "sgd", "epochs": 2, "batch_size": 8, "lr": 0.05, "schedule": "cosine",
+                                  "momentum": 0.5, "weight_decay": 5e-4}
+    assert [r["lr"] for r in resumed["history"]] == pytest.approx([0.05, 0.025])

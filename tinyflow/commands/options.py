@@ -43,7 +43,7 @@ def nonnegative_float(text: str) -> float:
 
 def device(text: str) -> str:
     """A device that exists here: cpu, or cuda[:N] where CUDA is available."""
-    from tinyflow.device import Device
+    from tinyflow.device import Device, cuda_backend
 
     kind, colon, index = text.partition(":")
     if kind == "cuda" and colon and not index.isdigit():
@@ -53,9 +53,8 @@ def device(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if dev.type == "cuda":
-        import tinyflow_cuda
-
-        if not tinyflow_cuda.is_available():
-            raise argparse.ArgumentTypeError(f"{text!r}: CUDA is not available here ({tinyflow_cuda.unavailable_reason()}); "
+        cuda = cuda_backend()  # tinyflow_cuda, which only device.py names
+        if not cuda.is_available():
+            raise argparse.ArgumentTypeError(f"{text!r}: CUDA is not available here ({cuda.unavailable_reason()}); "
                                              "install tinyflow[cuda] on a machine with an NVIDIA GPU, or use --device cpu")
     return text

@@ -227,6 +227,18 @@ def check_epochs(state: dict[str, Any], epochs: int, path: str | None) -> None:
                           "schedule then spans the new length)")
 
 
+def _options_of_optimizer(state: dict[str, Any]) -> dict[str, Any]:
+    """For a checkpoint written before it recorded its options: those its optimizer state tells."""
+    groups = (state.get("optimizer") or {}).get("param_groups") or [{}]
+    group = groups[0]
+    found: dict[str, Any] = {}
+    if "lr" in group:
+        found["optimizer"] = "adam" if "betas" in group else "sgd"
+        found["lr"] = float(group.get("initial_lr", group["lr"]))
+    found.update({k: group[k] for k in ("momentum", "weight_decay") if k in group})
+    return found
+
+
 def resume_options(args: argparse.Namespace, state: dict[str, Any], path: str | None,
                    names: tuple[str, ...] = RESUMED_OPTIONS) -> list[str]:
     """Set the options ``names`` of the resumed run on ``args``: each one the command line left
@@ -238,7 +250,7 @@ def resume_options(args: argparse.Namespace, state: dict[str, Any], path: str | 
     without it every option on ``args`` counts as given. Another --optimizer (its state cannot
     carry over) and --epochs not beyond what was trained are ResumeErrors.
     """
-    saved = state.get("options") or {}
+    saved = state.get("options") or _options_of_optimizer(state)
     given = getattr(args, "given", None)
     changes = []
     for name in names:
