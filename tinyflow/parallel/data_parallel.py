@@ -151,7 +151,7 @@ class DataParallel(Module):
 
     def state_dict(self, prefix: str = "") -> Any:
         """The wrapped module's state dict (no 'module.' prefix), so checkpoints stay portable."""
-        return self.module.state_dict(prefix)
+        return self.module.state_dict(prefix=prefix)
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> Any:
         return self.module.load_state_dict(state_dict, strict)
