@@ -224,3 +224,63 @@ def test_alpha_dropout_keeps_zero_mean_and_unit_variance():
     assert F.alpha_dropout(x, 0.2).numpy() is not None  # training=False by default: the identity
     np.testing.assert_array_equal(F.feature_alpha_dropout(x.reshape(1000, 200), 0.5, False).numpy(),
                                   x.reshape(1000, 200).numpy())
+
+
+def test_in_place_activations_overwrite_their_input_as_torch():
+    x = np.random.default_rng(8).standard_normal(6).astype(np.float32)
+    for name, args in [("relu_", ()), ("elu_", (0.5,)), ("leaky_relu_", (0.2,)), ("hardtanh_", (-0.5, 0.5)),
+                       ("selu_", ()), ("celu_", (2.0,)), ("threshold_", (0.1, 9.0))]:
+        w, tw = tf.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        a, b = w * 1, tw * 1
+        out, ref = getattr(F, name)(a, *args), getattr(TF, name)(b, *args)
+        assert out is a and ref is b
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6)
+        a.sum().backward()
+        b.sum().backward()
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-6)
+
+
+def test_rms_norm_channel_shuffle_and_gumbel_softmax_match_torch():
+    x = np.random.default_rng(9).standard_normal((2, 6, 3, 4)).astype(np.float32)
+    w = np.random.default_rng(10).standard_normal((3, 4)).astype(np.float32)
+    _against_torch(lambda u, v: F.rms_norm(u, (3, 4), v), lambda u, v: TF.rms_norm(u, (3, 4), v), [x, w], atol=1e-5)
+    _against_torch(lambda u: F.rms_norm(u, (4,), eps=1e-3), lambda u: TF.rms_norm(u, (4,), eps=1e-3), [x])
+    _against_torch(lambda u: F.channel_shuffle(u, 3), lambda u: TF.channel_shuffle(u, 3), [x])
+    layer, ref = nn.RMSNorm([3, 4]), torch.nn.RMSNorm([3, 4])
+    assert repr(layer) == repr(ref) and list(layer.state_dict()) == list(ref.state_dict())
+    assert repr(nn.ChannelShuffle(2)) == repr(torch.nn.ChannelShuffle(2))
+    logits = tf.tensor(np.log([[0.7, 0.2, 0.1]] * 4000).astype(np.float32), requires_grad=True)
+    soft = F.gumbel_softmax(logits, tau=0.5)
+    hard = F.gumbel_softmax(logits, hard=True)
+    np.testing.assert_allclose(soft.numpy().sum(-1), 1, rtol=1e-5)
+    assert set(np.unique(hard.numpy())) <= {0.0, 1.0} and (hard.numpy().sum(-1) == 1).all()
+    assert abs(hard.numpy()[:, 0].mean() - 0.7) < 0.05  # samples follow the softmax of the logits
+    hard.sum().backward()
+    assert logits.grad is not None
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_matches_torch(mode):
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((10, 3)).astype(np.float32)
+    ids = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0])
+    offsets = np.array([0, 4, 4, 7])  # one empty bag
+    cases = [dict(input=ids, offsets=offsets), dict(input=ids.reshape(3, 3)),
+             dict(input=ids, offsets=np.append(offsets, 9), include_last_offset=True),
+             dict(input=ids, offsets=offsets, padding_idx=4)]
+    for case in cases:
+        kw = {k: v for k, v in case.items() if k not in ("input", "offsets")}
+        off = case.get("offsets")
+        _against_torch(
+            lambda u, case=case, kw=kw, off=off: F.embedding_bag(
+                tf.tensor(case["input"]), u, None if off is None else tf.tensor(off), mode=mode, **kw),
+            lambda u, case=case, kw=kw, off=off: TF.embedding_bag(
+                torch.tensor(case["input"]), u, None if off is None else torch.tensor(off), mode=mode, **kw), [w])
+    if mode == "sum":
+        psw = rng.random(ids.size).astype(np.float32)
+        _against_torch(lambda u, p: F.embedding_bag(tf.tensor(ids), u, tf.tensor(offsets), mode="sum",
+                                                    per_sample_weights=p),
+                       lambda u, p: TF.embedding_bag(torch.tensor(ids), u, torch.tensor(offsets), mode="sum",
+                                                     per_sample_weights=p), [w, psw])
+    ours, theirs = nn.EmbeddingBag(10, 3, mode=mode), torch.nn.EmbeddingBag(10, 3, mode=mode)
+    assert repr(ours) == repr(theirs) and list(ours.state_dict()) == list(theirs.state_dict())

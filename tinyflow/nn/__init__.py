@@ -65,7 +65,7 @@ from tinyflow.nn.loss import (  # noqa: F401
     TripletMarginLoss,
 )
 from tinyflow.nn.module import Module  # noqa: F401
-from tinyflow.nn.normalization import GroupNorm, LayerNorm, LocalResponseNorm  # noqa: F401
+from tinyflow.nn.normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm  # noqa: F401
 from tinyflow.nn.padding import (  # noqa: F401
     CircularPad1d,
     CircularPad2d,
@@ -84,7 +84,7 @@ from tinyflow.nn.padding import (  # noqa: F401
     ZeroPad3d,
 )
 from tinyflow.nn.parameter import Parameter  # noqa: F401
-from tinyflow.nn.pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: F401
+from tinyflow.nn.pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle  # noqa: F401
 from tinyflow.nn.pooling import (  # noqa: F401
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -98,7 +98,7 @@ from tinyflow.nn.pooling import (  # noqa: F401
     MaxUnpool2d,
 )
 from tinyflow.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
-from tinyflow.nn.sparse import Embedding  # noqa: F401
+from tinyflow.nn.sparse import Embedding, EmbeddingBag  # noqa: F401
 from tinyflow.nn.transformer import (  # noqa: F401
     Transformer,
     TransformerDecoder,

@@ -35,6 +35,8 @@ __all__ = [
     "margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss",
     "poisson_nll_loss", "gaussian_nll_loss", "multilabel_soft_margin_loss", "max_unpool1d",
     "multi_margin_loss", "multilabel_margin_loss", "scaled_dot_product_attention", "multi_head_attention_forward",
+    "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_", "threshold_", "rrelu_", "gumbel_softmax", "rms_norm",
+    "channel_shuffle", "embedding_bag",
 ]
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -275,8 +277,42 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
     return ops.ReLUFunction.apply(input)
 
 
+def _in_place(input: Tensor, result: Tensor) -> Tensor:  # noqa: A002
+    """``input`` overwritten with ``result`` (recorded by autograd, as PyTorch's in-place ops)."""
+    return input.copy_(result)
+
+
 def relu_(input: Tensor) -> Tensor:  # noqa: A002
-    return relu(input)
+    """relu in place: ``input`` is overwritten and returned."""
+    return _in_place(input, relu(input))
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:  # noqa: A002
+    return _in_place(input, elu(input, alpha))
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:  # noqa: A002
+    return _in_place(input, celu(input, alpha))
+
+
+def selu_(input: Tensor) -> Tensor:  # noqa: A002
+    return _in_place(input, selu(input))
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:  # noqa: A002
+    return _in_place(input, leaky_relu(input, negative_slope))
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:  # noqa: A002
+    return _in_place(input, hardtanh(input, min_val, max_val))
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:  # noqa: A002
+    return _in_place(input, globals()["threshold"](input, threshold, value))
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:  # noqa: A002
+    return _in_place(input, rrelu(input, lower, upper, training))
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:  # noqa: A002
@@ -401,6 +437,21 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
         raise FunctionalError(f"glu: halving dimension {dim} of input {tuple(input.shape)} needs an even size")
     a, b = input.chunk(2, dim)
     return a * b.sigmoid()
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    """softmax((logits + Gumbel noise) / tau); with ``hard`` the one-hot of its argmax in the
+    forward pass and the soft sample's gradient (straight-through), as PyTorch."""
+    u = rng(None).random(tuple(logits.shape))
+    gumbels = _as_constant(-np.log(-np.log(np.maximum(u, 1e-300))), logits)  # Gumbel(0, 1) samples
+    y_soft = softmax((logits + gumbels) / tau, dim)
+    if not hard:
+        return y_soft
+    xp = logits.device.xp
+    index = xp.expand_dims(xp.argmax(y_soft.array, axis=dim), dim)
+    hot = xp.zeros(y_soft.shape, dtype=y_soft.dtype)
+    xp.put_along_axis(hot, index, 1.0, axis=dim)
+    return Tensor._from_array(hot, device=logits.device) - y_soft.detach() + y_soft
 
 
 def _softmax_dim(op: str, ndim: int) -> int:
@@ -814,6 +865,16 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:  # noqa: A002
     return x.reshape(*lead, c // (r * r), h * r, w * r)
 
 
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:  # noqa: A002
+    """(N, C, *) with the C channels read as (groups, C/groups) and transposed (ShuffleNet)."""
+    n, c = input.shape[:2]
+    if c % groups:
+        raise FunctionalError(f"channel_shuffle: {c} channels of input {tuple(input.shape)} are not divisible "
+                              f"by groups={groups}")
+    rest = tuple(input.shape[2:])
+    return input.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
+
+
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:  # noqa: A002
     """(*, C, H*r, W*r) -> (*, C*r*r, H, W)."""
     r = int(downscale_factor)
@@ -874,6 +935,20 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
             raise FunctionalError(f"layer_norm: {name} has shape {tuple(t.shape)}, expected normalized_shape {shape}")
     x, weight, bias = amp.float32_inputs(input, weight, bias)
     return ops.LayerNormFunction.apply(x, len(shape), weight, bias, float(eps))
+
+
+def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,  # noqa: A002
+             eps: float | None = None) -> Tensor:
+    """x / sqrt(mean(x^2 over the last dims) + eps) * weight; eps defaults to the dtype's epsilon."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    if len(shape) > input.ndim or tuple(input.shape[input.ndim - len(shape):]) != shape:
+        raise FunctionalError(f"rms_norm: normalized_shape {list(shape)} must be the last dims of the input "
+                              f"shape {list(input.shape)}")
+    if eps is None:
+        eps = float(np.finfo(input.dtype).eps) if input.is_floating_point() else 1e-6
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    y = input * ((input * input).mean(dim=dims, keepdim=True) + eps) ** -0.5
+    return y * weight if weight is not None else y
 
 
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # noqa: A002
@@ -986,6 +1061,64 @@ def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float, norm_type
     scale = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
     w[rows] = (w[rows] * scale).astype(w.dtype)
     weight._versions[0] += 1  # an in-place edit, as PyTorch's embedding_renorm_
+
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,  # noqa: A002
+                  max_norm: float | None = None, norm_type: float = 2, scale_grad_by_freq: bool = False,
+                  mode: str = "mean", sparse: bool = False, per_sample_weights: Tensor | None = None,
+                  include_last_offset: bool = False, padding_idx: int | None = None) -> Tensor:
+    """Sums, means or maxima of bags of embeddings: the rows of a 2-D ``input``, or the slices of a
+    1-D ``input`` that ``offsets`` start. Ids equal to ``padding_idx`` are left out (and not
+    counted in a mean); an empty bag gives zeros. (B, embedding_dim)."""
+    op = "embedding_bag"
+    if mode not in ("sum", "mean", "max"):
+        raise FunctionalError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"{op}: per_sample_weights was not None; it is only supported for mode='sum' "
+                                  f"(got mode={mode!r})")
+    ids = np.asarray(_target(input, weight))
+    if ids.ndim == 2:
+        if offsets is not None:
+            raise FunctionalError(f"{op}: if input is 2-D, then offsets has to be None, as input is treated as a "
+                                  "mini-batch of fixed length sequences")
+        starts = np.arange(0, ids.size, ids.shape[1]) if ids.size else np.zeros(ids.shape[0], np.int64)
+        ends = starts + ids.shape[1]
+    elif ids.ndim == 1:
+        if offsets is None:
+            raise FunctionalError(f"{op}: offsets has to be a 1-D tensor but got None")
+        starts = np.asarray(_target(offsets, weight)).astype(np.int64)
+        if include_last_offset:
+            starts, ends = starts[:-1], starts[1:]
+        else:
+            ends = np.append(starts[1:], ids.size)
+    else:
+        raise FunctionalError(f"{op}: input has to be 1-D or 2-D, got shape {tuple(input.shape)}")
+    flat = ids.reshape(-1)
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += weight.shape[0]
+    emb = embedding(Tensor._from_array(weight.device.xp.asarray(flat), device=weight.device), weight,
+                    padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type)  # (T, D)
+    keep = flat != padding_idx if padding_idx is not None else np.ones(flat.shape, bool)
+    bags = len(starts)
+    if mode == "max":
+        from tinyflow.tensor import stack, zeros
+
+        rows = []
+        for b in range(bags):
+            sel = np.nonzero(keep[starts[b]:ends[b]])[0] + starts[b]
+            rows.append(emb[tensor(sel)].amax(0) if sel.size else
+                        zeros(weight.shape[1], dtype=weight.dtype, device=weight.device))
+        return stack(rows) if rows else emb[:0]
+    matrix = np.zeros((bags, flat.size))  # (B, T): each bag's weights over the positions
+    for b in range(bags):
+        span = np.arange(starts[b], ends[b])
+        span = span[keep[span]]
+        if span.size:
+            matrix[b, span] = 1.0 / span.size if mode == "mean" else 1.0
+    if per_sample_weights is not None:
+        psw_t = per_sample_weights.reshape(1, -1)
+        return (_as_constant(matrix, emb) * psw_t) @ emb
+    return _as_constant(matrix, emb) @ emb
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

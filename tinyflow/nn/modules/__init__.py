@@ -5,6 +5,7 @@ same name, so the classes are the very ones of ``tinyflow.nn``."""
 from tinyflow.nn.modules import (  # noqa: F401
     activation,
     batchnorm,
+    channelshuffle,
     container,
     conv,
     distance,
