@@ -86,6 +86,13 @@ class Device:
     def __repr__(self) -> str:
         return f"device(type='{self.type}'" + ("" if self.index is None else f", index={self.index}") + ")"
 
+    def synchronize(self) -> None:
+        """Wait until every kernel queued on this device has run (nothing to wait for on the CPU)."""
+        if self.type == "cuda":
+            import tinyflow_cuda
+
+            tinyflow_cuda.synchronize(self.index)
+
     def stream(self) -> Any:
         """A context manager that gives the calling thread a stream of its own on this device.
 

@@ -107,7 +107,7 @@ def test_bucket_layout_and_bytes_per_step():
 
     def fn(comm):
         model = _mlp(seed=comm.rank)
-        dp = DataParallel(model, comm, bucket_mb=(HIDDEN * HIDDEN + HIDDEN) * 8 / 2**20)
+        dp = DataParallel(model, comm, algorithm="ring", bucket_mb=(HIDDEN * HIDDEN + HIDDEN) * 8 / 2**20)
         x, y = _data(4, seed=comm.rank)
         F.cross_entropy(dp(tf.tensor(x)), tf.tensor(y)).backward()
         layout = [[s.name for s in b.slots] for b in dp.buckets]

@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.device import Device
+
 
 def zoo() -> Any:
-    """The model zoo: ``tinyflow.models`` once it lives there, the top-level ``models`` before."""
-    try:
-        import tinyflow.models as models  # type: ignore[import-not-found]
-    except ImportError:
-        import models  # type: ignore[no-redef]
+    """The model zoo, ``tinyflow.models`` (imported on first use)."""
+    import tinyflow.models as models
+
     return models
 
 
@@ -148,14 +148,7 @@ def tinyflow_step(w: Workload, device: str = "cpu", precision: str = "fp32",
         forward_backward()
         opt.step()
 
-    sync: Callable[[], None] = lambda: None  # noqa: E731
-    if device.startswith("cuda"):
-        import tinyflow_cuda
-
-        index = int(device.split(":")[1]) if ":" in device else 0
-
-        def sync() -> None:
-            tinyflow_cuda.synchronize(index)
+    sync: Callable[[], None] = Device(device).synchronize
 
     params = sum(int(np.prod(p.shape)) for p in model.parameters())
     return Step(runner, train, forward, forward_backward, sync, opt, params)
