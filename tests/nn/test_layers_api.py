@@ -29,12 +29,11 @@ def test_torch_nn_modules_paths_give_the_nn_classes(path, name):
     assert getattr(nn.modules, name) is getattr(nn, name)
 
 
-# what tinyflow leaves out: 3-d convolutions and pools, lazy and quantization-era layers, attention
+# what tinyflow leaves out: fractional / power pools, CTC, lazy and quantization-era layers
 ABSENT = {
     "loss.LinearCrossEntropyLoss", "loss.TripletMarginWithDistanceLoss",
-    "loss.CTCLoss", "pooling.MaxPool3d", "pooling.MaxUnpool3d", "pooling.AvgPool3d", "pooling.FractionalMaxPool2d",
+    "loss.CTCLoss", "pooling.MaxUnpool3d", "pooling.FractionalMaxPool2d",
     "pooling.FractionalMaxPool3d", "pooling.LPPool1d", "pooling.LPPool2d", "pooling.LPPool3d",
-    "pooling.AdaptiveMaxPool3d", "pooling.AdaptiveAvgPool3d", "conv.Conv3d", "conv.ConvTranspose3d",
     "normalization.CrossMapLRN2d", "batchnorm.SyncBatchNorm", "container.Container", "rnn.RNNBase",
     "rnn.RNNCellBase",
 }

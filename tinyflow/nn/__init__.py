@@ -35,7 +35,7 @@ from tinyflow.nn.activation import (  # noqa: F401
 )
 from tinyflow.nn.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
 from tinyflow.nn.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: F401
-from tinyflow.nn.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
+from tinyflow.nn.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
 from tinyflow.nn.distance import CosineSimilarity, PairwiseDistance  # noqa: F401
 from tinyflow.nn.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout  # noqa: F401
 from tinyflow.nn.flatten import Flatten, Unflatten  # noqa: F401
@@ -88,12 +88,16 @@ from tinyflow.nn.pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffl
 from tinyflow.nn.pooling import (  # noqa: F401
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
     AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
     AvgPool1d,
     AvgPool2d,
+    AvgPool3d,
     MaxPool1d,
     MaxPool2d,
+    MaxPool3d,
     MaxUnpool1d,
     MaxUnpool2d,
 )

@@ -11,12 +11,14 @@ from tinyflow.nn.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, empty
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 def _tuple(v: Any, n: int, name: str, op: str) -> tuple[int, ...]:
+    if n == 3:
+        return F._triple(v, name, op)
     if n == 2:
         return _pair(v, name, op)
     return (F._single(v, name, op),)
@@ -143,6 +145,27 @@ class Conv1d(_ConvNd):
         return self._conv_forward(input, self.weight, self.bias)
 
 
+class Conv3d(_ConvNd):
+    """3-D convolution over (N, C, D, H, W): weight (O, C/groups, kd, kh, kw) and bias (O,)."""
+
+    _dims = 3
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+
+    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # noqa: A002
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._mode_padding(), mode=self.padding_mode)
+            return F.conv3d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
+        return F.conv3d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return self._conv_forward(input, self.weight, self.bias)
+
+
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
 
@@ -200,4 +223,22 @@ class ConvTranspose1d(_ConvTransposeNd):
 
     def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
         return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution: weight (C_in, C_out/groups, kd, kh, kw) and bias (C_out,)."""
+
+    _dims = 3
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        if padding_mode != "zeros":
+            raise ValueError(f"ConvTranspose3d: only 'zeros' padding mode is supported, got {padding_mode!r}")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype, output_padding)
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups, self.dilation)

@@ -36,7 +36,8 @@ __all__ = [
     "poisson_nll_loss", "gaussian_nll_loss", "multilabel_soft_margin_loss", "max_unpool1d",
     "multi_margin_loss", "multilabel_margin_loss", "scaled_dot_product_attention", "multi_head_attention_forward",
     "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_", "threshold_", "rrelu_", "gumbel_softmax", "rms_norm",
-    "channel_shuffle", "embedding_bag",
+    "channel_shuffle", "embedding_bag", "conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d",
+    "adaptive_avg_pool3d", "adaptive_max_pool3d",
 ]
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -222,6 +223,105 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                          (0, _single(output_padding, "output_padding", op)), groups,
                          (1, _single(dilation, "dilation", op)))
     return y.reshape(*y.shape[:-2], y.shape[-1])
+
+
+def _triple(v: Any, name: str, op: str) -> tuple[int, int, int]:
+    """An int or a 3-sequence of ints (PyTorch's _triple)."""
+    if isinstance(v, int):
+        return (v, v, v)
+    try:
+        a, b, c = v
+        return (int(a), int(b), int(c))
+    except (TypeError, ValueError):
+        raise FunctionalError(f"{op}: {name} must be an int or a 3-tuple of ints, got {v!r}") from None
+
+
+def _depth_first(t: Tensor) -> Tensor:
+    """(N, C, D, H, W) -> (N*D, C, H, W): every depth slice an image of the batch."""
+    n, c, d, h, w = t.shape
+    return t.permute(0, 2, 1, 3, 4).reshape(n * d, c, h, w)
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,  # noqa: A002
+           dilation: Any = 1, groups: int = 1) -> Tensor:
+    """3-D cross-correlation over (N, C, D, H, W) or (C, D, H, W): one conv2d of every output
+    depth's input slices per kernel depth offset, summed (weight (O, C/groups, kd, kh, kw))."""
+    op = "conv3d"
+    if weight.ndim != 5:
+        raise FunctionalError(f"{op}: weight must be 5-D (O, C/groups, kd, kh, kw), got shape {tuple(weight.shape)}")
+    unbatched = input.ndim == 4
+    x = input.unsqueeze(0) if unbatched else input
+    if x.ndim != 5:
+        raise FunctionalError(f"{op}: input must be (N, C, D, H, W) or (C, D, H, W), got shape {tuple(input.shape)}")
+    s, d = _triple(stride, "stride", op), _triple(dilation, "dilation", op)
+    k = tuple(weight.shape[2:])
+    if isinstance(padding, str):
+        if padding not in ("valid", "same"):
+            raise FunctionalError(f"{op}: padding must be an int, a triple, 'valid' or 'same', got {padding!r}")
+        if padding == "same" and s != (1, 1, 1):
+            raise FunctionalError(f"{op}: padding='same' is not supported for strided convolutions")
+        total = [0, 0, 0] if padding == "valid" else [di * (ki - 1) for ki, di in zip(k, d)]
+        widths = [(t // 2, t - t // 2) for t in total]
+    else:
+        widths = [(p, p) for p in _triple(padding, "padding", op)]
+    if x.shape[1] != weight.shape[1] * groups:
+        raise FunctionalError(f"{op}: input {tuple(x.shape)} has {x.shape[1]} channels but weight "
+                              f"{tuple(weight.shape)} with groups={groups} expects {weight.shape[1] * groups}")
+    if any(lo or hi for lo, hi in widths):
+        x = pad(x, tuple(w for pair in reversed(widths) for w in pair))
+    depth = x.shape[2]
+    od = (depth - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    if od < 1:
+        raise FunctionalError(f"{op}: input {tuple(input.shape)} is too small for kernel {k} (output depth {od})")
+    out = None
+    for kd in range(k[0]):
+        start = kd * d[0]
+        part = x[:, :, start:start + (od - 1) * s[0] + 1:s[0]]  # (N, C, OD, H, W)
+        y = conv2d(_depth_first(part), weight[:, :, kd], None, s[1:], 0, d[1:], groups)  # (N*OD, O, OH, OW)
+        out = y if out is None else out + y
+    n = x.shape[0]
+    out = out.reshape(n, od, *out.shape[1:]).permute(0, 2, 1, 3, 4)  # (N, O, OD, OH, OW)
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1, 1)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,  # noqa: A002
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
+    """The transposed 3-D convolution: per kernel depth offset, conv_transpose2d of every input
+    depth slice, spread out by the depth stride and summed at its offset; then the depth padding
+    is cropped (weight (C_in, C_out/groups, kd, kh, kw))."""
+    op = "conv_transpose3d"
+    if weight.ndim != 5:
+        raise FunctionalError(f"{op}: weight must be 5-D (C_in, C_out/groups, kd, kh, kw), got {tuple(weight.shape)}")
+    unbatched = input.ndim == 4
+    x = input.unsqueeze(0) if unbatched else input
+    if x.ndim != 5:
+        raise FunctionalError(f"{op}: input must be (N, C, D, H, W) or (C, D, H, W), got shape {tuple(input.shape)}")
+    s, p = _triple(stride, "stride", op), _triple(padding, "padding", op)
+    op_, d = _triple(output_padding, "output_padding", op), _triple(dilation, "dilation", op)
+    if any(o >= si and o >= di for o, si, di in zip(op_, s, d)):
+        raise FunctionalError(f"{op}: output_padding {op_} must be smaller than either stride {s} or dilation {d}")
+    n, _, depth = x.shape[:3]
+    kd = weight.shape[2]
+    full = (depth - 1) * s[0] + d[0] * (kd - 1) + 1
+    spread_len = (depth - 1) * s[0] + 1
+    total = None
+    for i in range(kd):
+        y = conv_transpose2d(_depth_first(x), weight[:, :, i], None, s[1:], p[1:], op_[1:], groups, d[1:])
+        y = y.reshape(n, depth, *y.shape[1:]).permute(0, 2, 1, 3, 4)  # (N, Cout, D, OH, OW)
+        if s[0] > 1:  # input depth i lands at depth i * stride: zeros in between
+            from tinyflow.tensor import stack
+
+            y = stack([y] + [y * 0.0] * (s[0] - 1), dim=3).reshape(*y.shape[:2], depth * s[0], *y.shape[3:])
+            y = y[:, :, :spread_len]
+        front = i * d[0]
+        y = pad(y, (0, 0, 0, 0, front, full - spread_len - front))
+        total = y if total is None else total + y
+    out = pad(total, (0, 0, 0, 0, -p[0], op_[0] - p[0]))  # crop the padding, extend by output_padding
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1, 1)
+    return out.squeeze(0) if unbatched else out
 
 
 def unfold(input: Tensor, kernel_size: IntPair, dilation: IntPair = 1, padding: IntPair = 0,  # noqa: A002
@@ -702,6 +802,111 @@ def adaptive_max_pool1d(x: Tensor, output_size: Any, return_indices: bool = Fals
     op = "adaptive_max_pool1d"
     out = adaptive_max_pool2d(_as_2d(op, x), (1, _single(output_size, "output_size", op)), return_indices)
     return tuple(_from_2d(o) for o in out) if return_indices else _from_2d(out)
+
+
+def _as_5d(op: str, x: Tensor) -> tuple[Tensor, bool]:
+    if x.ndim not in (4, 5):
+        raise FunctionalError(f"{op}: input must be (N, C, D, H, W) or (C, D, H, W), got shape {tuple(x.shape)}")
+    return (x.unsqueeze(0), True) if x.ndim == 4 else (x, False)
+
+
+def _depth_pass(fn: Any, x: Tensor, *args: Any, **kwargs: Any) -> Any:
+    """``fn`` (a 2-d pool) along the depth of (N, C, D, H, W), one (1, D) image per position."""
+    n, c, d, h, w = x.shape
+    rows = x.permute(0, 1, 3, 4, 2).reshape(n, c * h * w, 1, d)
+    out = fn(rows, *args, **kwargs)
+    values = out[0] if isinstance(out, tuple) else out
+    od = values.shape[-1]
+
+    def back(t: Tensor) -> Tensor:
+        return t.reshape(n, c, h, w, od).permute(0, 1, 4, 2, 3)  # (N, C, OD, H, W)
+
+    return tuple(back(t) for t in out) if isinstance(out, tuple) else back(out)
+
+
+def _plane_pass(fn: Any, x: Tensor, *args: Any, **kwargs: Any) -> Any:
+    """``fn`` (a 2-d pool) over every depth slice of (N, C, D, H, W)."""
+    n, c, d = x.shape[:3]
+    out = fn(x.reshape(n, c * d, *x.shape[3:]), *args, **kwargs)
+
+    def back(t: Tensor) -> Tensor:
+        return t.reshape(n, c, d, *t.shape[2:])
+
+    return tuple(back(t) for t in out) if isinstance(out, tuple) else back(out)
+
+
+def _combine_indices(plane_idx: Tensor, depth_idx: Tensor, h: int, w: int) -> Tensor:
+    """Flat (D*H*W) indices from the depth pass's argmax and the plane pass's argmaxes."""
+    xp = plane_idx.device.xp
+    d_idx = depth_idx.array  # (N, C, OD, OH, OW), an index into D
+    hw = xp.take_along_axis(plane_idx.array, d_idx, axis=2)
+    return Tensor._from_array(d_idx * (h * w) + hw, device=plane_idx.device)
+
+
+def max_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+               ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """Max pooling over (N, C, D, H, W): the maximum of maxima, over (H, W) then over D."""
+    op = "max_pool3d"
+    x, unbatched = _as_5d(op, x)
+    k = _triple(kernel_size, "kernel_size", op)
+    s = k if stride is None or stride == () else _triple(stride, "stride", op)
+    p, d = _triple(padding, "padding", op), _triple(dilation, "dilation", op)
+    plane = _plane_pass(max_pool2d, x, k[1:], s[1:], p[1:], d[1:], ceil_mode, return_indices)
+    values = plane[0] if return_indices else plane
+    deep = _depth_pass(max_pool2d, values, (1, k[0]), (1, s[0]), (0, p[0]), (1, d[0]), ceil_mode, return_indices)
+    if return_indices:
+        out = (deep[0], _combine_indices(plane[1], deep[1], x.shape[3], x.shape[4]))
+        return tuple(t.squeeze(0) for t in out) if unbatched else out
+    return deep.squeeze(0) if unbatched else deep
+
+
+def avg_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+    """Average pooling over (N, C, D, H, W): over (H, W) then over D (the divisor is a product of
+    per-axis counts, so the passes are exact)."""
+    op = "avg_pool3d"
+    x, unbatched = _as_5d(op, x)
+    k = _triple(kernel_size, "kernel_size", op)
+    s = k if stride is None or stride == () else _triple(stride, "stride", op)
+    p = _triple(padding, "padding", op)
+    if divisor_override is not None:
+        if divisor_override == 0:
+            raise FunctionalError(f"{op}: divisor must be not zero")
+        if ceil_mode:
+            raise NotImplementedError(f"{op}: divisor_override with ceil_mode=True is not supported")
+        out = avg_pool3d(x, k, s, p, False, True) * (k[0] * k[1] * k[2] / divisor_override)
+        return out.squeeze(0) if unbatched else out
+    plane = _plane_pass(avg_pool2d, x, k[1:], s[1:], p[1:], ceil_mode, count_include_pad)
+    out = _depth_pass(avg_pool2d, plane, (1, k[0]), (1, s[0]), (0, p[0]), ceil_mode, count_include_pad)
+    return out.squeeze(0) if unbatched else out
+
+
+def _adaptive_3d(op: str, x: Tensor, output_size: Any) -> tuple[Tensor, bool, tuple[int, int, int]]:
+    x, unbatched = _as_5d(op, x)
+    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * 3
+    if len(sizes) != 3:
+        raise FunctionalError(f"{op}: output_size must be an int or 3 values, got {output_size}")
+    out = tuple(x.shape[2 + i] if v is None else int(v) for i, v in enumerate(sizes))
+    return x, unbatched, out  # type: ignore[return-value]
+
+
+def adaptive_avg_pool3d(x: Tensor, output_size: Any) -> Tensor:
+    """Average pooling to a fixed (OD, OH, OW) with PyTorch's adaptive windows, axis by axis."""
+    x, unbatched, (od, oh, ow) = _adaptive_3d("adaptive_avg_pool3d", x, output_size)
+    plane = _plane_pass(adaptive_avg_pool2d, x, (oh, ow))
+    out = _depth_pass(adaptive_avg_pool2d, plane, (1, od))
+    return out.squeeze(0) if unbatched else out
+
+
+def adaptive_max_pool3d(x: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Max pooling to a fixed (OD, OH, OW) with PyTorch's adaptive windows, axis by axis."""
+    x, unbatched, (od, oh, ow) = _adaptive_3d("adaptive_max_pool3d", x, output_size)
+    plane = _plane_pass(adaptive_max_pool2d, x, (oh, ow), True)
+    deep = _depth_pass(adaptive_max_pool2d, plane[0], (1, od), True)
+    out = (deep[0], _combine_indices(plane[1], deep[1], x.shape[3], x.shape[4])) if return_indices else deep[0]
+    if unbatched:
+        return tuple(t.squeeze(0) for t in out) if return_indices else out.squeeze(0)
+    return out
 
 
 def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
