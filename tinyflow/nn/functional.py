@@ -37,7 +37,7 @@ __all__ = [
     "multi_margin_loss", "multilabel_margin_loss", "scaled_dot_product_attention", "multi_head_attention_forward",
     "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_", "threshold_", "rrelu_", "gumbel_softmax", "rms_norm",
     "channel_shuffle", "embedding_bag", "conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d",
-    "adaptive_avg_pool3d", "adaptive_max_pool3d",
+    "adaptive_avg_pool3d", "adaptive_max_pool3d", "affine_grid", "grid_sample",
 ]
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -1055,6 +1055,55 @@ def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) 
 
 def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:  # noqa: A002
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def _align_corners_default(op: str, align_corners: bool | None) -> bool:
+    if align_corners is None:
+        warnings.warn("Default grid_sample and affine_grid behavior has changed to align_corners=False since "
+                      "1.3.0. Please specify align_corners=True if the old behavior is desired. See the "
+                      "documentation of grid_sample for details.", UserWarning, stacklevel=3)
+        return False
+    return bool(align_corners)
+
+
+def affine_grid(theta: Tensor, size: Any, align_corners: bool | None = None) -> Tensor:
+    """The (N, H, W, 2) sampling grid of the affine maps ``theta`` (N, 2, 3) for an output of
+    ``size`` (N, C, H, W), in grid_sample's [-1, 1] coordinates."""
+    op = "affine_grid"
+    align = _align_corners_default(op, align_corners)
+    if len(size) != 4:
+        raise NotImplementedError(f"{op}: only 4-D sizes (N, C, H, W) are supported, got {list(size)}")
+    n, _, h, w = (int(v) for v in size)
+    if theta.ndim != 3 or tuple(theta.shape[1:]) != (2, 3) or theta.shape[0] != n:
+        raise FunctionalError(f"{op}: expected a batch of 2-D affine matrices of shape Nx2x3 for size {list(size)}, "
+                              f"got {tuple(theta.shape)}")
+
+    def axis(k: int) -> np.ndarray:
+        if k <= 1:
+            return np.zeros(k)
+        points = np.linspace(-1, 1, k)
+        return points if align else points * (k - 1) / k
+
+    xs, ys = np.meshgrid(axis(w), axis(h))
+    base = np.stack([xs, ys, np.ones_like(xs)], axis=-1).reshape(h * w, 3)  # (H*W, 3)
+    return (_as_constant(base, theta) @ theta.transpose(1, 2)).reshape(n, h, w, 2)
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",  # noqa: A002
+                align_corners: bool | None = None) -> Tensor:
+    """Sample (N, C, H, W) at the (x, y) points of ``grid`` (N, Ho, Wo, 2) in [-1, 1]: bilinear or
+    nearest, with zeros, border or reflection padding; differentiable in input and grid."""
+    op = "grid_sample"
+    if mode not in ("bilinear", "nearest"):
+        raise NotImplementedError(f"{op}: mode {mode!r} is not supported; use 'bilinear' or 'nearest'")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise FunctionalError(f"{op}: expected padding_mode to be 'zeros', 'border', or 'reflection', "
+                              f"but got: {padding_mode!r}")
+    if input.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
+        raise FunctionalError(f"{op}: expected input (N, C, H, W) and grid (N, Ho, Wo, 2) with the same N, got "
+                              f"{tuple(input.shape)} and {tuple(grid.shape)}")
+    align = _align_corners_default(op, align_corners)
+    return ops.GridSample2dFunction.apply(input, grid.to(input.dtype), mode, padding_mode, align)
 
 
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:  # noqa: A002

@@ -1,5 +1,5 @@
-"""Resampling along one axis, the building block of F.interpolate (nearest, nearest-exact,
-linear/bilinear/trilinear, bicubic) and F.grid-free upsampling.
+"""Resampling: along one axis, the building block of F.interpolate (nearest, nearest-exact,
+linear/bilinear/trilinear, bicubic), and at arbitrary points, F.grid_sample (at the end).
 
 Every one of PyTorch's separable modes is, along each spatial axis, a fixed set of taps: output
 entry ``o`` is ``sum_t weight[o, t] * x[index[o, t]]`` (one tap for nearest, two for linear, four
@@ -20,7 +20,7 @@ import numpy as np
 from tinyflow.autograd import Context, Function
 from tinyflow.ops.linalg import matmul_array
 
-__all__ = ["ResampleFunction", "taps"]
+__all__ = ["ResampleFunction", "GridSample2dFunction", "taps"]
 
 _CUBIC_A = -0.75  # PyTorch's (and OpenCV's) bicubic convolution parameter
 
@@ -114,3 +114,104 @@ class ResampleFunction(Function):
 def output_size(in_size: int, scale_factor: float) -> int:
     """PyTorch's output size for a scale factor: floor(in * scale) in double precision."""
     return int(math.floor(float(in_size) * scale_factor))
+
+
+# ---------------------------------------------------------------------------------- grid_sample
+def _unnormalize(xp: Any, coord: Any, size: int, align_corners: bool) -> tuple[Any, float]:
+    """Grid coordinates in [-1, 1] as pixel positions, and d(position)/d(coordinate)."""
+    if align_corners:
+        return (coord + 1) / 2 * (size - 1), (size - 1) / 2
+    return ((coord + 1) * size - 1) / 2, size / 2
+
+
+def _reflect(xp: Any, pos: Any, twice_low: float, twice_high: float) -> tuple[Any, Any]:
+    """PyTorch's reflect_coordinates: fold ``pos`` into [low, high]; and d(out)/d(pos) (+-1)."""
+    if twice_low == twice_high:
+        return xp.zeros_like(pos), xp.zeros_like(pos)
+    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    shifted = pos - low
+    sign = xp.where(shifted < 0, -1.0, 1.0)
+    dist = xp.abs(shifted)
+    extra = xp.fmod(dist, span)
+    flips = xp.floor(dist / span)
+    even = flips % 2 == 0
+    out = xp.where(even, extra + low, span - extra + low)
+    return out, sign * xp.where(even, 1.0, -1.0)
+
+
+def _source_positions(xp: Any, coord: Any, size: int, padding_mode: str, align_corners: bool) -> tuple[Any, Any]:
+    """Pixel positions for one axis of the grid under ``padding_mode``, and their derivative
+    with respect to the grid coordinate."""
+    pos, scale = _unnormalize(xp, coord, size, align_corners)
+    grad = xp.full(pos.shape, scale, dtype=pos.dtype)
+    if padding_mode == "reflection":
+        if align_corners:
+            pos, d = _reflect(xp, pos, 0.0, 2.0 * (size - 1))
+        else:
+            pos, d = _reflect(xp, pos, -1.0, 2.0 * size - 1)
+        grad = grad * d
+    if padding_mode in ("border", "reflection"):
+        inside = (pos > 0) & (pos < size - 1)
+        grad = grad * inside
+        pos = xp.clip(pos, 0, size - 1)
+    return pos, grad
+
+
+class GridSample2dFunction(Function):
+    """F.grid_sample on (N, C, H, W) with a (N, Ho, Wo, 2) grid of (x, y) in [-1, 1]: bilinear or
+    nearest sampling, zeros / border / reflection padding, PyTorch's align_corners rule.
+    Gradients for the input (scatter-added to the sampled pixels) and, bilinear, the grid."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Any, grid: Any, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners: bool = False) -> Any:
+        xp = ctx.xp
+        n, c, h, w = x.shape
+        ho, wo = grid.shape[1:3]
+        ix, dix = _source_positions(xp, grid[..., 0].reshape(n, -1), w, padding_mode, align_corners)
+        iy, diy = _source_positions(xp, grid[..., 1].reshape(n, -1), h, padding_mode, align_corners)
+        flat = x.reshape(n, c, h * w).transpose(0, 2, 1)  # (N, H*W, C)
+        if mode == "nearest":
+            cx, cy = xp.rint(ix).astype(np.int64), xp.rint(iy).astype(np.int64)  # half to even, as nearbyint
+            corners = [(cx, cy, xp.ones(ix.shape, dtype=x.dtype))]
+        else:
+            x0, y0 = xp.floor(ix).astype(np.int64), xp.floor(iy).astype(np.int64)
+            fx, fy = (ix - x0).astype(x.dtype), (iy - y0).astype(x.dtype)
+            corners = [(x0, y0, (1 - fx) * (1 - fy)), (x0 + 1, y0, fx * (1 - fy)),
+                       (x0, y0 + 1, (1 - fx) * fy), (x0 + 1, y0 + 1, fx * fy)]
+        out = xp.zeros((n, ho * wo, c), dtype=x.dtype)
+        gathered = []
+        for cx, cy, weight in corners:
+            valid = (cx >= 0) & (cx < w) & (cy >= 0) & (cy < h)
+            index = xp.where(valid, cy * w + cx, 0)
+            values = xp.take_along_axis(flat, index[..., None], axis=1) * valid[..., None]  # (N, P, C)
+            out += values * weight[..., None]
+            gathered.append((index, valid, weight, values))
+        ctx.state = (gathered, mode, x.shape, (ix, iy, dix, diy), corners)
+        return out.transpose(0, 2, 1).reshape(n, c, ho, wo).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        xp = ctx.xp
+        gathered, mode, shape, (ix, iy, dix, diy), corners = ctx.state
+        n, c, h, w = shape
+        gp = g.reshape(n, c, -1).transpose(0, 2, 1)  # (N, P, C)
+        gx = None
+        if ctx.needs_input_grad[0]:
+            acc = xp.zeros((n, h * w, c), dtype=g.dtype)
+            batch = xp.broadcast_to(xp.arange(n)[:, None], gathered[0][0].shape)
+            for index, valid, weight, _ in gathered:
+                xp.add.at(acc, (batch, index), gp * (weight * valid)[..., None])
+            gx = acc.transpose(0, 2, 1).reshape(shape)
+        ggrid = None
+        if ctx.needs_input_grad[1]:
+            ggrid = xp.zeros(ix.shape + (2,), dtype=g.dtype)
+            if mode != "nearest":
+                (v00, v10, v01, v11) = [item[3] for item in gathered]  # (N, P, C), 0 outside
+                fx, fy = ix - xp.floor(ix), iy - xp.floor(iy)
+                d_ix = (((v10 - v00) * (1 - fy)[..., None] + (v11 - v01) * fy[..., None]) * gp).sum(-1)
+                d_iy = (((v01 - v00) * (1 - fx)[..., None] + (v11 - v10) * fx[..., None]) * gp).sum(-1)
+                ggrid[..., 0] = d_ix * dix
+                ggrid[..., 1] = d_iy * diy
+            ggrid = ggrid.reshape(g.shape[0], g.shape[2], g.shape[3], 2)
+        return gx, ggrid, None, None, None
