@@ -173,3 +173,21 @@ def test_lbfgs_fits_a_small_regression_like_torch():
     np.testing.assert_allclose(model.weight.numpy(), ref.weight.detach().numpy(), rtol=1e-7, atol=1e-9)
     with pytest.raises(ValueError, match="parameter groups"):
         LBFGS([{"params": [model.weight]}, {"params": [model.bias]}])
+
+
+ADAM_FAMILY = [
+    ("Adamax", dict()), ("Adamax", dict(lr=0.01, betas=(0.5, 0.9), weight_decay=0.1)),
+    ("NAdam", dict()), ("NAdam", dict(lr=0.01, momentum_decay=0.01, weight_decay=0.1)),
+    ("NAdam", dict(weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    ("RAdam", dict()), ("RAdam", dict(lr=0.01, weight_decay=0.1)), ("RAdam", dict(betas=(0.9, 0.9))),
+    ("RAdam", dict(weight_decay=0.1, decoupled_weight_decay=True)),
+    ("Rprop", dict()), ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.2), maximize=True)),
+    ("ASGD", dict()), ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=2, weight_decay=0.1)),
+]
+
+
+@pytest.mark.parametrize("name, kwargs", ADAM_FAMILY)
+def test_adam_variants_rprop_and_asgd_match_torch(name, kwargs):
+    import tinyflow.optim as optim
+
+    run_against_torch(getattr(optim, name), getattr(torch.optim, name), kwargs, steps=12)

@@ -4,6 +4,7 @@ from tinyflow.optim import lr_scheduler
 from tinyflow.optim.adadelta import Adadelta
 from tinyflow.optim.adagrad import Adagrad
 from tinyflow.optim.adam import Adam, AdamW
+from tinyflow.optim.adamax import Adamax, NAdam, RAdam
 from tinyflow.optim.clip_grad import clip_grad_norm_, clip_grad_value_
 from tinyflow.optim.lbfgs import LBFGS
 from tinyflow.optim.lr_scheduler import (
@@ -27,6 +28,7 @@ from tinyflow.optim.lr_scheduler import (
 )
 from tinyflow.optim.optimizer import Optimizer
 from tinyflow.optim.rmsprop import RMSprop
+from tinyflow.optim.rprop import ASGD, Rprop
 from tinyflow.optim.sgd import SGD
 
 __all__ = [
@@ -38,6 +40,11 @@ __all__ = [
     "Adagrad",
     "RMSprop",
     "LBFGS",
+    "Adamax",
+    "NAdam",
+    "RAdam",
+    "Rprop",
+    "ASGD",
     "clip_grad_norm_",
     "clip_grad_value_",
     "lr_scheduler",
