@@ -221,3 +221,11 @@ def test_full_backward_hooks_see_the_gradients_torch_shows():
     x = tf.ones(1, 2, requires_grad=True)
     lin(x).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), 0)  # the hook replaced grad_input
+
+
+def test_data_parallel_wrapper_keeps_torch_names():
+    inner = nn.Linear(2, 3)
+    model = nn.DataParallel(inner, device_ids=[0])
+    assert model.module is inner and list(model.state_dict()) == ["module.weight", "module.bias"]
+    np.testing.assert_array_equal(model(tf.ones(4, 2)).numpy(), inner(tf.ones(4, 2)).numpy())
+    assert nn.parallel.data_parallel(inner, tf.ones(1, 2)).shape == (1, 3)

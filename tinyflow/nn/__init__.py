@@ -1,7 +1,7 @@
 """Layers and models: Module, Parameter and the PyTorch-named layers, each in the file PyTorch
 keeps it in (torch/nn/modules/<file>.py, also importable as ``tinyflow.nn.modules.<file>``);
 the stateless forms are ``nn.functional``."""
-from tinyflow.nn import functional, init, modules, utils  # noqa: F401
+from tinyflow.nn import functional, init, modules, parallel, utils  # noqa: F401
 from tinyflow.nn.activation import (  # noqa: F401
     CELU,
     ELU,
@@ -83,6 +83,7 @@ from tinyflow.nn.padding import (  # noqa: F401
     ZeroPad2d,
     ZeroPad3d,
 )
+from tinyflow.nn.parallel import DataParallel  # noqa: F401
 from tinyflow.nn.parameter import Parameter  # noqa: F401
 from tinyflow.nn.pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle  # noqa: F401
 from tinyflow.nn.pooling import (  # noqa: F401
