@@ -18,6 +18,7 @@ from tinyflow.nn import functional as F
 from tinyflow.nn import init
 from tinyflow.nn.module import Module
 from tinyflow.nn.parameter import Parameter
+from tinyflow.nn.utils.rnn import PackedSequence, _unpack_sorted
 from tinyflow.ops.rnn import gru_cell, gru_layer, lstm_cell, lstm_layer
 from tinyflow.tensor import Tensor, cat, empty, stack, zeros
 
@@ -89,17 +90,28 @@ class _RNNBase(Module):
     def _forward(self, input: Tensor, hx: tuple | None) -> tuple[Tensor, tuple[Tensor, ...]]:  # noqa: A002
         """Run all layers and directions; ``hx`` holds (L*D, B, H) initial states or is None."""
         name = type(self).__name__
-        if input.ndim not in (2, 3):
-            raise ValueError(
-                f"{name}: input must be (seq_len, batch, input_size), (batch, seq_len, input_size) with "
-                f"batch_first=True, or unbatched (seq_len, input_size); got shape {input.shape}"
-            )
-        if input.shape[-1] != self.input_size:
-            raise ValueError(f"{name}: input has {input.shape[-1]} features, the layer expects input_size={self.input_size}")
-        batched = input.ndim == 3
-        x = input if batched else input.unsqueeze(1)
-        if self.batch_first and batched:
-            x = x.transpose(0, 1)  # (T, B, I)
+        packed = input if isinstance(input, PackedSequence) else None
+        lengths = None
+        if packed is not None:  # each sequence runs to its own length (sorted longest first)
+            if packed.data.ndim != 2 or packed.data.shape[-1] != self.input_size:
+                raise ValueError(f"{name}: packed input data must be (sum of lengths, {self.input_size}), got "
+                                 f"{tuple(packed.data.shape)}")
+            x, lengths = _unpack_sorted(packed)  # (T, B, I)
+            batched = True
+            if hx is not None and packed.sorted_indices is not None:
+                hx = tuple(h[:, packed.sorted_indices] for h in hx)
+        else:
+            if input.ndim not in (2, 3):
+                raise ValueError(
+                    f"{name}: input must be (seq_len, batch, input_size), (batch, seq_len, input_size) with "
+                    f"batch_first=True, or unbatched (seq_len, input_size); got shape {input.shape}"
+                )
+            if input.shape[-1] != self.input_size:
+                raise ValueError(f"{name}: input has {input.shape[-1]} features, the layer expects input_size={self.input_size}")
+            batched = input.ndim == 3
+            x = input if batched else input.unsqueeze(1)
+            if self.batch_first and batched:
+                x = x.transpose(0, 1)  # (T, B, I)
         batch = x.shape[1]
         expected = (self.num_layers * self.num_directions, batch, self.hidden_size)
         if hx is not None:
@@ -113,20 +125,68 @@ class _RNNBase(Module):
             for direction in range(self.num_directions):
                 index = layer * self.num_directions + direction
                 states = (None,) * self._num_states if hx is None else tuple(h[index] for h in hx)
-                out, *last = self._run_layer(x, states, self._weights(layer, direction), reverse=direction == 1)
+                if lengths is None:
+                    out, *last = self._run_layer(x, states, self._weights(layer, direction), reverse=direction == 1)
+                else:
+                    out, *last = self._run_packed(x, lengths, states, self._weights(layer, direction), direction == 1)
                 outputs.append(out)
                 for store, state in zip(finals, last):
                     store.append(state)
             x = outputs[0] if self.num_directions == 1 else cat(outputs, dim=2)  # (T, B, D*H)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, training=True)
+        finals_t = tuple(stack(store, dim=0) for store in finals)  # (L*D, B, H) each
+        if packed is not None:
+            sizes = packed.batch_sizes.numpy()
+            data = cat([x[t, :int(n)] for t, n in enumerate(sizes)])
+            if packed.unsorted_indices is not None:
+                finals_t = tuple(h[:, packed.unsorted_indices] for h in finals_t)
+            return PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices), finals_t
         if self.batch_first and batched:
             x = x.transpose(0, 1)  # (B, T, D*H)
-        finals_t = tuple(stack(store, dim=0) for store in finals)  # (L*D, B, H) each
         if not batched:
             x = x.squeeze(1)
             finals_t = tuple(h.squeeze(1) for h in finals_t)
         return x, finals_t
+
+    def _run_packed(self, x: Tensor, lengths: Any, states: tuple, weights: tuple, reverse: bool) -> tuple:
+        """One layer-direction over a padded batch (T, B, I) whose sequences (longest first) stop
+        at ``lengths``: the steps between consecutive lengths run as one layer call on the
+        sequences still going, so each one's final state is taken at its own end, and the reverse
+        direction starts each sequence at its end. Outputs past a length are zero."""
+        batch = x.shape[1]
+        states = tuple(zeros(batch, self.hidden_size, dtype=x.dtype, device=x.device) if s is None else s
+                       for s in states)
+        ends = sorted({int(n) for n in lengths})
+        segments = [(start, end, int((lengths >= end).sum())) for start, end in zip([0] + ends[:-1], ends)]
+        pieces: list[tuple[int, Tensor]] = []
+
+        def widen(out: Tensor, active: int) -> Tensor:  # (steps, active, H) -> (steps, B, H), zeros after
+            return out if active == batch else F.pad(out, (0, 0, 0, batch - active))
+
+        if not reverse:
+            current, done = states, []
+            for j, (start, end, active) in enumerate(segments):
+                current = tuple(c[:active] for c in current)
+                out, *current = self._run_layer(x[start:end, :active], tuple(current), weights, reverse=False)
+                later = segments[j + 1][2] if j + 1 < len(segments) else 0
+                done.append(tuple(c[later:active] for c in current))  # these sequences end here
+                pieces.append((start, widen(out, active)))
+            finals = tuple(cat([d[i] for d in reversed(done)]) for i in range(len(states)))
+        else:
+            current = None
+            for start, end, active in reversed(segments):
+                if current is None:
+                    current = tuple(s[:active] for s in states)
+                else:  # sequences that end here start their reverse pass with their own state
+                    running = current[0].shape[0]
+                    current = tuple(cat([c, s[running:active]]) for c, s in zip(current, states))
+                out, *current = self._run_layer(x[start:end, :active], tuple(current), weights, reverse=True)
+                pieces.append((start, widen(out, active)))
+            finals = tuple(current)
+        pieces.sort(key=lambda piece: piece[0])
+        out = pieces[0][1] if len(pieces) == 1 else cat([p for _, p in pieces])
+        return (out, *finals)
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
