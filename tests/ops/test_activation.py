@@ -153,3 +153,15 @@ def test_activation_layers_match_torch_layers(name, kwargs):
                                rtol=1e-5, atol=1e-6)
     assert repr(ours) == repr(theirs)
     assert list(ours.state_dict()) == list(theirs.state_dict())
+
+
+def test_empty_and_integer_inputs_follow_torch():
+    empty = tf.zeros(2, 0, 3)
+    for fn in (F.softmax, F.log_softmax, F.softmin):
+        assert fn(empty, dim=-1).shape == (2, 0, 3)
+    ints = tf.tensor([-2, 0, 3])
+    assert F.relu(ints).tolist() == [0, 0, 3] and F.hardtanh(ints).tolist() == [-1, 0, 1]
+    for fn in (F.elu, F.gelu, F.silu, F.leaky_relu, F.softplus):
+        with pytest.raises(NotImplementedError, match="not implemented for int64"):
+            fn(ints)
+    assert F.softmax(ints, 0).dtype == tf.float32

@@ -415,13 +415,21 @@ def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, traini
     return _in_place(input, rrelu(input, lower, upper, training))
 
 
+def _floating(op: str, input: Tensor) -> None:  # noqa: A002
+    """PyTorch computes these activations for floating inputs only (NotImplementedError otherwise)."""
+    if not input.is_floating_point():
+        raise NotImplementedError(f'"{op}" not implemented for {input.dtype} inputs; convert with .float()')
+
+
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:  # noqa: A002
+    _floating("leaky_relu", input)
     return ops.LeakyReLUFunction.apply(input, float(negative_slope))
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
     if approximate not in ("none", "tanh"):
         raise FunctionalError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    _floating("gelu", input)
     return ops.GELUFunction.apply(input, approximate)
 
 
@@ -435,6 +443,7 @@ def tanh(input: Tensor) -> Tensor:  # noqa: A002
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
+    _floating("elu", input)
     return ops.ELUFunction.apply(input, float(alpha), 1.0, 1.0)
 
 
@@ -444,6 +453,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
     """scale * elu(x, alpha) with the self-normalising constants."""
+    _floating("selu", input)
     return ops.ELUFunction.apply(input, _SELU_ALPHA, _SELU_SCALE, 1.0)
 
 
@@ -451,23 +461,28 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:  #
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
     if alpha == 0:
         raise ZeroDivisionError("celu: alpha cannot be 0 (it divides the input)")
+    _floating("celu", input)
     return ops.ELUFunction.apply(input, float(alpha), 1.0, 1.0 / alpha)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    _floating("silu", input)
     return ops.SiLUFunction.apply(input)
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    _floating("mish", input)
     return ops.MishFunction.apply(input)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: A002
     """log(1 + exp(beta * x)) / beta; linear where beta * x > threshold."""
+    _floating("softplus", input)
     return ops.SoftplusFunction.apply(input, float(beta), float(threshold))
 
 
 def softsign(input: Tensor) -> Tensor:  # noqa: A002
+    _floating("softsign", input)
     return ops.SoftsignFunction.apply(input)
 
 
@@ -482,14 +497,17 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    _floating("hardsigmoid", input)
     return ops.HardsigmoidFunction.apply(input)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    _floating("hardswish", input)
     return ops.HardswishFunction.apply(input)
 
 
 def logsigmoid(input: Tensor) -> Tensor:  # noqa: A002
+    _floating("logsigmoid", input)
     return ops.LogSigmoidFunction.apply(input)
 
 
@@ -562,6 +580,12 @@ def _softmax_dim(op: str, ndim: int) -> int:
 
 
 def _softmax_input(input: Tensor, dtype: Any) -> Tensor:  # noqa: A002
+    """The input in ``dtype`` if given; integer input in the default float dtype (PyTorch
+    refuses it without ``dtype=``; tinyflow computes in float32 rather than raising)."""
+    if dtype is None and not input.is_floating_point():
+        from tinyflow.tensor import get_default_dtype
+
+        dtype = get_default_dtype()
     return input if dtype is None else input.to(dtype)
 
 

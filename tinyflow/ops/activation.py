@@ -133,10 +133,17 @@ def _erf(xp: Any, x: Any) -> Any:
     return xp.where(x >= 0, y, -y).astype(x.dtype, copy=False)
 
 
+def _log_softmax(ctx: Context, x: Any, dim: int) -> Any:
+    """The log_softmax kernel, or an empty result for an empty input (no reduction to run)."""
+    if x.size == 0:
+        return x.astype(x.dtype, copy=True)
+    return ctx.kernels.log_softmax_forward(x, axis=dim)
+
+
 class SoftmaxFunction(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, dim: int = -1) -> Any:
-        out = ctx.xp.exp(ctx.kernels.log_softmax_forward(x, axis=dim))
+        out = ctx.xp.exp(_log_softmax(ctx, x, dim))
         ctx.save_for_backward(out)
         ctx.dim = dim
         return out
@@ -150,7 +157,7 @@ class SoftmaxFunction(Function):
 class LogSoftmaxFunction(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, dim: int = -1) -> Any:
-        out = ctx.kernels.log_softmax_forward(x, axis=dim)
+        out = _log_softmax(ctx, x, dim)
         ctx.save_for_backward(out)
         ctx.dim = dim
         return out
