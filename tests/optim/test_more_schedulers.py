@@ -111,3 +111,30 @@ def test_one_cycle_refuses_to_step_past_its_total():
         sched.step()
     with pytest.raises(ValueError, match="total_steps OR"):
         lr_scheduler.OneCycleLR(opt, max_lr=0.1)
+
+
+def test_a_custom_scheduler_on_the_old_base_class_works_as_in_torch():
+    class Warmup(lr_scheduler._LRScheduler):
+        def __init__(self, optimizer, warmup, last_epoch=-1):
+            self.warmup = warmup
+            super().__init__(optimizer, last_epoch)
+
+        def get_lr(self):
+            return [base * min(1.0, (self.last_epoch + 1) / self.warmup) for base in self.base_lrs]
+
+    class TorchWarmup(tsched._LRScheduler):
+        def __init__(self, optimizer, warmup, last_epoch=-1):
+            self.warmup = warmup
+            super().__init__(optimizer, last_epoch)
+
+        def get_lr(self):
+            return [base * min(1.0, (self.last_epoch + 1) / self.warmup) for base in self.base_lrs]
+
+    opt, topt = optimizers()
+    ours, theirs = Warmup(opt, 4), TorchWarmup(topt, 4)
+    for _ in range(6):
+        opt.step()
+        topt.step()
+        ours.step()
+        theirs.step()
+        assert ours.get_last_lr() == pytest.approx(theirs.get_last_lr())

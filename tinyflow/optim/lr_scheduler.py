@@ -120,6 +120,9 @@ class LRScheduler:
         return f"{type(self).__name__}(last_epoch={self.last_epoch}, last_lr={self.get_last_lr()})"
 
 
+_LRScheduler = LRScheduler  # PyTorch's old name, which custom schedulers still subclass
+
+
 class LambdaLR(LRScheduler):
     """``lr = initial_lr * lr_lambda(epoch)``; one function, or one per parameter group."""
 
