@@ -229,3 +229,40 @@ def test_data_parallel_wrapper_keeps_torch_names():
     assert model.module is inner and list(model.state_dict()) == ["module.weight", "module.bias"]
     np.testing.assert_array_equal(model(tf.ones(4, 2)).numpy(), inner(tf.ones(4, 2)).numpy())
     assert nn.parallel.data_parallel(inner, tf.ones(1, 2)).shape == (1, 3)
+
+
+@pytest.mark.filterwarnings("ignore:torch.nn.utils.weight_norm is deprecated")
+def test_weight_norm_and_spectral_norm_match_torch():
+    x = np.random.default_rng(12).standard_normal((2, 3, 5, 5)).astype(np.float32)
+    for dim in (0, None, 1):
+        ours, theirs = nn.Conv2d(3, 4, 3), torch.nn.Conv2d(3, 4, 3)
+        ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+        nn.utils.weight_norm(ours, dim=dim)
+        torch.nn.utils.weight_norm(theirs, dim=dim)
+        assert list(ours.state_dict()) == list(theirs.state_dict())
+        out, ref = ours(tf.tensor(x)), theirs(torch.tensor(x))
+        np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-5)
+        (out**2).sum().backward()
+        (ref**2).sum().backward()
+        for name in ("weight_g", "weight_v", "bias"):
+            np.testing.assert_allclose(getattr(ours, name).grad.numpy(), getattr(theirs, name).grad.numpy(),
+                                       rtol=1e-4, atol=1e-4)
+        nn.utils.remove_weight_norm(ours)
+        torch.nn.utils.remove_weight_norm(theirs)
+        assert list(ours.state_dict()) == list(theirs.state_dict()) == ["bias", "weight"]
+    ours, theirs = nn.Linear(5, 4), torch.nn.Linear(5, 4)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    nn.utils.spectral_norm(ours)
+    torch.nn.utils.spectral_norm(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    for _ in range(4):  # power iterations in training, on the same buffers
+        out, ref = ours(tf.tensor(x[0, 0])), theirs(torch.tensor(x[0, 0]))
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ours.weight_u.numpy(), theirs.weight_u.numpy(), rtol=1e-5, atol=1e-6)
+    out.sum().backward()
+    ref.sum().backward()
+    np.testing.assert_allclose(ours.weight_orig.grad.numpy(), theirs.weight_orig.grad.numpy(), rtol=1e-4, atol=1e-5)
+    nn.utils.remove_spectral_norm(ours)
+    torch.nn.utils.remove_spectral_norm(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["bias", "weight"]
