@@ -284,3 +284,18 @@ def test_embedding_bag_matches_torch(mode):
                                                      per_sample_weights=p), [w, psw])
     ours, theirs = nn.EmbeddingBag(10, 3, mode=mode), torch.nn.EmbeddingBag(10, 3, mode=mode)
     assert repr(ours) == repr(theirs) and list(ours.state_dict()) == list(theirs.state_dict())
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.0])
+def test_lp_pools_pdist_and_triplet_with_distance_match_torch(p):
+    rng = np.random.default_rng(13)
+    x = (np.abs(rng.standard_normal((2, 3, 6, 7))) + 0.1).astype(np.float32)
+    _against_torch(lambda u: F.lp_pool2d(u, p, (2, 3), 2), lambda u: TF.lp_pool2d(u, p, (2, 3), 2), [x])
+    _against_torch(lambda u: F.lp_pool1d(u, p, 3), lambda u: TF.lp_pool1d(u, p, 3), [x[0]])
+    _against_torch(lambda u: F.lp_pool3d(u, p, 2, ceil_mode=True), lambda u: TF.lp_pool3d(u, p, 2, ceil_mode=True),
+                   [x], atol=1e-5)
+    _against_torch(lambda u: F.pdist(u, p), lambda u: TF.pdist(u, p), [x[0, 0]], atol=1e-5)
+    a, b, c = (rng.standard_normal((5, 4)).astype(np.float32) for _ in range(3))
+    _against_torch(lambda u, v, w: F.triplet_margin_with_distance_loss(u, v, w, swap=True),
+                   lambda u, v, w: TF.triplet_margin_with_distance_loss(u, v, w, swap=True), [a, b, c])
+    assert repr(nn.LPPool2d(p, 3)) == repr(torch.nn.LPPool2d(p, 3))

@@ -29,11 +29,10 @@ def test_torch_nn_modules_paths_give_the_nn_classes(path, name):
     assert getattr(nn.modules, name) is getattr(nn, name)
 
 
-# what tinyflow leaves out: fractional / power pools, CTC, lazy and quantization-era layers
+# what tinyflow leaves out: fractional pools, CTC, lazy and quantization-era layers
 ABSENT = {
-    "loss.LinearCrossEntropyLoss", "loss.TripletMarginWithDistanceLoss",
-    "loss.CTCLoss", "pooling.MaxUnpool3d", "pooling.FractionalMaxPool2d",
-    "pooling.FractionalMaxPool3d", "pooling.LPPool1d", "pooling.LPPool2d", "pooling.LPPool3d",
+    "loss.LinearCrossEntropyLoss",
+    "loss.CTCLoss", "pooling.MaxUnpool3d", "pooling.FractionalMaxPool2d", "pooling.FractionalMaxPool3d",
     "normalization.CrossMapLRN2d", "batchnorm.SyncBatchNorm", "container.Container", "rnn.RNNBase",
     "rnn.RNNCellBase",
 }

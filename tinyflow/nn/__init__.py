@@ -63,6 +63,7 @@ from tinyflow.nn.loss import (  # noqa: F401
     SmoothL1Loss,
     SoftMarginLoss,
     TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
 )
 from tinyflow.nn.module import Module  # noqa: F401
 from tinyflow.nn.normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm  # noqa: F401
@@ -96,6 +97,9 @@ from tinyflow.nn.pooling import (  # noqa: F401
     AvgPool1d,
     AvgPool2d,
     AvgPool3d,
+    LPPool1d,
+    LPPool2d,
+    LPPool3d,
     MaxPool1d,
     MaxPool2d,
     MaxPool3d,

@@ -37,7 +37,8 @@ __all__ = [
     "multi_margin_loss", "multilabel_margin_loss", "scaled_dot_product_attention", "multi_head_attention_forward",
     "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_", "threshold_", "rrelu_", "gumbel_softmax", "rms_norm",
     "channel_shuffle", "embedding_bag", "conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d",
-    "adaptive_avg_pool3d", "adaptive_max_pool3d", "affine_grid", "grid_sample",
+    "adaptive_avg_pool3d", "adaptive_max_pool3d", "affine_grid", "grid_sample", "pdist",
+    "triplet_margin_with_distance_loss", "lp_pool1d", "lp_pool2d", "lp_pool3d",
 ]
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -933,6 +934,30 @@ def adaptive_max_pool3d(x: Tensor, output_size: Any, return_indices: bool = Fals
     return out
 
 
+def _lp(out: Tensor, window: int, norm_type: float) -> Tensor:
+    """PyTorch's lp_pool finish: (sign(mean) * relu(|mean|) * window) ** (1 / p)."""
+    return (out.sign() * out.abs().relu() * float(window)) ** (1.0 / norm_type)
+
+
+def lp_pool1d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,  # noqa: A002
+              ceil_mode: bool = False) -> Tensor:
+    """(sum over each window of x**p) ** (1/p), as PyTorch computes it (through avg_pool)."""
+    k = _single(kernel_size, "kernel_size", "lp_pool1d")
+    return _lp(avg_pool1d(input**norm_type, k, stride, 0, ceil_mode), k, norm_type)
+
+
+def lp_pool2d(input: Tensor, norm_type: float, kernel_size: IntPair, stride: IntPair | None = None,  # noqa: A002
+              ceil_mode: bool = False) -> Tensor:
+    kh, kw = _pair(kernel_size, "kernel_size", "lp_pool2d")
+    return _lp(avg_pool2d(input**norm_type, (kh, kw), stride, 0, ceil_mode), kh * kw, norm_type)
+
+
+def lp_pool3d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,  # noqa: A002
+              ceil_mode: bool = False) -> Tensor:
+    kd, kh, kw = _triple(kernel_size, "kernel_size", "lp_pool3d")
+    return _lp(avg_pool3d(input**norm_type, (kd, kh, kw), stride, 0, ceil_mode), kd * kh * kw, norm_type)
+
+
 def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
                  output_size: Any = None) -> Tensor:
     """max_unpool2d on a height-1 image: the partial inverse of max_pool1d."""
@@ -1299,6 +1324,15 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     if not -a.ndim <= dim < max(a.ndim, 1):
         raise IndexError(f"cosine_similarity: dim {dim} is out of range for inputs of {a.ndim} dims")
     return ops.CosineSimilarityFunction.apply(a, b, dim, float(eps))
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:  # noqa: A002
+    """The p-norm distances between every pair of rows i < j of (N, M), in row-major pair order."""
+    if input.ndim != 2:
+        raise FunctionalError(f"pdist: only supports 2D tensors, got: {input.ndim}D (shape {tuple(input.shape)})")
+    i, j = np.triu_indices(input.shape[0], 1)
+    diff = input[tensor(i)] - input[tensor(j)]  # (N*(N-1)/2, M)
+    return ops.VectorNormFunction.apply(diff, float(p), -1, False)
 
 
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
@@ -1804,6 +1838,18 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_neg = d_neg.minimum(pairwise_distance(positive, negative, p, eps))
+    return _reduce((d_pos - d_neg + margin).clip(0, None), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function: Any = None, margin: float = 1.0, swap: bool = False,
+                                      reduction: str = "mean") -> Tensor:
+    """max(d(a, p) - d(a, n) + margin, 0) for any distance function (pairwise_distance by default)."""
+    reduction = _reduction("triplet_margin_with_distance_loss", None, None, reduction)
+    dist = distance_function if distance_function is not None else pairwise_distance
+    d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        d_neg = d_neg.minimum(dist(positive, negative))
     return _reduce((d_pos - d_neg + margin).clip(0, None), reduction)
 
 
