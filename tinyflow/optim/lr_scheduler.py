@@ -662,9 +662,12 @@ class ReduceLROnPlateau(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
                  threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0, min_lr: Any = 0,
-                 eps: float = 1e-8) -> None:
+                 eps: float = 1e-8, verbose: Any = "deprecated") -> None:
         if factor >= 1.0:
             raise ValueError(f"ReduceLROnPlateau: factor should be < 1.0, got {factor}")
+        if verbose != "deprecated":  # older PyTorch's argument, still passed by many programs
+            warnings.warn("The verbose parameter is deprecated. Please use get_last_lr() to access the "
+                          "learning rate.", UserWarning, stacklevel=2)
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"ReduceLROnPlateau: {type(optimizer).__name__} is not an Optimizer")
         self.factor, self.optimizer = factor, optimizer
