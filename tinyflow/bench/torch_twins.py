@@ -1,6 +1,6 @@
 """PyTorch twins of the model zoo: the same layers, shapes and parameter names.
 
-``torch_model(name, config)`` builds the torch.nn model that matches ``models.get_model(name)``
+``torch_model(name, config)`` builds the torch.nn model that matches ``tinyflow.models.get_model(name)``
 built from the same config, so a tinyflow state dict loads into it (``load_tinyflow_state``)
 and both compute the same function. Used by `tinyflow bench train --compare torch`,
 bench/gpu/bench_gpu.py and the tests that check the twins against tinyflow.
@@ -24,7 +24,7 @@ def torch_model(name: str, config: Any) -> Any:
 
 
 def torch_alexnet(cfg: Any) -> Any:
-    """models.alexnet.AlexNet: features (5 convs, LRN where configured, 3 max pools), avgpool, classifier."""
+    """tinyflow.models.alexnet.AlexNet: features (5 convs, LRN where configured, 3 max pools), avgpool, classifier."""
     import torch.nn as tnn
 
     c1, c2, c3, c4, c5 = cfg.channels
@@ -56,7 +56,7 @@ def torch_alexnet(cfg: Any) -> Any:
 
 
 def _basic_block(cin: int, cout: int, stride: int, downsample: Any) -> Any:
-    """models.resnet.BasicBlock: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))."""
+    """tinyflow.models.resnet.BasicBlock: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))."""
     import torch.nn as tnn
 
     class BasicBlock(tnn.Module):
@@ -99,7 +99,7 @@ def _pad_shortcut(cin: int, cout: int, stride: int) -> Any:
 
 
 def torch_resnet_cifar(cfg: Any) -> Any:
-    """models.resnet.ResNetCifar: conv3x3, three stages of (depth-2)/6 BasicBlocks, avgpool, fc."""
+    """tinyflow.models.resnet.ResNetCifar: conv3x3, three stages of (depth-2)/6 BasicBlocks, avgpool, fc."""
     import torch.nn as tnn
 
     class ResNetCifar(tnn.Module):
@@ -133,7 +133,7 @@ def torch_resnet_cifar(cfg: Any) -> Any:
 
 
 def torch_resnet(cfg: Any) -> Any:
-    """models.resnet.ResNet (torchvision's ResNet with BasicBlocks, e.g. ResNet-18)."""
+    """tinyflow.models.resnet.ResNet (torchvision's ResNet with BasicBlocks, e.g. ResNet-18)."""
     import torch.nn as tnn
 
     class ResNet(tnn.Module):
@@ -167,7 +167,7 @@ def torch_resnet(cfg: Any) -> Any:
 
 
 def torch_fcn(cfg: Any) -> Any:
-    """models.fcn.FCN: Linear, activation, Linear, ... as ``layers``."""
+    """tinyflow.models.fcn.FCN: Linear, activation, Linear, ... as ``layers``."""
     import torch.nn as tnn
 
     act = tnn.Sigmoid if cfg.activation == "sigmoid" else tnn.ReLU
@@ -189,7 +189,7 @@ def torch_fcn(cfg: Any) -> Any:
 
 
 def torch_lstm_lm(cfg: Any) -> Any:
-    """models.lstm_lm.LSTMLM: embedding, nn.LSTM, dropout, linear decoder; ``logits, state = m(ids)``."""
+    """tinyflow.models.lstm_lm.LSTMLM: embedding, nn.LSTM, dropout, linear decoder; ``logits, state = m(ids)``."""
     import torch.nn as tnn
 
     class LSTMLM(tnn.Module):

@@ -320,9 +320,10 @@ def _report(rows: list, nproc: int, transport: str, args: argparse.Namespace) ->
         from tinyflow.parallel.benchmark import auto_report
 
         text, ok = auto_report(rows)
-        print("auto against the best of " + ", ".join(sorted(names - {"auto", "naive"})) + " at each size:")
-        print(text)
-        print(f"auto within 5% of the best at every size: {'yes' if ok else 'NO'}", flush=True)
+        text = ("auto against the best of " + ", ".join(sorted(names - {"auto", "naive"})) + " at each size:\n"
+                + text + f"\nauto within 5% of the best at every size: {'yes' if ok else 'NO'}")
+        print(text, flush=True)
+        table += "\n\n```\n" + text + "\n```"
     for other in ("native", "naive", "tree"):
         if "ring" in names and other in names:
             best = ratios(rows, "ring", other)

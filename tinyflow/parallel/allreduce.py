@@ -16,7 +16,7 @@ import numpy as np
 from tinyflow.device import array_module, kernels_of
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.parallel._segments import segment_bounds, segment_elements
-from tinyflow.parallel.auto import auto_allreduce
+from tinyflow.parallel.auto import algorithm_function
 from tinyflow.parallel.communicator import Communicator
 from tinyflow.parallel.naive import naive_allreduce
 from tinyflow.parallel.native import native_allreduce
@@ -72,8 +72,10 @@ def allreduce(
             f"cast to a floating dtype or use op='sum'"
         )
     work = buf if _is_contiguous(buf) else buf.copy()  # algorithms need a flat view
-    run = auto_allreduce if algorithm == "auto" else ALGORITHMS[algorithm]
-    run(work, comm, segment_bytes=segment_bytes)
+    if algorithm != "auto":
+        ALGORITHMS[algorithm](work, comm, segment_bytes=segment_bytes)
+    elif comm.size > 1:
+        algorithm_function(comm, work)(work, comm, segment_bytes=segment_bytes)
     if op == "mean" and comm.size > 1:
         kernels_of(work).reduce_scale(work, 1.0 / comm.size)
     if work is not buf:

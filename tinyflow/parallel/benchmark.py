@@ -4,7 +4,7 @@ algbw = bytes / time (what the application sees); busbw = algbw * 2(N-1)/N, the 
 link carries in an optimal all-reduce, so busbw is comparable across world sizes and against
 the hardware's link speed (nccl-tests' convention). After ``warmup`` untimed calls, each of
 ``iters`` rounds times every algorithm in turn (interleaved, starting one algorithm later each
-round, so that a load change on a shared host hits all of them alike), each as a block of back-to-back calls lasting about 2 ms (at least
+round, so that a load change on a shared host hits all of them alike), each as a block of back-to-back calls lasting about 5 ms (at least
 one call) after a barrier; a row's time is the median over rounds of the slowest rank's time
 per call.
 
@@ -26,7 +26,7 @@ import numpy as np
 from tinyflow.parallel.allreduce import ALGORITHM_CHOICES, all_gather_object, allreduce
 from tinyflow.parallel.communicator import Communicator
 
-BLOCK_SECONDS = 0.002  # a timed block of back-to-back calls lasts about this long
+BLOCK_SECONDS = 0.005  # a timed block of back-to-back calls lasts about this long
 MAX_INNER = 64
 _UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024**2, "MB": 1024**2, "G": 1024**3, "GB": 1024**3}
 
@@ -157,12 +157,21 @@ def _chosen(comm: Communicator, algorithm: str, nbytes: int) -> str:
     return choose_algorithm(comm, nbytes)
 
 
+def _paired(a: Row, b: Row) -> float:
+    """a's time over b's: the median of the per-round ratios when both have them."""
+    if a.rounds_us and len(a.rounds_us) == len(b.rounds_us):
+        return statistics.median(x / y for x, y in zip(a.rounds_us, b.rounds_us))
+    return a.time_us / b.time_us
+
+
 def auto_report(rows: Sequence[Row], tolerance: float = 0.05) -> tuple[str, bool]:
     """Per size: auto's time against the best other algorithm's (the lowest median); True when
     every size is within ``tolerance`` (auto's time <= (1 + tolerance) x the best).
 
-    With per-round times the ratio is paired: the median over rounds of auto's time over the
-    best one's in the same round, so that load changes between rounds cancel out."""
+    Ratios are paired: the median over rounds of the ratio within each round, so that load
+    changes between rounds cancel out. Each line also gives the choice's own row against the
+    best (``choice / best``): when auto picked the best algorithm that is 1, and what is left of
+    ``auto / best`` is the noise of timing the same algorithm twice."""
     by_size: dict[int, dict[str, Row]] = {}
     for r in rows:
         by_size.setdefault(r.size, {})[r.algorithm] = r
@@ -173,13 +182,14 @@ def auto_report(rows: Sequence[Row], tolerance: float = 0.05) -> tuple[str, bool
         if auto is None or not others:
             continue
         best = min(others.values(), key=lambda r: r.time_us)
-        ratio = auto.time_us / best.time_us
-        if auto.rounds_us and len(auto.rounds_us) == len(best.rounds_us):
-            ratio = statistics.median(a / b for a, b in zip(auto.rounds_us, best.rounds_us))
+        ratio = _paired(auto, best)
+        chosen = others.get(auto.chosen)
+        choice = "" if chosen is None else f"; choice / best = {_paired(chosen, best):.3f}"
         within = ratio <= 1 + tolerance
         ok &= within
         lines.append(f"{human(size):>6}: auto -> {auto.chosen or '?':6s} {auto.time_us:10.1f} us; best {best.algorithm:6s} "
-                     f"{best.time_us:10.1f} us; auto / best = {ratio:.3f} {'ok' if within else 'OVER ' + f'{tolerance:.0%}'}")
+                     f"{best.time_us:10.1f} us; auto / best = {ratio:.3f} {'ok' if within else 'OVER ' + f'{tolerance:.0%}'}"
+                     f"{choice}")
     return "\n".join(lines), ok
 
 
