@@ -10,7 +10,9 @@ Precisions (default: tf32 and bf16):
 - tf32: float32 tensors, TF32 tensor-core GEMMs (CUPY_TF32=1; torch allow_tf32 on)
 - bf16: autocast to bfloat16 for GEMMs and convolutions, float32 master weights, in both
 
-One step = forward, cross-entropy, backward, SGD-momentum update. PyTorch uses cuDNN; tinyflow
+One step = forward, cross-entropy, backward, SGD-momentum update. The PyTorch models are the
+shared twins of tinyflow.bench.torch_twins (also behind `tinyflow bench train --compare torch`).
+PyTorch uses cuDNN; tinyflow
 uses cuBLAS GEMMs (im2col) and its own .cu kernels. Each framework runs in its own process, and
 the two alternate for --rounds rounds so that clock and thermal drift hit both; each process
 times --runs runs of --steps steps between device synchronisations. The median run over all
@@ -82,52 +84,19 @@ def sizes(args: argparse.Namespace, workload: str) -> dict[str, Any]:
     return {**s, "batch": 4, "seq": 8, "hidden": 32, "embedding": 32, "vocab": 100} if args.tiny else s
 
 
-def torch_alexnet(cfg: Any) -> Any:
-    """The PyTorch twin of models.alexnet.AlexNet for ``cfg`` (same module indices)."""
-    import torch.nn as tnn
+def lm_config(s: dict[str, Any]) -> Any:
+    """The LSTM LM config of a workload's sizes (the same for both frameworks)."""
+    from tinyflow.models import get_config
 
-    c1, c2, c3, c4, c5 = cfg.channels
-    g1, g2, g3, g4, g5 = cfg.groups
-    lrn = (lambda: [tnn.LocalResponseNorm(cfg.lrn_size, cfg.lrn_alpha, cfg.lrn_beta, cfg.lrn_k)]) \
-        if cfg.lrn else (lambda: [])
-    features = tnn.Sequential(
-        tnn.Conv2d(cfg.in_channels, c1, cfg.conv1_kernel, cfg.conv1_stride, cfg.conv1_padding,
-                   groups=g1), tnn.ReLU(), *lrn(), tnn.MaxPool2d(3, 2),
-        tnn.Conv2d(c1, c2, 5, padding=2, groups=g2), tnn.ReLU(), *lrn(), tnn.MaxPool2d(3, 2),
-        tnn.Conv2d(c2, c3, 3, padding=1, groups=g3), tnn.ReLU(),
-        tnn.Conv2d(c3, c4, 3, padding=1, groups=g4), tnn.ReLU(),
-        tnn.Conv2d(c4, c5, 3, padding=1, groups=g5), tnn.ReLU(), tnn.MaxPool2d(3, 2))
-    classifier = tnn.Sequential(
-        tnn.Dropout(cfg.dropout), tnn.Linear(c5 * cfg.pool_size ** 2, cfg.hidden), tnn.ReLU(),
-        tnn.Dropout(cfg.dropout), tnn.Linear(cfg.hidden, cfg.hidden), tnn.ReLU(),
-        tnn.Linear(cfg.hidden, cfg.num_classes))
-    return tnn.Sequential(features, tnn.AdaptiveAvgPool2d(cfg.pool_size), tnn.Flatten(1),
-                          classifier)
-
-
-class TorchLM:
-    """The PyTorch twin of models.lstm_lm.LSTMLM: embedding, nn.LSTM (cuDNN), linear."""
-
-    def __new__(cls, s: dict[str, Any]) -> Any:
-        import torch.nn as tnn
-
-        class LM(tnn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.encoder = tnn.Embedding(s["vocab"], s["embedding"])
-                self.rnn = tnn.LSTM(s["embedding"], s["hidden"], num_layers=s["layers"])
-                self.decoder = tnn.Linear(s["hidden"], s["vocab"])
-
-            def forward(self, ids: Any) -> Any:
-                out, _ = self.rnn(self.encoder(ids))
-                return self.decoder(out.reshape(-1, out.shape[-1]))
-
-        return LM()
+    return get_config("lstm-lm", vocab_size=s["vocab"], embedding_dim=s["embedding"],
+                      hidden_size=s["hidden"], num_layers=s["layers"], seq_len=s["seq"])
 
 
 def measure_torch(args: argparse.Namespace, workload: str, precision: str) -> Callable[[], None]:
     """Build the PyTorch model and batch; return one training step."""
     import torch
+
+    from tinyflow.bench.torch_twins import torch_alexnet, torch_lstm_lm
 
     torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     torch.backends.cudnn.allow_tf32 = precision == "tf32"
@@ -142,7 +111,7 @@ def measure_torch(args: argparse.Namespace, workload: str, precision: str) -> Ca
         x = torch.randn(s["batch"], 3, s["image"], s["image"], device=device)
         y = torch.randint(0, s["classes"], (s["batch"],), device=device)
     else:
-        model = TorchLM(s).to(device)
+        model = torch_lstm_lm(lm_config(s)).to(device)
         x = torch.randint(0, s["vocab"], (s["seq"], s["batch"]), device=device)
         y = torch.randint(0, s["vocab"], (s["seq"] * s["batch"],), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -152,7 +121,10 @@ def measure_torch(args: argparse.Namespace, workload: str, precision: str) -> Ca
     def step() -> None:
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
-            loss = loss_fn(model(x), y)
+            out = model(x)
+            if not workload.startswith("alexnet"):
+                out = out[0].reshape(-1, s["vocab"])  # (T*B, V): the twin returns (logits, state)
+            loss = loss_fn(out, y)
         loss.backward()
         opt.step()
 
@@ -179,9 +151,9 @@ def measure_tinyflow(args: argparse.Namespace, workload: str, precision: str) ->
         def forward() -> Any:
             return F.cross_entropy(model(x), y)
     else:
-        model = get_model("lstm-lm", vocab_size=s["vocab"], embedding_dim=s["embedding"],
-                          hidden_size=s["hidden"], num_layers=s["layers"],
-                          seq_len=s["seq"]).to(args.device)
+        from tinyflow.models import build
+
+        model = build("lstm-lm", lm_config(s)).to(args.device)
         x = tf.tensor(rng.integers(0, s["vocab"], (s["seq"], s["batch"])), device=args.device)
         y = tf.tensor(rng.integers(0, s["vocab"], s["seq"] * s["batch"]), device=args.device)
 
