@@ -34,7 +34,7 @@ T = TypeVar("T")
 class Replicas:
     """This worker's part in a (possibly one-worker) data-parallel run."""
 
-    def __init__(self, world: World, algorithm: str = "ring", trace: str | None = None):
+    def __init__(self, world: World, algorithm: str = "auto", trace: str | None = None):
         from tinyflow.parallel.trace import ChromeTracer
 
         self.world = world
