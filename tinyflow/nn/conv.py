@@ -74,6 +74,18 @@ class _ConvNd(Module):
     def reset_parameters(self) -> None:
         init.default_linear_init_(self.weight, self.bias)
 
+    _functional: Any = None  # F.conv1d / conv2d / conv3d, set by each subclass
+
+    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # noqa: A002
+        """The convolution of this dimensionality; a non-zero padding_mode pads first, as PyTorch."""
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._mode_padding(), mode=self.padding_mode)
+            return self._functional(input, weight, bias, self.stride, 0, self.dilation, self.groups)
+        return self._functional(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return self._conv_forward(input, self.weight, self.bias)
+
     def _mode_padding(self) -> tuple[int, ...]:
         """F.pad's widths (last dim first) for a padding_mode other than zeros."""
         widths: list[int] = []
@@ -114,14 +126,7 @@ class Conv2d(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device, dtype)
 
-    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # noqa: A002
-        if self.padding_mode != "zeros":
-            input = F.pad(input, self._mode_padding(), mode=self.padding_mode)
-            return F.conv2d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
-        return F.conv2d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
-
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return self._conv_forward(input, self.weight, self.bias)
+    _functional = staticmethod(F.conv2d)
 
 
 class Conv1d(_ConvNd):
@@ -135,14 +140,7 @@ class Conv1d(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device, dtype)
 
-    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # noqa: A002
-        if self.padding_mode != "zeros":
-            input = F.pad(input, self._mode_padding(), mode=self.padding_mode)
-            return F.conv1d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
-        return F.conv1d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
-
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return self._conv_forward(input, self.weight, self.bias)
+    _functional = staticmethod(F.conv1d)
 
 
 class Conv3d(_ConvNd):
@@ -156,14 +154,7 @@ class Conv3d(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device, dtype)
 
-    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # noqa: A002
-        if self.padding_mode != "zeros":
-            input = F.pad(input, self._mode_padding(), mode=self.padding_mode)
-            return F.conv3d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
-        return F.conv3d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
-
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return self._conv_forward(input, self.weight, self.bias)
+    _functional = staticmethod(F.conv3d)
 
 
 class _ConvTransposeNd(_ConvNd):
