@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -122,7 +123,20 @@ class Context:
     input, the node that produced it and which of that node's outputs it was, taken when this op
     ran: an in-place op later moves the tensor onto a new node (``x += y``), and the gradient
     of this use must still reach the node that produced the value this op saw, as in PyTorch.
+
+    Attributes that most nodes leave at their default are class attributes (a node is made per
+    op call, so every attribute set here is paid on the hot path): ``watched`` becomes a dict
+    through ``watch``, ``versions`` a list when the op saved one of its tensors.
     """
+
+    num_outputs = 1
+    output_meta: Sequence[tuple[tuple[int, ...], Any]] = ()  # (shape, dtype) per output
+    _saved: tuple = ()
+    freed = False
+    watched: Mapping[int, Any] = MappingProxyType({})  # output index -> weakref of a tensor with hooks
+    versions: Sequence[tuple[list[int], int]] = ()  # saved tensors: (shared counter, value then)
+    inputs: tuple = ()
+    edges: tuple = ()
 
     def __init__(self, fn: type[Function], inputs: tuple, xp: Any) -> None:
         self.fn = fn
@@ -130,12 +144,6 @@ class Context:
         self.xp = xp
         self.needs_input_grad = tuple(t is not None and t._requires_grad for t in inputs)
         self.edges = tuple(None if t is None else (t._ctx, t._out_index) for t in inputs)
-        self.num_outputs = 1
-        self.output_meta: list[tuple[tuple[int, ...], Any]] = []  # (shape, dtype) per output
-        self._saved: tuple = ()
-        self.freed = False
-        self.watched: dict[int, Any] = {}  # output index -> weakref of a tensor with hooks
-        self.versions: list[tuple[list[int], int]] = []  # saved tensors: (shared counter, value then)
 
     @property
     def kernels(self) -> Any:
@@ -155,22 +163,34 @@ class Context:
             )
         return self._saved
 
+    def watch(self, index: int, ref: Any) -> None:
+        """Run the hooks (and retain_grad) of output ``index``'s tensor, held by weakref ``ref``."""
+        if "watched" not in self.__dict__:
+            self.watched = {}
+        self.watched[index] = ref
+
     def free(self) -> None:
         """Drop what backward needed, so the memory goes as soon as the graph is used."""
         self._saved = ()
-        self.inputs = tuple(None if t is None else _Freed for t in self.inputs)
-        self.edges = tuple(None for _ in self.edges)
+        self.inputs = ()
+        self.edges = ()
         self.freed = True
 
     def __repr__(self) -> str:
         return f"<{self.fn.__name__} node>"
 
 
-class _FreedMarker:
-    requires_grad = False
+def _new_context(fn: type[Function], xp: Any, needs_input_grad: tuple) -> Context:
+    """A node without running ``Context.__init__`` (Function.apply fills in the rest)."""
+    ctx = _new_object(Context)
+    ctx.fn = fn
+    ctx.xp = xp
+    ctx.needs_input_grad = needs_input_grad
+    return ctx
 
 
-_Freed = _FreedMarker()
+_new_object = object.__new__
+_NO_GRAD_NEEDS: dict[int, tuple] = {}  # number of inputs -> (False, ...) (for nodes not recorded)
 
 
 class Function:
@@ -189,8 +209,12 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
-        """Run ``forward`` on the arrays of ``args`` and, if needed, record the graph node."""
-        Tensor = _tensor_class()
+        """Run ``forward`` on the arrays of ``args`` and, if needed, record the graph node.
+
+        This runs once per op call, so it is written for speed: one pass over the arguments,
+        the node built directly, the output Tensors made without going through a constructor.
+        """
+        Tensor = _TENSOR if _TENSOR is not None else _tensor_class()
         raw = []
         first = None
         wants_grad = False
@@ -198,45 +222,73 @@ class Function:
             if isinstance(a, Tensor):
                 if first is None:
                     first = a
-                wants_grad = wants_grad or a._requires_grad
+                if a._requires_grad:
+                    wants_grad = True
                 raw.append(a.array)
             else:
                 raw.append(a)
-        record = wants_grad and _state.grad_enabled
-        xp = array_module(first.array) if first is not None else np
-        if record:
-            ctx = Context(cls, tuple(a if isinstance(a, Tensor) else None for a in args), xp)
+        if first is None:
+            xp = np
         else:
-            ctx = Context(cls, (), xp)
-            ctx.needs_input_grad = (False,) * len(args)
+            xp = np if type(first.array) is np.ndarray else array_module(first.array)
+        record = wants_grad and _state.grad_enabled
+        if record:
+            inputs = []
+            needs = []
+            edges = []
+            for a in args:
+                if isinstance(a, Tensor):
+                    inputs.append(a)
+                    needs.append(a._requires_grad)
+                    edges.append((a._ctx, a._out_index))
+                else:
+                    inputs.append(None)
+                    needs.append(False)
+                    edges.append(None)
+            ctx = _new_context(cls, xp, tuple(needs))
+            ctx.inputs = tuple(inputs)
+            ctx.edges = tuple(edges)
+        else:
+            n = len(args)
+            needs = _NO_GRAD_NEEDS.get(n)
+            if needs is None:
+                needs = _NO_GRAD_NEEDS[n] = (False,) * n
+            ctx = _new_context(cls, xp, needs)
         if xp is np:
             out = cls.forward(ctx, *raw, **kwargs)
         else:  # on a GPU an allocation can fail: name the op and the shape
             with catch_oom(f"{cls.__name__}.forward", first.shape):
                 out = cls.forward(ctx, *raw, **kwargs)
-        multi = isinstance(out, tuple)
+        multi = type(out) is tuple
         outs = out if multi else (out,)
         if _state.anomaly:
             _check_finite(cls.__name__, "forward", outs)
-        device = first.device if first is not None and not cls.moves_device else None
+        device = first._device if first is not None and not cls.moves_device else None
         results = []
+        new = _new_object
         for i, o in enumerate(outs):
             if type(o) is not np.ndarray:
                 o = xp.asarray(o)  # NumPy reductions return scalars, not 0-d arrays
-            t = Tensor._from_array(o, device=device)
-            if record and is_floating_or_complex(o.dtype):
-                t._requires_grad = True
-                t._ctx = ctx
-                t._out_index = i
+            t = new(Tensor)
+            t.array = o
+            t._device = device if device is not None else device_of(o)
+            t._versions = [0]  # in-place edits so far (see Tensor._from_array)
+            if record:
+                kind = o.dtype.kind
+                if kind == "f" or kind == "c" or (kind == "V" and is_floating_or_complex(o.dtype)):
+                    t._requires_grad = True
+                    t._ctx = ctx
+                    t._out_index = i
             results.append(t)
         if cls.returns_view and first is not None:
             for r in results:
                 r._versions = first._versions  # an in-place edit of either is an edit of both
         if record:
-            ctx.num_outputs = len(outs)
+            if multi:
+                ctx.num_outputs = len(outs)
             ctx.output_meta = [(r.array.shape, r.array.dtype) for r in results]
             if ctx._saved:
-                ctx.versions = _saved_versions(ctx._saved, (*ctx.inputs, *results))
+                ctx.versions = _saved_versions(ctx._saved, ctx.inputs, results)
         return tuple(results) if multi else results[0]
 
 
@@ -246,16 +298,25 @@ def _memory_root(a: Any) -> Any:
     return a if base is None else base
 
 
-def _saved_versions(saved: tuple, tensors: tuple) -> list[tuple[list[int], int]]:
+def _saved_versions(saved: tuple, inputs: tuple, results: list) -> list[tuple[list[int], int]]:
     """The in-place counters of the tensors whose memory an op saved for backward, with their
     values now: backward refuses to run if one moved (PyTorch's "modified by an inplace
     operation"). Tensors the op only read are not watched: ``out = conv(x); out += x`` is fine."""
-    roots = {id(_memory_root(a)) for a in saved if hasattr(a, "shape")}
-    return [
-        (t._versions, t._versions[0])
-        for t in tensors
-        if t is not None and id(_memory_root(t.array)) in roots
-    ]
+    roots = set()
+    for a in saved:
+        if hasattr(a, "shape"):
+            base = getattr(a, "base", None)
+            roots.add(id(a) if base is None else id(base))
+    watched = []
+    for group in (inputs, results):
+        for t in group:
+            if t is None:
+                continue
+            arr = t.array
+            base = getattr(arr, "base", None)
+            if (id(arr) if base is None else id(base)) in roots:
+                watched.append((t._versions, t._versions[0]))
+    return watched
 
 
 _TENSOR: Any = None
@@ -294,26 +355,37 @@ def sum_to_shape(grad: Any, shape: tuple[int, ...]) -> Any:
 def _topological_order(roots: Sequence[Context]) -> list[Context]:
     """Nodes reachable from ``roots``, each after every node that consumes its outputs."""
     order: list[Context] = []
-    seen: set[int] = set()
+    seen: set[Context] = set()  # nodes hash by identity
     stack: list[tuple[Context, bool]] = [(r, False) for r in roots]
+    pop, push, emit, mark = stack.pop, stack.append, order.append, seen.add
     while stack:
-        node, expanded = stack.pop()
+        node, expanded = pop()
         if expanded:
-            order.append(node)
+            emit(node)
             continue
-        if id(node) in seen:
+        if node in seen:
             continue
-        seen.add(id(node))
-        stack.append((node, True))
+        mark(node)
+        push((node, True))
         for edge in node.edges:
-            if edge is not None and edge[0] is not None and id(edge[0]) not in seen:
-                stack.append((edge[0], False))
+            if edge is not None:
+                child = edge[0]
+                if child is not None and child not in seen:
+                    push((child, False))
     order.reverse()  # consumers first
     return order
 
 
-def _accumulate(slot: Any, grad: Any) -> Any:
-    return grad if slot is None else slot + grad
+def _sum_grads(total: Any, g: Any, owned: dict[int, Any]) -> Any:
+    """``total + g``. A sum this backward made itself (listed in ``owned``, which keeps it alive so
+    its id stays unique) is added into in place: no other node or leaf holds it yet. Gradients
+    that ops returned are never written into: an op may hand one array to several inputs."""
+    if id(total) in owned and total.shape == g.shape and total.dtype == g.dtype:
+        total += g
+        return total
+    total = total + g
+    owned[id(total)] = total
+    return total
 
 
 def run_backward(
@@ -326,24 +398,11 @@ def run_backward(
     gradient is added to ``.grad`` once all its uses have delivered, and only then do its
     post-accumulate hooks run (DataParallel starts a bucket's all-reduce from there).
     """
-    pending: dict[int, list[Any]] = {}  # id(ctx) -> summed gradient per output
+    pending: dict[Context, list[Any]] = {}  # node -> summed gradient per output
     leaf_grads: dict[int, Any] = {}  # id(leaf) -> summed gradient in this backward
     leaf_uses: dict[int, int] = {}  # how many edges still have to deliver to each leaf
-    handed_out: set[int] = set()  # arrays already stored as some leaf's .grad
-
-    def deliver(t: Tensor, node: Context | None, index: int, g: Any) -> None:
-        """Hand ``g`` to output ``index`` of ``node``, or to leaf ``t`` when node is None."""
-        if node is None:
-            leaf_grads[id(t)] = _accumulate(leaf_grads.get(id(t)), g)
-            edge_done(t)
-        else:
-            slots = pending.setdefault(id(node), [None] * node.num_outputs)
-            slots[index] = _accumulate(slots[index], g)
-
-    def edge_done(t: Tensor) -> None:
-        leaf_uses[id(t)] -= 1
-        if leaf_uses[id(t)] == 0 and id(t) in leaf_grads:
-            _finish_leaf(t, leaf_grads.pop(id(t)), handed_out)
+    handed_out: set[int] = {id(g) for g in grads}  # arrays that some leaf's .grad may not own
+    owned: dict[int, Any] = {}  # sums made here (see _sum_grads)
 
     order = _topological_order([r._ctx for r in roots if r._ctx is not None])
 
@@ -362,17 +421,42 @@ def run_backward(
             if need and edge[0] is None:
                 leaf_uses[id(t)] = leaf_uses.get(id(t), 0) + 1
 
-    for r, g in zip(roots, grads):
-        deliver(r, r._ctx, r._out_index, g)
+    def leaf_delivered(t: Tensor, g: Any) -> None:
+        """One more use of leaf ``t`` has run (``g``: its gradient, or None for none)."""
+        key = id(t)
+        if g is not None:
+            prev = leaf_grads.get(key)
+            leaf_grads[key] = g if prev is None else _sum_grads(prev, g, owned)
+        uses = leaf_uses[key] - 1
+        leaf_uses[key] = uses
+        if uses == 0 and key in leaf_grads:
+            total = leaf_grads.pop(key)
+            owned.pop(id(total), None)
+            _finish_leaf(t, total, handed_out)
 
+    for r, g in zip(roots, grads):
+        if r._ctx is None:
+            leaf_delivered(r, g)
+        else:
+            slots = pending.setdefault(r._ctx, [None] * r._ctx.num_outputs)
+            prev = slots[r._out_index]
+            slots[r._out_index] = g if prev is None else _sum_grads(prev, g, owned)
+
+    anomaly = _state.anomaly
     for node in order:
-        slots = pending.pop(id(node), None) or [None] * node.num_outputs
+        xp = node.xp
+        slots = pending.pop(node, None)
+        if slots is None:
+            slots = [None] * node.num_outputs
+        elif owned:  # from here on, the op holds them: never add into them again
+            for s in slots:
+                if s is not None:
+                    owned.pop(id(s), None)
         # Outputs nobody used get a zero gradient (ops may assume an array for each output).
-        if any(s is None for s in slots):
-            slots = [
-                node.xp.zeros(shape, dtype=dtype) if s is None else s
-                for s, (shape, dtype) in zip(slots, node.output_meta)
-            ]
+        for i, s in enumerate(slots):
+            if s is None:
+                shape, dtype = node.output_meta[i]
+                slots[i] = xp.zeros(shape, dtype=dtype)
         if node.watched:
             slots = _run_watchers(node, slots)
         for counter, seen in node.versions:
@@ -381,29 +465,39 @@ def run_backward(
                     f"{node.fn.__name__}.backward: one of the tensors it needs was modified by an in-place "
                     "operation after the forward pass; use an out-of-place op (x = x + y) or .clone() first"
                 )
-        if node.xp is np:
+        if xp is np:
             in_grads = node.fn.backward(node, *slots)
         else:
             with catch_oom(f"{node.fn.__name__}.backward", slots[0].shape):
                 in_grads = node.fn.backward(node, *slots)
+        del slots
         if not isinstance(in_grads, tuple):
             in_grads = (in_grads,)
-        if _state.anomaly:
+        if anomaly:
             _check_finite(node.fn.__name__, "backward", in_grads)
-        for i, (t, edge, need) in enumerate(zip(node.inputs, node.edges, node.needs_input_grad)):
+        inputs, edges, n_grads = node.inputs, node.edges, len(in_grads)
+        for i, need in enumerate(node.needs_input_grad):
             if not need:
                 continue
-            g = in_grads[i] if i < len(in_grads) else None
-            if g is None:
-                if edge[0] is None:
-                    edge_done(t)
-                continue
-            g = node.xp.asarray(g)
-            if g.shape != t.shape:
-                g = sum_to_shape(g, t.shape)
-            if g.dtype != t.dtype:
-                g = g.astype(t.dtype)
-            deliver(t, edge[0], edge[1], g)
+            t, (producer, index) = inputs[i], edges[i]
+            g = in_grads[i] if i < n_grads else None
+            if g is not None:
+                if type(g) is not np.ndarray:
+                    g = xp.asarray(g)
+                arr = t.array
+                if g.shape != arr.shape:
+                    g = sum_to_shape(g, arr.shape)
+                if g.dtype != arr.dtype:
+                    g = g.astype(arr.dtype)
+            if producer is None:
+                leaf_delivered(t, g)
+            elif g is not None:
+                slots = pending.get(producer)
+                if slots is None:
+                    slots = pending[producer] = [None] * producer.num_outputs
+                prev = slots[index]
+                slots[index] = g if prev is None else _sum_grads(prev, g, owned)
+        del in_grads
         if not retain_graph:
             node.free()
 

@@ -101,20 +101,26 @@ class Tensor(TensorMethods):
         t = legacy_tensor(_default_dtype, args, device=device)
         self.__dict__.update(t.__dict__)
 
+    # What a fresh tensor holds until told otherwise. These are class attributes, so that making
+    # a tensor (once per op output) sets only its array, device and in-place counter; an instance
+    # attribute of the same name takes over when one is assigned.
+    grad: Tensor | None = None
+    _requires_grad = False
+    _ctx: autograd.Context | None = None
+    _out_index = 0
+    _grad_hooks: Sequence[Callable[[Tensor], Tensor | None]] = ()  # a list once one is registered
+    _post_accumulate_hooks: Sequence[Callable[[Tensor], None]] = ()
+    _retains_grad = False
+
     @classmethod
     def _from_array(cls, arr: Any, device: Device | None = None, requires_grad: bool = False) -> Tensor:
         """Wrap a raw array without copying or checking (the fast path used by ops)."""
         t = object.__new__(cls)
         t.array = arr
         t._device = device if device is not None else device_of(arr)
-        t._requires_grad = requires_grad
-        t.grad = None
-        t._ctx = None
-        t._out_index = 0
         t._versions = [0]  # in-place edits so far; shared with detach() and views of this data
-        t._grad_hooks = []
-        t._post_accumulate_hooks = []
-        t._retains_grad = False
+        if requires_grad:
+            t._requires_grad = True
         return t
 
     # ---------------------------------------------------------------- basic attributes
@@ -360,15 +366,19 @@ class Tensor(TensorMethods):
         """Call ``hook(grad)`` with this tensor's complete gradient; it may return a new one."""
         if not self._requires_grad:
             raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
+        if "_grad_hooks" not in self.__dict__:
+            self._grad_hooks = []
         self._grad_hooks.append(hook)
         if self._ctx is not None:
-            self._ctx.watched[self._out_index] = weakref.ref(self)
+            self._ctx.watch(self._out_index, weakref.ref(self))
         return lambda: self._grad_hooks.remove(hook)
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Callable[[], None]:
         """Call ``hook(self)`` once per backward, after this leaf's ``.grad`` is complete."""
         if self._ctx is not None:
             raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors have an accumulated .grad")
+        if "_post_accumulate_hooks" not in self.__dict__:
+            self._post_accumulate_hooks = []
         self._post_accumulate_hooks.append(hook)
         return lambda: self._post_accumulate_hooks.remove(hook)
 
@@ -377,7 +387,7 @@ class Tensor(TensorMethods):
         if self._ctx is None:
             return
         self._retains_grad = True
-        self._ctx.watched[self._out_index] = weakref.ref(self)
+        self._ctx.watch(self._out_index, weakref.ref(self))
 
     # ---------------------------------------------------------------- in-place ops
     # As in PyTorch, an in-place op writes into this tensor's memory (views see the change) and
