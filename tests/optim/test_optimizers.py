@@ -205,7 +205,7 @@ def test_training_a_real_model_decreases_loss() -> None:
 
 # ----------------------------------------------------------------------------- kernels
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("which", ["sgd", "adam"])
+@pytest.mark.parametrize("which", ["sgd", "adam", "adadelta"])
 def test_blocked_kernel_path_is_bitwise_the_whole_array_path(which, dtype, monkeypatch) -> None:
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal((37, 53)).astype(dtype) for _ in range(5)]
@@ -228,11 +228,36 @@ def test_blocked_kernel_path_is_bitwise_the_whole_array_path(which, dtype, monke
                     nesterov=False,
                     first_step=step == 1,
                 )
-            else:
+            elif which == "adam":
                 optim_kernels.adam_update(p, g, a, b, c, step=step, lr=0.01, weight_decay=0.01, amsgrad=True)
+            else:
+                optim_kernels.adadelta_update(p, g, b, c, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.01)
         results.append((p, a, b, c))
     for x, y in zip(*results):
         np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adadelta_kernel_is_bitwise_the_plain_numpy_rule(dtype, weight_decay, monkeypatch) -> None:
+    """The in-place, blocked adadelta_update computes exactly what the textbook expressions do."""
+    monkeypatch.setattr(optim_kernels, "_BLOCK", 100)  # several blocks and a partial last one
+    rng = np.random.default_rng(1)
+    p, g = (rng.standard_normal((37, 53)).astype(dtype) for _ in range(2))
+    v, u = (np.abs(rng.standard_normal((37, 53))).astype(dtype) for _ in range(2))
+    want_p, want_v, want_u = p.copy(), v.copy(), u.copy()
+    rho, eps, lr = 0.9, 1e-6, 1.0
+    for _ in range(3):
+        grad = g + weight_decay * want_p if weight_decay else g
+        want_v *= rho
+        want_v += (1 - rho) * grad * grad
+        delta = np.sqrt(want_u + eps) / np.sqrt(want_v + eps) * grad
+        want_u *= rho
+        want_u += (1 - rho) * delta * delta
+        want_p -= lr * delta
+        assert optim_kernels.adadelta_update(p, g, v, u, lr=lr, rho=rho, eps=eps, weight_decay=weight_decay) is None
+    for got, want in ((p, want_p), (v, want_v), (u, want_u)):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_kernels_update_non_contiguous_arrays_in_place() -> None:

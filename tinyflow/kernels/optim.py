@@ -22,7 +22,7 @@ import numpy as np
 
 from tinyflow.device import array_module
 
-__all__ = ["sgd_momentum_update", "adam_update"]
+__all__ = ["sgd_momentum_update", "adam_update", "adadelta_update"]
 
 # 256K elements = 1 MiB of fp32 per array: the 4-7 arrays of one block stay in the L2/L3 caches
 # and a 14M-parameter model takes ~60 blocks. Measured on FCN-R's parameters: SGD-momentum
@@ -30,8 +30,9 @@ __all__ = ["sgd_momentum_update", "adam_update"]
 _BLOCK = 1 << 18
 
 
-def _blocked(arrays: list[Any], body: Callable[..., None]) -> None:
-    """Run ``body(*blocks, scratch, scratch2)`` over matching blocks of ``arrays`` (None allowed).
+def _blocked(arrays: list[Any], body: Callable[..., None], scratches: int = 2) -> None:
+    """Run ``body(*blocks, scratch, scratch2, ...)`` (``scratches`` scratch arrays) over matching
+    blocks of ``arrays`` (None allowed).
 
     Large contiguous NumPy arrays are walked block by block through flat views (updates land in
     the original arrays); anything else (small, strided, CuPy) runs as one whole-array call.
@@ -41,19 +42,16 @@ def _blocked(arrays: list[Any], body: Callable[..., None]) -> None:
     contiguous = all(a.flags.c_contiguous for a in present)
     if array_module(first) is not np or first.size <= _BLOCK or not contiguous:
         xp = array_module(first)
-        scratch = xp.empty_like(first)
-        scratch2 = xp.empty_like(first)
-        body(*arrays, scratch, scratch2)
+        body(*arrays, *(xp.empty_like(first) for _ in range(scratches)))
         return
     flats = [None if a is None else a.reshape(-1) for a in arrays]
-    scratch_full = np.empty(_BLOCK, dtype=first.dtype)
-    scratch2_full = np.empty(_BLOCK, dtype=first.dtype)
+    scratch_full = [np.empty(_BLOCK, dtype=first.dtype) for _ in range(scratches)]
     n = first.size
     for start in range(0, n, _BLOCK):
         stop = min(start + _BLOCK, n)
         m = stop - start
         blocks = [None if f is None else f[start:stop] for f in flats]
-        body(*blocks, scratch_full[:m], scratch2_full[:m])
+        body(*blocks, *(s[:m] for s in scratch_full))
 
 
 def sgd_momentum_update(
@@ -195,3 +193,57 @@ def adam_update(
         p += tmp2  # param.addcdiv_(exp_avg, denom, value=-step_size)
 
     _blocked([param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq], body)
+
+
+def adadelta_update(
+    param: Any,
+    grad: Any,
+    square_avg: Any,
+    acc_delta: Any,
+    lr: float,
+    rho: float = 0.9,
+    eps: float = 1e-6,
+    weight_decay: float = 0.0,
+) -> None:
+    """One Adadelta step in place, PyTorch's exact rule (``torch.optim.Adadelta``, single tensor).
+
+    Signature (the CUDA twin mirrors it)::
+
+        adadelta_update(param, grad, square_avg, acc_delta, lr, rho=0.9, eps=1e-6,
+                        weight_decay=0.0) -> None
+
+    - ``param``, ``square_avg``, ``acc_delta`` are updated in place, ``grad`` is read only; all
+      of one shape and dtype.
+
+    Rule: ``g = grad + weight_decay * param``; ``v = rho * v + (1 - rho) * g * g``;
+    ``delta = sqrt(u + eps) / sqrt(v + eps) * g``; ``u = rho * u + (1 - rho) * delta * delta``;
+    ``param -= lr * delta``.
+    """
+    for name, arr in (("grad", grad), ("square_avg", square_avg), ("acc_delta", acc_delta)):
+        if arr.shape != param.shape:
+            raise ValueError(f"adadelta_update: {name} {arr.shape} must have param's shape {param.shape}")
+    xp = array_module(param)
+
+    def body(p: Any, g: Any, v: Any, u: Any, tmp: Any, tmp2: Any, delta: Any) -> None:
+        if weight_decay != 0:
+            xp.multiply(p, weight_decay, out=tmp)  # grad.add(param, alpha=weight_decay)
+            xp.add(g, tmp, out=tmp)
+            g = tmp
+        v *= rho
+        xp.multiply(g, 1 - rho, out=tmp2)
+        tmp2 *= g
+        v += tmp2  # square_avg.mul_(rho).addcmul_(grad, grad, value=1 - rho)
+        xp.add(v, eps, out=tmp2)
+        xp.sqrt(tmp2, out=tmp2)  # std
+        xp.add(u, eps, out=delta)
+        xp.sqrt(delta, out=delta)
+        delta /= tmp2
+        delta *= g  # delta = sqrt(acc_delta + eps) / std * grad
+        u *= rho
+        xp.multiply(delta, 1 - rho, out=tmp2)
+        tmp2 *= delta
+        u += tmp2  # acc_delta.mul_(rho).addcmul_(delta, delta, value=1 - rho)
+        delta *= lr
+        p -= delta  # param.add_(delta, alpha=-lr)
+
+    _blocked([param, grad, square_avg, acc_delta], body, scratches=3)

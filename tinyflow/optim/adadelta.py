@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tinyflow.device import array_module
+from tinyflow.device import array_module, kernels_of
 from tinyflow.optim.optimizer import Optimizer, ParamsT
 
 
@@ -49,14 +49,9 @@ class Adadelta(Optimizer):
                     state["acc_delta"] = xp.zeros_like(p.array, dtype=dtype)
                 state["step"] += 1
                 master = self._master_weight(p)
-                if wd != 0:
-                    grad = grad + wd * master
-                square_avg, acc_delta = state["square_avg"], state["acc_delta"]
-                square_avg *= rho
-                square_avg += (1 - rho) * grad * grad
-                delta = xp.sqrt(acc_delta + eps) / xp.sqrt(square_avg + eps) * grad
-                acc_delta *= rho
-                acc_delta += (1 - rho) * delta * delta
-                master -= lr * delta
+                kernels_of(p.array).adadelta_update(
+                    master, grad, state["square_avg"], state["acc_delta"], lr=lr, rho=rho, eps=eps,
+                    weight_decay=wd,
+                )
                 self._write_back(p, master)
         return loss

@@ -1,5 +1,7 @@
 """CUDA twins of ``tinyflow/kernels/optim.py``: fused SGD and Adam/AdamW steps (csrc/optim.cu),
-one launch over the whole parameter instead of a chain of element-wise CuPy calls."""
+one launch over the whole parameter instead of a chain of element-wise CuPy calls. Adadelta runs
+the reference's body on CuPy arrays (whole-array in-place passes, no temporaries beyond three
+scratch buffers): it has no fused kernel yet."""
 from __future__ import annotations
 
 import math
@@ -8,7 +10,7 @@ from typing import Any
 from tinyflow.kernels import optim as reference
 from tinyflow_cuda.kernels._launch import KernelCall, all_contiguous
 
-__all__ = ["sgd_momentum_update", "adam_update"]
+__all__ = ["sgd_momentum_update", "adam_update", "adadelta_update"]
 
 Array = Any
 
@@ -58,3 +60,9 @@ def adam_update(param: Array, grad: Array, exp_avg: Array, exp_avg_sq: Array,
                                  int(amsgrad), lr, beta1, beta2, eps, weight_decay,
                                  int(decoupled_weight_decay), step_size, bias2_sqrt, param.size])
     return None
+
+
+def adadelta_update(param: Array, grad: Array, square_avg: Array, acc_delta: Array, lr: float,
+                    rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0.0) -> None:
+    """One Adadelta step in place (PyTorch's rule): the reference's in-place passes, on CuPy."""
+    return reference.adadelta_update(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay)
