@@ -83,6 +83,17 @@ def dataparallel(comm, algorithm: str) -> str:
     return f"dataparallel {algorithm} matches"
 
 
+def mismatch(comm, what: str) -> str:
+    """Rank 1 all-reduces a buffer of another length or dtype than the others."""
+    odd = comm.rank == 1
+    if what == "length":
+        buf = np.ones(1000 + (24 if odd else 0), np.float32)
+    else:
+        buf = np.ones(1000, np.float64 if odd else np.float32)
+    allreduce(buf, comm, algorithm="ring")
+    return "reduced mismatched buffers?!"
+
+
 def main() -> None:
     mode = sys.argv[1]
     timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
@@ -94,6 +105,8 @@ def main() -> None:
             msg = silent(comm, int(sys.argv[2]))
         elif mode == "killed":
             msg = killed(comm, int(sys.argv[2]))
+        elif mode == "mismatch":
+            msg = mismatch(comm, sys.argv[2])
         elif mode == "dataparallel":
             msg = dataparallel(comm, sys.argv[2])
         else:

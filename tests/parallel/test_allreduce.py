@@ -1,6 +1,8 @@
 """Every all-reduce algorithm equals NumPy's sum, for every world size and awkward length."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,12 +11,15 @@ from hypothesis import strategies as st
 from tinyflow.parallel import (
     ALGORITHMS,
     CommError,
+    RankMismatchError,
     all_gather,
     all_gather_object,
     allreduce,
     broadcast,
     run_local,
 )
+from tinyflow.parallel.allreduce import SIGNATURE_TAG, agree_on_values
+from tinyflow.parallel.naive import naive_allreduce
 from tinyflow.parallel.ring import ring_bytes_sent
 from tinyflow.parallel.tree import tree_links
 
@@ -191,9 +196,103 @@ def test_all_gather_and_objects(world):
         assert objs == [{"rank": r, "pad": "x" * r} for r in range(world)]
 
 
-def test_mismatched_lengths_are_a_clear_error():
+def test_mismatched_lengths_reaching_the_transport_are_a_clear_error():
+    """Below allreduce's signature check, the transport itself refuses a message of the wrong size."""
     def fn(comm):
-        allreduce(np.zeros(4 + comm.rank, np.float32), comm, algorithm="naive")
+        naive_allreduce(np.zeros(4 + comm.rank, np.float32), comm)
 
     with pytest.raises(CommError, match="rank 1 sent 5 x float32 but the receive buffer holds 4"):
         run_local(fn, 2, timeout=5)
+
+
+def _errors_on_every_rank(fn, world: int) -> list[str]:
+    """Run ``fn`` on ``world`` thread ranks; each rank returns the RankMismatchError it got."""
+    def catching(comm):
+        try:
+            fn(comm)
+        except RankMismatchError as exc:
+            return str(exc)
+        return None
+
+    return run_local(catching, world, timeout=5)
+
+
+@pytest.mark.parametrize("algorithm", [*ALGOS, "auto"])
+@pytest.mark.parametrize("world", [2, 3, 5])
+def test_ranks_that_disagree_on_the_length_fail_on_every_rank(algorithm, world):
+    """Issue 12: a wrong sum on rank 0 (or a hang) before; now the same error on every rank."""
+    def fn(comm):
+        allreduce(np.ones(1000 + (24 if comm.rank == world - 1 else 0), np.float32), comm, algorithm=algorithm)
+
+    messages = _errors_on_every_rank(fn, world)
+    assert len(set(messages)) == 1 and messages[0] is not None, messages
+    assert (f"rank 0 has 1,000 x float32 (op sum, algorithm {algorithm}), "
+            f"rank {world - 1} has 1,024 x float32") in messages[0]
+
+
+@pytest.mark.parametrize("rank1, expected", [
+    (dict(dtype=np.float64), "rank 1 has 8 x float64 (op sum, algorithm ring)"),
+    (dict(op="mean"), "rank 1 has 8 x float32 (op mean, algorithm ring)"),
+    (dict(algorithm="tree"), "rank 1 has 8 x float32 (op sum, algorithm tree)"),
+])
+def test_ranks_that_disagree_on_dtype_op_or_algorithm_fail_on_every_rank(rank1, expected):
+    def fn(comm):
+        mine = rank1 if comm.rank == 1 else {}
+        buf = np.ones(8, mine.get("dtype", np.float32))
+        allreduce(buf, comm, algorithm=mine.get("algorithm", "ring"), op=mine.get("op", "sum"))
+
+    messages = _errors_on_every_rank(fn, 3)
+    assert len(set(messages)) == 1 and messages[0] is not None, messages
+    assert "rank 0 has 8 x float32 (op sum, algorithm ring)" in messages[0]
+    assert expected in messages[0]
+
+
+def test_the_signature_is_checked_once_and_not_counted_as_payload():
+    """The check is one small all-gather per new signature; the hot path pays nothing after it,
+    and ``bytes_sent`` stays exactly the algorithm's own traffic."""
+    def fn(comm):
+        tags = []
+        real = comm.sendrecv
+
+        def counting(sendbuf, dest, recvbuf, source, tag=0):
+            tags.append(tag)
+            return real(sendbuf, dest, recvbuf, source, tag)
+
+        comm.sendrecv = counting
+        a, b = np.ones(100, np.float32), np.ones(7, np.float64)
+        for _ in range(3):
+            allreduce(a, comm, algorithm="ring")
+            allreduce(b, comm, algorithm="ring")
+        return tags.count(SIGNATURE_TAG), comm.bytes_sent
+
+    world = 4
+    for rank, (checks, sent) in enumerate(run_local(fn, world, timeout=5)):
+        assert checks == 2 * (world - 1)  # one all-gather (N-1 steps) per signature, not per call
+        assert sent == 3 * (ring_bytes_sent(100, 4, rank, world) + ring_bytes_sent(7, 8, rank, world))
+
+
+def test_a_rank_that_goes_out_of_step_is_an_error_on_every_rank_not_a_hang():
+    """Rank 1 starts a new kind of all-reduce while rank 0 repeats an agreed one: both fail."""
+    def fn(comm):
+        allreduce(np.ones(16, np.float32), comm)
+        try:
+            allreduce(np.ones(16 if comm.rank == 0 else 3, np.float32), comm)
+        except CommError as exc:
+            return type(exc).__name__
+        return "finished"
+
+    start = time.monotonic()
+    outcomes = run_local(fn, 2, timeout=2)
+    assert all(name.endswith("Error") for name in outcomes), outcomes  # e.g. CommError, CommAbortedError
+    assert time.monotonic() - start < 10
+
+
+def test_agree_on_values_names_the_key_and_both_ranks_values_on_every_rank():
+    def fn(comm):
+        agree_on_values({"--batch-size": 16 if comm.rank == 2 else 8, "model": "alexnet"}, comm, "the options")
+
+    messages = _errors_on_every_rank(fn, 3)
+    assert len(set(messages)) == 1 and messages[0] == (
+        "the options differ between ranks: rank 0 has --batch-size 8, rank 2 has --batch-size 16; "
+        "start every rank with the same --batch-size")
+    assert run_local(lambda comm: agree_on_values({"a": 1}, comm), 3) == [None] * 3

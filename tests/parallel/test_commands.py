@@ -63,6 +63,24 @@ def test_bench_rejects_bad_sizes(capsys):
     assert "bad size 'big'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--algorithms", "ring,bogus"], "--algorithms 'ring,bogus': unknown 'bogus'; choose a comma list of ring, tree, naive, native, auto"),
+    (["--algorithms", ","], "--algorithms ',': no algorithm given; choose a comma list of ring, tree, naive, native, auto"),
+    (["--iters", "0"], "--iters must be >= 1, got 0"),
+    (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
+    (["--nproc", "0"], "--nproc must be >= 1, got 0"),
+    (["--timeout", "0"], "--timeout must be > 0 seconds, got 0.0"),
+])
+def test_bench_allreduce_checks_its_options_before_mpirun_starts(argv, message, capsys, monkeypatch):
+    """Issue 12: one line, exit 2, and no worker started (mpirun would fail N times over)."""
+    import tinyflow.parallel.launch as launch
+
+    monkeypatch.setattr(launch, "mpirun_command", lambda *a, **k: pytest.fail("mpirun was started"))
+    assert main(["bench", "allreduce", "--nproc", "2", "--sizes", "4K", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"tinyflow bench allreduce: error: {message}", err
+
+
 @needs_mpi
 def test_bench_allreduce_under_mpirun(tmp_path):
     proc = subprocess.run(
@@ -122,3 +140,26 @@ def test_train_nproc_2_writes_once_and_traces(tmp_path):
     for rank in (0, 1):
         names = {e["name"].split(" bucket")[0] for e in events if e["pid"] == rank}
         assert {"forward", "backward", "allreduce", "optimizer step"} <= names
+
+
+@needs_mpi
+def test_train_ranks_started_with_different_batch_sizes_fail_on_every_rank(tmp_path):
+    """Issue 12: workers started with different --batch-size went out of step at the epoch's end
+    (a wrong sum or a crash inside MPI); now every rank stops at once with one line naming both."""
+    from tinyflow.parallel.launch import find_mpirun, mpirun_env
+
+    def worker(batch: int) -> list[str]:
+        return ["-n", "1", sys.executable, "-m", "tinyflow.cli", "train", "alexnet", "--epochs", "1",
+                "--batch-size", str(batch), "--workers", "0", "--quiet", "--checkpoint-dir", str(tmp_path / "run")]
+
+    cmd = [find_mpirun(), "--oversubscribe", "--bind-to", "none", *worker(8), ":", *worker(16)]
+    proc = subprocess.run(cmd, env=mpirun_env(_env(), nproc=2), capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    errors = [line for line in out.splitlines() if line.startswith("tinyflow train: error")]
+    assert errors, out
+    for line in errors:
+        assert ("the workers' options differ between ranks: rank 0 has --batch-size 8, "
+                "rank 1 has --batch-size 16; start every rank with the same --batch-size") in line, out
+    assert "Traceback" not in out and "Segmentation" not in out, out
+    assert not (tmp_path / "run" / "last.ckpt").exists()

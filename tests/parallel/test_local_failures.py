@@ -60,9 +60,13 @@ def test_rank_that_returns_early_is_named_at_once():
 
 
 def test_different_collectives_are_detected():
+    """Below allreduce's signature check (tests/parallel/test_allreduce.py), the transport
+    itself notices two ranks in different algorithms by their message tags."""
+    from tinyflow.parallel.ring import ring_allreduce
+    from tinyflow.parallel.tree import tree_allreduce
+
     def fn(comm):
-        algorithm = "ring" if comm.rank == 0 else "tree"
-        allreduce(np.ones(4, np.float32), comm, algorithm=algorithm)
+        (ring_allreduce if comm.rank == 0 else tree_allreduce)(np.ones(4, np.float32), comm)
 
     with pytest.raises(CommError, match="different collectives"):
         run_local(fn, 2, timeout=2)

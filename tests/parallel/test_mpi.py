@@ -55,6 +55,21 @@ def test_killed_rank_is_named_under_mpirun():
     assert elapsed < 30, f"took {elapsed:.0f}s to surface the killed rank"
 
 
+@pytest.mark.parametrize("what,mine,theirs", [("length", "1,000 x float32", "1,024 x float32"),
+                                               ("dtype", "1,000 x float32", "1,000 x float64")])
+def test_mismatched_buffers_are_an_error_on_every_rank_under_mpirun(what, mine, theirs):
+    """Issue 12: a wrong sum on rank 0 or memory corruption inside MPI before; now every rank
+    stops with the same line naming both ranks' buffers."""
+    code, out, elapsed = _mpirun(3, "mismatch", what, "10.0", timeout=60)
+    assert code != 0, out
+    errors = [line for line in out.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 3, out
+    for line in errors:
+        assert "RankMismatchError" in line and f"rank 0 has {mine}" in line and f"rank 1 has {theirs}" in line, out
+    assert "OK" not in out
+    assert elapsed < 30, out
+
+
 @pytest.mark.parametrize("algorithm", ["ring", "native"])
 def test_dataparallel_under_mpirun(algorithm):
     code, out, _ = _mpirun(2, "dataparallel", algorithm)

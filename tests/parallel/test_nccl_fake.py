@@ -17,6 +17,7 @@ import pytest
 
 import tinyflow_cuda
 from tinyflow.parallel import CommError, CommTimeoutError, allreduce
+from tinyflow.parallel.allreduce import agree_on_signature
 from tinyflow_cuda.nccl import NcclCommunicator
 
 TYPES = {0: np.float32, 1: np.float64, 2: np.float16, 3: np.int32, 4: np.int64, 5: np.uint8,
@@ -249,7 +250,9 @@ def run_ranks(world: World, fn, ranks=None, timeout=5.0, stream=None, mpi=FakeMp
 def device_arrays(monkeypatch):
     """Route tinyflow.device's backend calls for FakeDeviceArrays, and count the transfers."""
     moves: list[tuple[str, str]] = []
-    xp = SimpleNamespace(empty_like=lambda a: FakeDeviceArray(np.empty_like(a.host)))
+    xp = SimpleNamespace(empty_like=lambda a: FakeDeviceArray(np.empty_like(a.host)),
+                         asarray=lambda a: FakeDeviceArray(np.array(a)),  # allreduce's signature check
+                         empty=lambda shape, dtype: FakeDeviceArray(np.empty(shape, dtype)))
 
     def array_module_of(arr):
         assert isinstance(arr, FakeDeviceArray), type(arr)
@@ -280,7 +283,7 @@ def _check(out: dict) -> dict:
 # ---- working cliques ------------------------------------------------------------------------
 
 
-def test_sendrecv_ring_barrier_and_native_allreduce():
+def test_sendrecv_ring_barrier_and_native_allreduce(device_arrays):
     world = World(3)
 
     def fn(comm):
@@ -306,6 +309,11 @@ def test_naive_sends_only_device_buffers_and_sums_on_the_host_of_rank_0(device_a
 
     def fn(comm):
         buf = FakeDeviceArray(host[comm.rank].reshape(2, 5).copy())
+        agree_on_signature(buf, comm, "sum", "naive")  # the first allreduce's check, done first
+        comm.barrier()
+        if comm.rank == 0:
+            device_arrays.clear()  # count the transfers of the all-reduce alone
+        comm.barrier()
         allreduce(buf, comm, algorithm="naive")  # NcclCommunicator rejects host buffers
         return buf.host.copy(), threading.current_thread().name, comm.bytes_sent
 

@@ -265,15 +265,24 @@ def run(args: argparse.Namespace) -> int:
     from tinyflow.parallel.benchmark import parse_sizes, run_allreduce_bench
     from tinyflow.parallel.world import launched_by_mpi
 
+    from tinyflow.parallel.allreduce import ALGORITHM_CHOICES
+
+    # Every option is checked here, before mpirun starts N workers that would each fail alike.
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    unknown = [a for a in algorithms if a not in ALGORITHM_CHOICES]
+    if unknown or not algorithms:
+        problem = f"unknown {', '.join(map(repr, unknown))}" if unknown else "no algorithm given"
+        return _fail("allreduce", f"--algorithms {args.algorithms!r}: {problem}; "
+                     f"choose a comma list of {', '.join(ALGORITHM_CHOICES)}")
     try:
         sizes = parse_sizes(args.sizes)
     except ValueError as exc:
-        print(f"tinyflow bench allreduce: error: {exc}", file=sys.stderr)
-        return 2
-    if args.nproc < 1:
-        print("tinyflow bench allreduce: error: --nproc must be >= 1", file=sys.stderr)
-        return 2
+        return _fail("allreduce", str(exc))
+    for flag, value, least in (("--nproc", args.nproc, 1), ("--iters", args.iters, 1), ("--warmup", args.warmup, 0)):
+        if value < least:
+            return _fail("allreduce", f"{flag} must be >= {least}, got {value}")
+    if args.timeout <= 0:
+        return _fail("allreduce", f"--timeout must be > 0 seconds, got {args.timeout}")
 
     if args.transport == "local":
         from tinyflow.parallel.local import run_local

@@ -17,6 +17,7 @@ from tinyflow.parallel.communicator import (
     CommError,
     CommTimeoutError,
     Communicator,
+    RankMismatchError,
 )
 from tinyflow.parallel.compression import FP16Compression, OneBitCompression
 from tinyflow.parallel.data_parallel import DataParallel
@@ -36,6 +37,7 @@ __all__ = [
     "FP16Compression",
     "LocalComm",
     "OneBitCompression",
+    "RankMismatchError",
     "World",
     "all_gather",
     "all_gather_object",

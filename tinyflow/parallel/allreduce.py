@@ -4,20 +4,27 @@
 (ring, tree, naive, native, or auto: one of ring, tree and native chosen per size by a cost
 model fitted once per world) and runs it in place; ``op="mean"`` divides by the world size
 afterwards. Arrays may be NumPy or CuPy arrays, or tinyflow Tensors (their ``.array``).
+
+Before the data of a new kind of buffer moves, the ranks check that they agree on its length,
+dtype, op and algorithm (``agree_on_signature``): buffers that differ would otherwise give a
+wrong sum or overrun a receive buffer inside MPI. The check is one small all-gather per distinct
+signature and communicator, remembered, so a training loop pays it on its first step only.
+A disagreement is a ``RankMismatchError`` raised on every rank, naming both ranks' values.
 """
 from __future__ import annotations
 
 import pickle
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tinyflow.device import array_module, kernels_of
+from tinyflow.device import array_module, kernels_of, to_host
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.parallel._segments import segment_bounds, segment_elements
 from tinyflow.parallel.auto import algorithm_function
-from tinyflow.parallel.communicator import Communicator
+from tinyflow.parallel.communicator import Communicator, RankMismatchError
 from tinyflow.parallel.naive import naive_allreduce
 from tinyflow.parallel.native import native_allreduce
 from tinyflow.parallel.ring import ring_allreduce
@@ -33,6 +40,11 @@ ALGORITHMS: dict[str, Callable[..., None]] = {
 ALGORITHM_CHOICES = (*ALGORITHMS, "auto")
 OPS = ("sum", "mean")
 GATHER_TAG = 300
+SIGNATURE_TAG = 301
+
+
+# Per communicator, the (length, dtype, op, algorithm) signatures every rank has agreed on.
+_AGREED: weakref.WeakKeyDictionary[Communicator, set[tuple[int, str, str, str]]] = weakref.WeakKeyDictionary()
 
 
 def _raw(array: Any) -> Any:
@@ -71,6 +83,8 @@ def allreduce(
             f"allreduce(op='mean'): a {buf.dtype} buffer cannot hold a mean; "
             f"cast to a floating dtype or use op='sum'"
         )
+    if comm.size > 1:
+        agree_on_signature(buf, comm, op, algorithm)
     work = buf if _is_contiguous(buf) else buf.copy()  # algorithms need a flat view
     if algorithm != "auto":
         ALGORITHMS[algorithm](work, comm, segment_bytes=segment_bytes)
@@ -81,6 +95,55 @@ def allreduce(
     if work is not buf:
         buf[...] = work
     return array
+
+
+def agree_on_signature(buf: Any, comm: Communicator, op: str, algorithm: str) -> None:
+    """Check, once per signature and communicator, that every rank all-reduces a buffer of the
+    same length and dtype with the same op and algorithm; raise RankMismatchError on every rank if not.
+
+    The signature travels as five int64 on the buffer's own device (NCCL carries device memory
+    only); its bytes are not counted in ``comm.bytes_sent``, which stays the payload's.
+    """
+    mine = (int(buf.size), np.dtype(buf.dtype).name, op, algorithm)
+    agreed = _AGREED.setdefault(comm, set())
+    if mine in agreed:
+        return
+    sent, count = comm.bytes_sent, comm.messages_sent
+    try:
+        encoded = array_module(buf).asarray(_encode_signature(mine))  # on the current device
+        everyone = to_host(all_gather(encoded, comm, tag=SIGNATURE_TAG), "allreduce signature")
+    finally:
+        comm.bytes_sent, comm.messages_sent = sent, count
+    signatures = [_decode_signature(row) for row in everyone]
+    for rank, theirs in enumerate(signatures[1:], start=1):
+        if theirs != signatures[0]:  # every rank sees the same table, so every rank raises this
+            raise RankMismatchError(
+                f"allreduce: the ranks disagree on the buffer: rank 0 has {_describe_signature(signatures[0])}, "
+                f"rank {rank} has {_describe_signature(theirs)}; every rank must all-reduce the same length, "
+                f"dtype, op and algorithm in the same order (ranks started with different options, "
+                f"e.g. another --batch-size or model, go out of step)",
+                rank=comm.rank, peer=rank if comm.rank == 0 else 0)
+    agreed.add(mine)
+
+
+def _encode_signature(signature: tuple[int, str, str, str]) -> np.ndarray:
+    """(length, dtype name, op, algorithm) as five int64: the name's ASCII bytes take two."""
+    length, dtype, op, algorithm = signature
+    name = np.frombuffer(dtype.encode("ascii")[:16].ljust(16), dtype="<i8")
+    return np.array([length, *name, OPS.index(op), ALGORITHM_CHOICES.index(algorithm)], dtype=np.int64)
+
+
+def _decode_signature(row: np.ndarray) -> tuple[int, str, str, str]:
+    length, op, algorithm = int(row[0]), int(row[3]), int(row[4])
+    name = np.asarray(row[1:3], dtype="<i8").tobytes().decode("ascii", "replace").rstrip()
+    op_name = OPS[op] if 0 <= op < len(OPS) else f"#{op}"
+    algorithm_name = ALGORITHM_CHOICES[algorithm] if 0 <= algorithm < len(ALGORITHM_CHOICES) else f"#{algorithm}"
+    return length, name, op_name, algorithm_name
+
+
+def _describe_signature(signature: tuple[int, str, str, str]) -> str:
+    length, dtype, op, algorithm = signature
+    return f"{length:,} x {dtype} (op {op}, algorithm {algorithm})"
 
 
 def broadcast(array: Any, comm: Communicator, root: int = 0, segment_bytes: int | None = None) -> Any:
@@ -100,7 +163,7 @@ def broadcast(array: Any, comm: Communicator, root: int = 0, segment_bytes: int 
     return array
 
 
-def all_gather(array: Any, comm: Communicator) -> Any:
+def all_gather(array: Any, comm: Communicator, tag: int = GATHER_TAG) -> Any:
     """Gather every rank's ``array`` (same shape everywhere) into a new (size, *shape) array.
 
     Ring all-gather: N-1 steps, each rank passing along the block it received last.
@@ -112,7 +175,7 @@ def all_gather(array: Any, comm: Communicator) -> Any:
     n, rank = comm.size, comm.rank
     for step in range(n - 1):
         send, recv = (rank - step) % n, (rank - step - 1) % n
-        comm.sendrecv(out[send], (rank + 1) % n, out[recv], (rank - 1) % n, GATHER_TAG)
+        comm.sendrecv(out[send], (rank + 1) % n, out[recv], (rank - 1) % n, tag)
     return out
 
 
@@ -124,6 +187,25 @@ def all_gather_object(obj: Any, comm: Communicator) -> list[Any]:
     padded[: payload.size] = payload
     gathered = all_gather(padded, comm)  # (N, max_len)
     return [pickle.loads(gathered[r, : int(lengths[r])].tobytes()) for r in range(comm.size)]
+
+
+def agree_on_values(values: dict[str, Any], comm: Communicator, what: str = "the values") -> None:
+    """Check that every rank passes the same ``values`` (e.g. a run's options); otherwise raise
+    RankMismatchError on every rank, naming the first key that differs and both ranks' values:
+    "``what`` differ between ranks: rank 0 has --batch-size 8, rank 1 has --batch-size 16"."""
+    everyone = all_gather_object(values, comm)
+    reference = everyone[0]
+    for rank, theirs in enumerate(everyone[1:], start=1):
+        for key in sorted(set(reference) | set(theirs)):
+            if reference.get(key) != theirs.get(key):
+                raise RankMismatchError(
+                    f"{what} differ between ranks: rank 0 has {key} {_show(reference.get(key))}, rank {rank} has "
+                    f"{key} {_show(theirs.get(key))}; start every rank with the same {key}",
+                    rank=comm.rank, peer=rank if comm.rank == 0 else 0)
+
+
+def _show(value: Any) -> str:
+    return "(not set)" if value is None else repr(value) if isinstance(value, str) else str(value)
 
 
 def average_metrics(metrics: dict[str, float], comm: Communicator | None) -> dict[str, float]:

@@ -32,6 +32,11 @@ class CommTimeoutError(CommError, TimeoutError):
     """A peer sent nothing within the communicator's timeout; ``peer`` is the rank blamed."""
 
 
+class RankMismatchError(CommError):
+    """The ranks called a collective with different arguments (length, dtype, op, algorithm,
+    options), or went out of step; raised on every rank with the same message."""
+
+
 class CommAbortedError(CommError):
     """Another rank of the group failed, so this rank's collective was abandoned."""
 

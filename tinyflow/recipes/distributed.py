@@ -9,6 +9,7 @@ with these differences, all of them here, in ``Replicas``:
   are all-reduced in buckets during backward, and the loop's ``after_backward`` hook waits for the
   last bucket (``--allreduce`` picks the algorithm);
 - the epoch's metric sums and the Ctrl-C votes are added over the ranks (``allreduce_sum``);
+- the workers first check that they were started with the same options (``check_same_options``);
 - only rank 0 writes files and prints (``writer``). It also logs each step's time split to
   CHECKPOINT_DIR/steps.jsonl (tinyflow.parallel.trace.StepTimer), and ``--trace FILE`` writes one
   Chrome trace with a row per rank.
@@ -29,6 +30,10 @@ from tinyflow.parallel.world import World
 from tinyflow.recipes.loop import Hooks
 
 T = TypeVar("T")
+
+# The options every worker of a run must share (checked once, before any data is read).
+AGREED_OPTIONS = ("model", "--data", "--image-size", "--batch-size", "--epochs", "--optimizer", "--lr",
+                  "--momentum", "--weight-decay", "--schedule", "--amp", "--seed", "--allreduce", "--resume")
 
 
 class Replicas:
@@ -58,6 +63,17 @@ class Replicas:
     def device(self, device: str) -> str:
         """``device`` for this worker: ``cuda`` (any index) becomes cuda:<local rank> in a parallel run."""
         return self.world.device("cuda") if self.parallel and device.startswith("cuda") else device
+
+    def check_same_options(self, args: Any, flags: tuple[str, ...] = AGREED_OPTIONS) -> None:
+        """Every worker must run with the same options: one started with another --batch-size
+        takes a different number of steps per epoch and falls out of step with the others. A
+        difference is a RankMismatchError on every rank naming the flag and both values."""
+        if self.comm is None:
+            return
+        from tinyflow.parallel.allreduce import agree_on_values
+
+        values = {flag: getattr(args, flag.lstrip("-").replace("-", "_"), None) for flag in flags}
+        agree_on_values(values, self.comm, "the workers' options")
 
     def rank0_first(self, load: Callable[[], T]) -> T:
         """``load()`` on rank 0, then on the others: rank 0 may write a cache that they read

@@ -386,6 +386,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     replicas = Replicas(world(), algorithm=args.allreduce, trace=args.trace)
     try:
+        replicas.check_same_options(args)
         known = available_models()
         if args.model not in known:
             raise ValueError(f"unknown model {args.model!r}: choose one of {', '.join(known)}")
