@@ -254,3 +254,40 @@ def test_scale_follows_the_rule_for_any_overflow_pattern(steps, interval):
             if clean == interval:
                 scale, clean = scale * 2.0, 0
         assert scaler.get_scale() == scale
+
+
+# ---- PyTorch's spellings ------------------------------------------------------------------------
+def test_torch_autocast_signature_device_type_then_dtype():
+    import tinyflow as tf
+
+    with tf.autocast("cpu") as dtype:  # torch.autocast(device_type="cpu"): bfloat16
+        assert dtype.name == "bfloat16" and amp.autocast_dtype().name == "bfloat16"
+    with tf.autocast(device_type="cpu", dtype=tf.float16):
+        assert amp.autocast_dtype() == np.float16
+    with tf.amp.autocast("cpu", enabled=False):
+        assert amp.autocast_dtype() is None
+    with tf.cpu.amp.autocast():
+        assert amp.autocast_dtype().name == "bfloat16"
+    assert amp.autocast_dtype() is None
+    with pytest.raises(ValueError, match="unknown device_type 'mps'"):
+        tf.autocast("mps", dtype=tf.float16)
+
+
+def test_autocast_is_a_decorator_too():
+    @amp.autocast("cpu", dtype="fp16")
+    def inside():
+        return amp.autocast_dtype()
+
+    assert inside() == np.float16 and inside() == np.float16 and amp.autocast_dtype() is None
+
+
+def test_cuda_autocast_and_scaler_without_cuda_warn_and_run_in_full_precision(monkeypatch):
+    monkeypatch.setattr(amp, "_cuda_available", lambda: False)
+    with pytest.warns(UserWarning, match="CUDA is not available. Disabling"):
+        ctx = amp.autocast("cuda")
+    with ctx:
+        assert amp.autocast_dtype() is None
+    with pytest.warns(UserWarning, match="GradScaler is enabled, but CUDA is not available"):
+        scaler = amp.GradScaler("cuda", init_scale=1024.0)
+    assert not scaler.enabled and scaler.get_scale() == 1.0
+    assert amp.GradScaler(512.0).get_scale() == 512.0  # tinyflow's positional init_scale still works

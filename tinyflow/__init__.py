@@ -67,8 +67,10 @@ def _lazy(name: str):  # noqa: ANN202
 def __getattr__(name: str):  # noqa: ANN202
     """Subpackages (nn, optim, data, parallel, ...) and save/load load on first use."""
     if name in ("nn", "optim", "data", "parallel", "ops", "kernels", "testing", "amp", "serialization",
-                "cuda", "accelerator", "backends"):
+                "cuda", "cpu", "accelerator", "backends"):
         return _lazy(name)
+    if name == "autocast":  # torch.autocast(device_type, dtype=None, enabled=True)
+        return _lazy("amp").autocast
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)
     if name in _BUILTIN_DTYPE_NAMES:  # tinyflow.float / int / bool: not defined here, where they

@@ -87,19 +87,53 @@ def _resolve(dtype: Any) -> np.dtype:
     raise ValueError(f"autocast: dtype must be float16 or bfloat16, got {resolved}")
 
 
-@contextlib.contextmanager
-def autocast(dtype: Any = "bf16", enabled: bool = True) -> Iterator[np.dtype | None]:
-    """Run the GEMM ops of the block in ``dtype`` (float16 or bfloat16); nests and restores.
+DEVICE_TYPES = {"cuda": "float16", "cpu": "bfloat16"}  # device_type -> PyTorch's default dtype
 
-    ``enabled=False`` turns autocast off inside the block (for a float32 island).
-    Per thread, like torch.autocast.
+
+def _cuda_available() -> bool:
+    from tinyflow.device import cuda_backend
+
+    return bool(cuda_backend().is_available())
+
+
+class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
+    """Run the GEMM ops of the block in float16 or bfloat16; nests and restores, per thread.
+
+    PyTorch's signature, ``autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``:
+    ``torch.autocast("cuda")`` computes in float16, ``torch.autocast("cpu")`` in bfloat16, and
+    ``dtype=`` picks either. tinyflow's shorter ``autocast("fp16")`` / ``autocast("bf16")`` (a
+    dtype in the first place) works too. ``"cuda"`` where CUDA is not available warns and runs
+    the block in full precision, as PyTorch does. ``enabled=False`` turns autocast off inside
+    the block (a float32 island). A context manager and a decorator; ``as`` gives the dtype.
     """
-    previous = getattr(_local, "dtype", None)
-    _local.dtype = _resolve(dtype) if enabled else None
-    try:
-        yield _local.dtype
-    finally:
-        _local.dtype = previous
+
+    def __init__(self, device_type: Any = None, dtype: Any = None, enabled: bool = True,
+                 cache_enabled: bool | None = None) -> None:
+        if device_type is not None and str(device_type).split(":")[0] not in DEVICE_TYPES:
+            if dtype is not None:
+                raise ValueError(f"autocast: unknown device_type {device_type!r}; use 'cuda' or 'cpu'")
+            device_type, dtype = None, device_type  # tinyflow's autocast("fp16")
+        kind = None if device_type is None else str(device_type).split(":")[0]
+        if enabled and kind == "cuda" and not _cuda_available():
+            import warnings
+
+            warnings.warn("User provided device_type of 'cuda', but CUDA is not available. Disabling",
+                          UserWarning, stacklevel=2)
+            enabled = False
+        if dtype is None:
+            dtype = DEVICE_TYPES[kind] if kind is not None else "bf16"
+        self.device_type = kind or "cpu"
+        self.fast_dtype = _resolve(dtype)
+        self.enabled = bool(enabled)
+        self._saved: list[np.dtype | None] = []
+
+    def __enter__(self) -> np.dtype | None:
+        self._saved.append(getattr(_local, "dtype", None))
+        _local.dtype = self.fast_dtype if self.enabled else None
+        return _local.dtype
+
+    def __exit__(self, *exc: object) -> None:
+        _local.dtype = self._saved.pop()
 
 
 def autocast_dtype() -> np.dtype | None:
@@ -158,12 +192,21 @@ class GradScaler:
     unscales if needed and runs the optimizer only when all gradients are finite; ``update()``
     halves the scale after an overflow and doubles it after ``growth_interval`` clean steps.
     With ``enabled=False`` every method is a pass-through, so one training loop serves fp32,
-    bf16 and fp16.
+    bf16 and fp16. PyTorch's signature: ``GradScaler("cuda", init_scale=...)``; ``"cuda"`` where
+    CUDA is not available warns and disables the scaler (no device: it scales on any device).
     """
 
-    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0,
+    def __init__(self, device: Any = None, init_scale: float = 2.0**16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000,
                  enabled: bool = True) -> None:
+        if isinstance(device, (int, float)) and not isinstance(device, bool):  # GradScaler(1024.0)
+            device, init_scale = None, device
+        if enabled and device is not None and str(device).startswith("cuda") and not _cuda_available():
+            import warnings  # torch.amp.GradScaler("cuda") on a machine without CUDA
+
+            warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
+                          UserWarning, stacklevel=2)
+            enabled = False
         if growth_factor <= 1.0:
             raise ValueError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
         if not 0.0 < backoff_factor < 1.0:

@@ -6,35 +6,18 @@ script runs unchanged on a CPU-only machine.
 """
 from __future__ import annotations
 
-import contextlib
-import warnings
-from collections.abc import Iterator
 from typing import Any
 
 from tinyflow import amp as _amp
-from tinyflow.device import cuda_backend
 
 __all__ = ["autocast", "GradScaler"]
 
 
-@contextlib.contextmanager
-def autocast(enabled: bool = True, dtype: Any = "float16", cache_enabled: bool = True) -> Iterator[None]:
-    """Half-precision GEMMs inside the block on a GPU; full precision without CUDA."""
-    if enabled and not cuda_backend().is_available():
-        warnings.warn("User provided device_type of 'cuda', but CUDA is not available. Disabling",
-                      UserWarning, stacklevel=3)
-        enabled = False
-    if not enabled:
-        yield
-        return
-    with _amp.autocast(dtype=dtype):
-        yield
+def autocast(enabled: bool = True, dtype: Any = "float16", cache_enabled: bool = True) -> _amp.autocast:
+    """Half-precision GEMMs inside the block on a GPU; full precision (and a warning) without CUDA."""
+    return _amp.autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
 
 def GradScaler(*args: Any, enabled: bool = True, **kwargs: Any) -> _amp.GradScaler:  # noqa: N802
     """A ``tinyflow.amp.GradScaler``, disabled (every call a pass-through) without CUDA."""
-    if enabled and not cuda_backend().is_available():
-        warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
-                      UserWarning, stacklevel=2)
-        enabled = False
-    return _amp.GradScaler(*args, enabled=enabled, **kwargs)
+    return _amp.GradScaler("cuda", *args, enabled=enabled, **kwargs)
