@@ -122,3 +122,31 @@ def test_cross_entropy_bad_targets_are_clear():
         F.cross_entropy(tf.zeros(2, 3), [0, 1, 2])
     with pytest.raises(IndexError, match=r"target values must be in \[0, 3\)"):
         F.cross_entropy(tf.zeros(2, 3), [0, 5])
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_over_a_large_vocabulary_matches_torch(weighted):
+    """Rows wider than the kernel's exp block (the word-LM decoder's shape, scaled down): the
+    blocked row sums and the in-place backward give PyTorch's loss and gradient in float32."""
+    torch = pytest.importorskip("torch")
+    from tinyflow.kernels import loss as kernels
+
+    rng = np.random.default_rng(3)
+    n, c = 37, kernels._BLOCK_BYTES // 4 // 3 + 11  # 3 rows per block, a partial last block
+    z = (rng.standard_normal((n, c)) * 5).astype(np.float32)
+    target = rng.integers(0, c, n)
+    target[4] = -100
+    weight = rng.random(c).astype(np.float32) + 0.5 if weighted else None
+    x = tf.tensor(z, requires_grad=True)
+    loss = F.cross_entropy(x, target, weight=None if weight is None else tf.tensor(weight))
+    loss.backward()
+    xt = torch.tensor(z, requires_grad=True)
+    lt = torch.nn.functional.cross_entropy(xt, torch.tensor(target),
+                                           weight=None if weight is None else torch.tensor(weight))
+    lt.backward()
+    np.testing.assert_allclose(loss.item(), lt.item(), rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-9)
+    lp = F.log_softmax(tf.tensor(z), 1).numpy()
+    np.testing.assert_allclose(lp, torch.log_softmax(torch.tensor(z), 1).numpy(), rtol=1e-5, atol=1e-5)
+    plain = z - z.max(1, keepdims=True)
+    np.testing.assert_array_equal(lp, plain - np.log(np.exp(plain).sum(1, keepdims=True)))
