@@ -116,8 +116,9 @@ class Module:
     def __getattr__(self, name: str) -> Any:
         d = self.__dict__
         for store in ("_parameters", "_buffers", "_modules"):
-            if store in d and name in d[store]:
-                return d[store][name]
+            found = d.get(store)
+            if found is not None and name in found:
+                return found[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
@@ -382,6 +383,10 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        d = self.__dict__
+        if not (d.get("_forward_pre_hooks") or d.get("_forward_hooks") or d.get("_backward_hooks")
+                or d.get("_backward_pre_hooks")):
+            return self.forward(*args, **kwargs)  # no hooks: the common case, called per layer per step
         with_kwargs = self._hooks_with_kwargs
         for key, hook in list(self._forward_pre_hooks.items()):
             if with_kwargs.get(key):

@@ -31,7 +31,12 @@ class TanhFunction(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> Any:
         (out,) = ctx.saved_tensors
-        return g * (1 - out * out)
+        if g.dtype != out.dtype:
+            return g * (1 - out * out)
+        d = out * out
+        ctx.xp.subtract(1, d, out=d)
+        d *= g  # g * (1 - out^2), in one temporary
+        return d
 
 
 def _sigmoid(xp: Any, a: Any) -> Any:
@@ -60,7 +65,12 @@ class SigmoidFunction(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> Any:
         (out,) = ctx.saved_tensors
-        return g * out * (1 - out)
+        if g.dtype != out.dtype:
+            return g * (1 - out) * out
+        d = ctx.xp.subtract(1, out)
+        ctx.xp.multiply(g, d, out=d)
+        d *= out  # g * (1 - out) * out, PyTorch's order, in one temporary
+        return d
 
 
 class ReLUFunction(Function):
@@ -151,7 +161,13 @@ class SoftmaxFunction(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         (p,) = ctx.saved_tensors
-        return p * (g - (g * p).sum(axis=ctx.dim, keepdims=True)), None
+        if g.dtype != p.dtype:
+            return p * (g - (g * p).sum(axis=ctx.dim, keepdims=True)), None
+        d = g * p
+        total = d.sum(axis=ctx.dim, keepdims=True)
+        ctx.xp.subtract(g, total, out=d)
+        d *= p  # p * (g - sum(g * p)), in one temporary
+        return d, None
 
 
 class LogSoftmaxFunction(Function):
@@ -165,7 +181,14 @@ class LogSoftmaxFunction(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         (lp,) = ctx.saved_tensors
-        return g - ctx.xp.exp(lp) * g.sum(axis=ctx.dim, keepdims=True), None
+        xp = ctx.xp
+        total = g.sum(axis=ctx.dim, keepdims=True)
+        if g.dtype != lp.dtype:
+            return g - xp.exp(lp) * total, None
+        d = xp.exp(lp)
+        d *= total
+        xp.subtract(g, d, out=d)  # g - exp(lp) * sum(g), in one temporary
+        return d, None
 
 
 class LogSumExp(Function):
