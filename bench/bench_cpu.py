@@ -110,7 +110,6 @@ def zoo_program(fw: Any, framework: str, workload: str, config: dict[str, Any], 
     import types
 
     import numpy as np
-
     from programs import Program
 
     name, batch = ZOO[workload]
@@ -440,7 +439,8 @@ def versions() -> dict[str, str]:
 
 def header(args: argparse.Namespace, meta: dict[str, Any]) -> list[str]:
     v = meta["versions"]
-    mode = SAME_PROCESS_LABEL if args.same_process else "each framework alone in its own process"
+    mode = "both frameworks in one process, steps alternating" if args.same_process \
+        else "each framework alone in its own process"
     lines = [
         f"CPU training throughput, tinyflow / PyTorch: {mode}",
         f"date {meta['date']}; command: {meta['command']}",
@@ -473,11 +473,12 @@ def workload_lines(name: str, summary: dict[str, Any], sizes: str, args: argpars
             continue
         lo, hi = s["spread"]
         failed = f", {s['failed_rounds']} round(s) failed" if s["failed_rounds"] else ""
+        both = " (both frameworks)" if args.same_process else ""
         lines.append(f"{tag}  {NAMES[fw]:8s}  {_num(s['items_per_s']):>9} {unit} (rounds {_num(lo)}..{_num(hi)}){failed}; "
-                     f"CPU {s['cpu_s_per_step'] * 1e3:.0f} ms/step; peak RSS {s['peak_rss_mb']:.0f} MB")
+                     f"CPU {s['cpu_s_per_step'] * 1e3:.0f} ms/step; peak RSS {s['peak_rss_mb']:.0f} MB{both}")
     if "ratio" in summary:
         rounds = ", ".join(f"{r:.2f}" for r in summary["round_ratios"])
-        rss = f"; peak RSS {summary['rss_ratio']:.2f}x" if "rss_ratio" in summary else ""
+        rss = f"; peak RSS {summary['rss_ratio']:.2f}x" if "rss_ratio" in summary and not args.same_process else ""
         lines.append(f"{tag}  tinyflow / PyTorch: {summary['ratio']:.2f}x (per round: {rounds}); "
                      f"by CPU time {summary['cpu_ratio']:.2f}x{rss}")
     floors = [(fw, summary[fw]["gemm_floor_items_per_s"]) for fw in FRAMEWORKS
@@ -497,6 +498,14 @@ def _cell(summary: dict[str, Any], fw: str, key: str, fmt: str) -> str:
     return fmt.format(s[key])
 
 
+def _rate_cell(summary: dict[str, Any], fw: str) -> str:
+    s = summary[fw]
+    if s["status"] != "ok":
+        return _cell(summary, fw, "", "")
+    lo, hi = s["spread"]
+    return f"{_num(s['items_per_s'])} ({_num(lo)}..{_num(hi)})"
+
+
 def markdown(results: list[dict[str, Any]], head: list[str], args: argparse.Namespace) -> str:
     out = [f"# {head[0]}", ""] + [f"- {line}" for line in head[1:]] + [""]
     cols = ["workload", "sizes", "unit", "tinyflow", "PyTorch", "tinyflow / PyTorch", "by CPU time",
@@ -504,18 +513,11 @@ def markdown(results: list[dict[str, Any]], head: list[str], args: argparse.Name
     out += ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] * 3 + ["---:"] * (len(cols) - 3)) + "|"]
     for r in results:
         s = r["summary"]
-
-        def rate_cell(fw: str) -> str:
-            if s[fw]["status"] != "ok":
-                return _cell(s, fw, "", "")
-            lo, hi = s[fw]["spread"]
-            return f"{_num(s[fw]['items_per_s'])} ({_num(lo)}..{_num(hi)})"
-
         unit = next((s[fw]["unit"] for fw in FRAMEWORKS if s[fw]["status"] == "ok"), "")
-        row = [r["workload"], r["sizes"], unit, rate_cell("tinyflow"), rate_cell("torch"),
+        row = [r["workload"], r["sizes"], unit, _rate_cell(s, "tinyflow"), _rate_cell(s, "torch"),
                f"{s['ratio']:.2f}x" if "ratio" in s else "", f"{s['cpu_ratio']:.2f}x" if "cpu_ratio" in s else "",
                _cell(s, "tinyflow", "peak_rss_mb", "{:.0f}"), _cell(s, "torch", "peak_rss_mb", "{:.0f}"),
-               f"{s['rss_ratio']:.2f}x" if "rss_ratio" in s else ""]
+               f"{s['rss_ratio']:.2f}x" if "rss_ratio" in s and not args.same_process else ""]
         out.append("| " + " | ".join(row) + " |")
     out += ["", "Throughput: median over the rounds of each process's median step (slowest..fastest round); "
             "ratios: median over the rounds of the ratio within each round."]
@@ -602,15 +604,17 @@ def main(argv: list[str] | None = None) -> int:
                 rounds[fw].append(record)
                 shown = (f"{_num(rate(record))} {record['unit']}, {record['peak_rss_mb']:.0f} MB" if ok(record)
                          else f"{record['status'].upper()} {record.get('message', '')[:200]}")
-                print(f"  {w} round {r + 1}/{args.rounds} {NAMES[fw]}: {shown}", flush=True)
+                tag = f"{SAME_PROCESS_LABEL}: " if args.same_process else ""
+                print(f"{tag}  {w} round {r + 1}/{args.rounds} {NAMES[fw]}: {shown}", flush=True)
         summary = summarize(rounds)
-        sizes = next((rec["sizes"] for recs in rounds.values() for rec in recs if ok(rec)), "")
+        sizes = next((rec["sizes"] for recs in rounds.values() for rec in recs if ok(rec)),
+                     f"batch {ZOO[w][1]}" if w in ZOO else "the program's shapes")
         results.append({"workload": w, "sizes": sizes, "summary": summary, "records": rounds})
         print("\n".join(workload_lines(w, summary, sizes, args, meta["cpu"])), flush=True)
     meta["load_end"] = load_average()
-    end = f"load average at end {meta['load_end']}"
-    print(f"{SAME_PROCESS_LABEL}: {end}" if args.same_process else end)
-    head.append(end)
+    end = f"load average (1/5/15 min) at end {meta['load_end']}"
+    head.append(f"{SAME_PROCESS_LABEL}: {end}" if args.same_process else end)
+    print(head[-1])
     if results:
         print("\n" + markdown(results, head, args))
     if args.json:

@@ -78,6 +78,15 @@ def test_worker_prints_one_record_with_its_fields(framework: str) -> None:
     assert record["loaded"] == [framework]  # a worker never loads the other framework
 
 
+def test_same_process_worker_measures_both_in_one_process() -> None:
+    pytest.importorskip("torch")
+    records = _worker({"workload": "mnist-cnn", "frameworks": ["torch", "tinyflow"], "threads": 1, "warmup": 0,
+                       "steps": 2})
+    assert [r["framework"] for r in records] == ["torch", "tinyflow"]
+    assert all(r["status"] == "ok" and r["same_process"] and r["loaded"] == ["tinyflow", "torch"] for r in records)
+    assert records[0]["pid"] == records[1]["pid"] and records[0]["peak_rss_mb"] == records[1]["peak_rss_mb"]
+
+
 def test_worker_reports_a_failure_as_a_record() -> None:
     (record,) = _worker({"workload": "no-such-workload", "frameworks": ["tinyflow"], "threads": 1,
                          "warmup": 0, "steps": 1})

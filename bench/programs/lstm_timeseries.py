@@ -37,7 +37,7 @@ def build(torch: Any, batch_seed: int = 0) -> Program:
                 h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
                 output = self.linear(h_t2)  # (B, 1)
                 outputs += [output]
-            for i in range(future):  # if we should predict the future
+            for i in range(future):  # if we should predict the future  # noqa: B007 (the example's code)
                 h_t, c_t = self.lstm1(output, (h_t, c_t))
                 h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
                 output = self.linear(h_t2)
