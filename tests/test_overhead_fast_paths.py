@@ -117,3 +117,13 @@ def test_fused_backward_with_a_gradient_of_another_dtype_keeps_the_plain_express
 
     np.testing.assert_array_equal(SigmoidFunction.backward(Ctx, g), g * (1 - out) * out)
     np.testing.assert_array_equal(TanhFunction.backward(Ctx, g), g * (1 - out * out))
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "tanh"])
+def test_fused_backwards_of_zero_dim_tensors(name):
+    """0-d results are NumPy scalars, not writable arrays: the plain expression runs."""
+    x = tf.tensor(0.3, dtype=tf.float64, requires_grad=True)
+    getattr(x, name)().backward()
+    t = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    getattr(t, name)().backward()
+    np.testing.assert_allclose(x.grad.item(), t.grad.item(), rtol=1e-14)

@@ -21,6 +21,13 @@ __all__ = [
 ]
 
 
+def _fusable(g: Any, saved: Any) -> bool:
+    """Whether a backward can build its result in one temporary of ``saved``'s kind: the
+    gradient has the same dtype (no downcast) and the arrays have dimensions (NumPy turns 0-d
+    results into scalars, which cannot be written into)."""
+    return g.dtype == saved.dtype and saved.ndim > 0
+
+
 class TanhFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any) -> Any:
@@ -31,7 +38,7 @@ class TanhFunction(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> Any:
         (out,) = ctx.saved_tensors
-        if g.dtype != out.dtype:
+        if not _fusable(g, out):
             return g * (1 - out * out)
         d = out * out
         ctx.xp.subtract(1, d, out=d)
@@ -65,7 +72,7 @@ class SigmoidFunction(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> Any:
         (out,) = ctx.saved_tensors
-        if g.dtype != out.dtype:
+        if not _fusable(g, out):
             return g * (1 - out) * out
         d = ctx.xp.subtract(1, out)
         ctx.xp.multiply(g, d, out=d)
@@ -161,7 +168,7 @@ class SoftmaxFunction(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         (p,) = ctx.saved_tensors
-        if g.dtype != p.dtype:
+        if not _fusable(g, p):
             return p * (g - (g * p).sum(axis=ctx.dim, keepdims=True)), None
         d = g * p
         total = d.sum(axis=ctx.dim, keepdims=True)
@@ -183,7 +190,7 @@ class LogSoftmaxFunction(Function):
         (lp,) = ctx.saved_tensors
         xp = ctx.xp
         total = g.sum(axis=ctx.dim, keepdims=True)
-        if g.dtype != lp.dtype:
+        if not _fusable(g, lp):
             return g - xp.exp(lp) * total, None
         d = xp.exp(lp)
         d *= total
