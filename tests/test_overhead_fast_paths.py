@@ -122,7 +122,7 @@ def test_fused_backward_with_a_gradient_of_another_dtype_keeps_the_plain_express
 @pytest.mark.parametrize("name", ["sigmoid", "tanh"])
 def test_fused_backwards_of_zero_dim_tensors(name):
     """0-d results are NumPy scalars, not writable arrays: the plain expression runs."""
-    x = tf.tensor(0.3, dtype=tf.float64, requires_grad=True)
+    x = tf.tensor(np.float64(0.3), requires_grad=True)
     getattr(x, name)().backward()
     t = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
     getattr(t, name)().backward()
