@@ -275,6 +275,43 @@ def test_winograd_transforms_are_adjoint_pairs(k, p, extra, seed):
     np.testing.assert_allclose(np.vdot(winograd_output(m, gy.shape), gy), np.vdot(m, gm), rtol=1e-10)
 
 
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from([(3, 3), (5, 5), (6, 3), (3, 5)]), st.integers(0, 2), st.integers(0, 5),
+       st.integers(0, 2**31 - 1))
+def test_winograd4_transforms_are_adjoint_pairs(k, p, extra, seed):
+    """F(4x4, 3x3): each backward transform is the exact transpose of its forward one."""
+    from tinyflow.kernels.winograd import (
+        _winograd4_input,
+        _winograd4_input_grad,
+        _winograd4_output,
+        _winograd4_output_grad,
+        winograd_parts,
+        winograd_tiles,
+        winograd_weight,
+        winograd_weight_grad,
+    )
+
+    rng = np.random.default_rng(seed)
+    n, c, o = 2, 3, 4
+    h, w = max(1, k[0] - 2 * p) + extra, max(1, k[1] - 2 * p) + (extra + 2) % 5
+    oh, ow, th, tw = winograd_tiles(h, w, (p, p), k, 4)
+    q = int(np.prod(winograd_parts(k)))
+    t = n * th * tw
+    x = rng.standard_normal((n, c, h, w))
+    gv = rng.standard_normal((36, q * c, t))
+    v = _winograd4_input(x, (p, p), np.empty((36, q * c, t)), k)
+    np.testing.assert_allclose(np.vdot(v, gv), np.vdot(x, _winograd4_input_grad(gv, x.shape, (p, p), k)), rtol=1e-10)
+    wt = rng.standard_normal((o, c, *k))
+    gu = rng.standard_normal((36, o, q * c))
+    np.testing.assert_allclose(np.vdot(winograd_weight(wt, 4), gu), np.vdot(wt, winograd_weight_grad(gu, wt.shape, 4)),
+                               rtol=1e-10)
+    m = rng.standard_normal((36, o, t))
+    gy = rng.standard_normal((n, o, oh, ow))
+    gm, gb = _winograd4_output_grad(gy, np.empty((36, o, t)))
+    np.testing.assert_allclose(np.vdot(_winograd4_output(m, gy.shape), gy), np.vdot(m, gm), rtol=1e-10)
+    np.testing.assert_allclose(gb, gy.sum(axis=(0, 2, 3)), rtol=1e-10)
+
+
 def test_winograd_input_tiles_are_the_padded_image():
     """With B^T's inverse applied, V gives back every 4x4 tile of the zero-padded input."""
     from tinyflow.kernels.winograd import _BT, winograd_input
@@ -292,11 +329,16 @@ def test_winograd_input_tiles_are_the_padded_image():
                                        xpad[:, :, 2 * th:2 * th + 4, 2 * tw:2 * tw + 4], atol=1e-12)
 
 
+@pytest.mark.parametrize("tile", [2, 4])
 @pytest.mark.parametrize("k, p", [((3, 3), (1, 1)), ((5, 3), (2, 0)), ((6, 5), (1, 2))])
-def test_winograd_conv2d_kernels_match_im2col_and_rebuild_what_they_did_not_keep(k, p):
-    """The named Winograd kernels against im2col + GEMM: forward with and without V kept, and
-    backward from forward's V and U or from x and w (as after a first backward with retain_graph)."""
+def test_winograd_conv2d_kernels_match_im2col_and_rebuild_what_they_did_not_keep(monkeypatch, k, p, tile):
+    """The named Winograd kernels, F(2x2, 3x3) and F(4x4, 3x3) tiles, against im2col + GEMM: forward
+    with and without V kept, and backward from forward's V and U or from x and w (as after a
+    first backward with retain_graph)."""
+    from tinyflow.kernels import winograd
     from tinyflow.kernels.winograd import winograd_conv2d_backward, winograd_conv2d_forward
+
+    monkeypatch.setattr(winograd, "winograd_tile", lambda oh, ow: tile)
 
     rng = np.random.default_rng(sum(k) + sum(p))
     n, c, o, h, w = 3, 4, 5, 7, 6

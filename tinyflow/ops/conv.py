@@ -15,9 +15,10 @@ on a GPU as on the CPU: im2col writes into it, and in backward gcol takes its pl
 done.
 
 On the CPU, where ``ctx.kernels.use_winograd`` says it pays (stride-1 ungrouped 3x3 and 5x5
-layers with enough channels and images), the convolution runs on the Winograd F(2x2, 3x3)
-kernels instead: 16 GEMMs over transformed 4x4 tiles, 2.25x fewer multiplications for 3x3 (1.56x
-for 5x5) and no im2col / col2im. Same results to float rounding; see docs/convolution.md and
+layers with enough channels and images), the convolution runs on the Winograd
+kernels instead: 16 GEMMs over transformed 4x4 tiles (F(2x2, 3x3)) or, for outputs of 3x3 and
+up, 36 over 6x6 tiles (F(4x4, 3x3)): 4x fewer multiplications for 3x3 (2.8x for 5x5) and no
+im2col / col2im. Same results to float rounding; see docs/convolution.md and
 tinyflow/kernels/winograd.py (a CPU-only kernel family: there is no CUDA twin).
 
 The argument checks, padding='same' and autocast are F.conv2d's (tinyflow/nn/functional.py).
