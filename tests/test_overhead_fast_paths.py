@@ -127,3 +127,12 @@ def test_fused_backwards_of_zero_dim_tensors(name):
     t = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
     getattr(t, name)().backward()
     np.testing.assert_allclose(x.grad.item(), t.grad.item(), rtol=1e-14)
+
+
+def test_python_floats_convert_straight_to_an_asked_dtype():
+    """As torch.tensor: no detour through float32 when float64 is asked for."""
+    assert tf.tensor(0.3, dtype=tf.float64).item() == 0.3
+    np.testing.assert_array_equal(tf.tensor([0.1, 0.3], dtype=tf.float64).numpy(),
+                                  torch.tensor([0.1, 0.3], dtype=torch.float64).numpy())
+    assert tf.tensor(0.3).dtype == tf.float32
+    assert tf.tensor(1 / 3, dtype=tf.float16).item() == torch.tensor(1 / 3, dtype=torch.float16).item()

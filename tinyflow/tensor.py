@@ -1197,10 +1197,13 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         arr, src = data, device_of(data)
     else:  # Python numbers and (nested) lists, NumPy scalars
         arr, src = np.asarray(data), CPU
-        if arr.dtype == np.float64 and not isinstance(data, np.generic):
-            arr = arr.astype(_default_dtype)
-        elif arr.dtype == np.complex128 and not isinstance(data, np.generic):
-            arr = arr.astype(np.complex128 if _default_dtype == float64 else np.complex64)
+        # Python floats take the default dtype, unless a dtype is asked for: then they convert
+        # straight to it, as in PyTorch (tensor(0.3, dtype=float64) is 0.3, not float32(0.3)).
+        if dtype is None and not isinstance(data, np.generic):
+            if arr.dtype == np.float64:
+                arr = arr.astype(_default_dtype)
+            elif arr.dtype == np.complex128:
+                arr = arr.astype(np.complex128 if _default_dtype == float64 else np.complex64)
     dt = _resolve_dtype(dtype) or _natural_dtype(arr.dtype)
     dev = Device(device) if device is not None else src
     out = move(arr, dev)
