@@ -304,16 +304,20 @@ def _saved_versions(saved: tuple, inputs: tuple, results: list) -> list[tuple[li
     operation"). Tensors the op only read are not watched: ``out = conv(x); out += x`` is fine."""
     roots = set()
     for a in saved:
-        if hasattr(a, "shape"):
+        if type(a) is np.ndarray:
+            base = a.base
+        elif hasattr(a, "shape"):
             base = getattr(a, "base", None)
-            roots.add(id(a) if base is None else id(base))
+        else:
+            continue
+        roots.add(id(a) if base is None else id(base))
     watched = []
     for group in (inputs, results):
         for t in group:
             if t is None:
                 continue
             arr = t.array
-            base = getattr(arr, "base", None)
+            base = arr.base if type(arr) is np.ndarray else getattr(arr, "base", None)
             if (id(arr) if base is None else id(base)) in roots:
                 watched.append((t._versions, t._versions[0]))
     return watched

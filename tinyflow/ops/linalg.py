@@ -50,7 +50,7 @@ def matmul_array(xp: Any, a: Any, b: Any, out: Any = None) -> Any:
       the rows of one GEMM; otherwise one GEMM per batch entry (see :func:`_batched_as_2d`).
     """
     try:
-        if a.dtype == b.dtype and is_half(a.dtype):
+        if a.dtype.itemsize == 2 and a.dtype == b.dtype and is_half(a.dtype):
             return _half_matmul(xp, a, b, out)
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
     except ValueError:
@@ -103,7 +103,7 @@ def safe_sum(a: Any, axis: Any) -> Any:
     Gradient reductions (bias gradients, broadcast batch dimensions) sum thousands of terms:
     bfloat16 accumulation stalls at 256 + 1 == 256, float16 overflows at 65504.
     """
-    if is_half(a.dtype):
+    if a.dtype.itemsize == 2 and is_half(a.dtype):
         return a.sum(axis=axis, dtype=np.float32).astype(a.dtype)
     return a.sum(axis=axis)
 
