@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.data.dataset import Dataset, SkippedSample
+from tinyflow.data.dataset import Dataset, IterableDataset, SkippedSample
 from tinyflow.data.sampler import RandomSampler, Sampler, SequentialSampler
 from tinyflow.data.transforms import sample_rng
 
@@ -95,13 +95,18 @@ def _load_batch(
 _worker_state: tuple[Dataset, Callable] | None = None
 
 
-def _worker_init(dataset: Dataset, collate_fn: Callable) -> None:
+def _worker_init(dataset: Dataset, collate_fn: Callable, worker_init_fn: Callable[[int], None] | None = None,
+                 counter: Any = None) -> None:
     global _worker_state
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's business
     if hasattr(signal, "SIGUSR1"):
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # so is the stop request mpirun forwards (tinyflow train --nproc)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the training loop's handler: the pool ends its workers with it
     _worker_state = (dataset, collate_fn)
+    if worker_init_fn is not None:
+        with counter.get_lock():  # the workers' ids: 0, 1, ... in the order they start
+            worker_id, counter.value = counter.value, counter.value + 1
+        worker_init_fn(worker_id)
 
 
 def _worker_load(indices: Sequence[int], seed: int, epoch: int, refill: bool) -> tuple[Any, list[tuple[str, str]]]:
@@ -158,32 +163,53 @@ def _default_seed() -> int:
 
 
 class DataLoader:
-    """Iterate over ``dataset`` in batches of tinyflow tensors.
+    """Iterate over ``dataset`` in batches of tinyflow tensors (``torch.utils.data.DataLoader``).
 
-    Args: batch_size; shuffle (a seeded permutation per epoch) or an explicit ``sampler``
-    (e.g. DistributedSampler); drop_last; num_workers (0 = load in this process);
-    prefetch_factor (batches in flight per worker); collate_fn (samples -> arrays);
-    seed (None draws one from tinyflow's global generator); device (where batches go);
-    as_tensors (False yields the NumPy arrays); skip_log (a file that lists skipped samples).
+    PyTorch's arguments: batch_size; shuffle (a seeded permutation per epoch) or an explicit
+    ``sampler`` (e.g. DistributedSampler), or a ``batch_sampler`` that yields whole batches of
+    indices; num_workers (0 = load in this process); collate_fn (samples -> arrays or tensors);
+    drop_last; worker_init_fn (called with the worker's id in each worker process);
+    multiprocessing_context; generator (a tinyflow.Generator the seed is drawn from);
+    prefetch_factor (batches in flight per worker). Accepted for PyTorch programs and without
+    effect here: pin_memory, timeout, persistent_workers (a pool lives for one epoch).
+    tinyflow's own: seed (None draws one from ``generator`` or tinyflow's global generator);
+    device (where batches go); as_tensors (False yields the NumPy arrays); skip_log (a file
+    that lists skipped samples); refill_skipped. An IterableDataset is read in order, in this
+    process, and batched as it comes.
     """
 
     def __init__(
         self,
         dataset: Dataset,
-        batch_size: int = 1,
-        shuffle: bool = False,
+        batch_size: int | None = 1,
+        shuffle: bool | None = False,
         sampler: Sampler | None = None,
-        drop_last: bool = False,
+        batch_sampler: Any = None,
         num_workers: int = 0,
-        prefetch_factor: int = 2,
         collate_fn: Callable[[list], Any] | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context: str | None = None,
+        generator: Any = None,
+        *,
+        prefetch_factor: int | None = 2,
+        persistent_workers: bool = False,
         seed: int | None = None,
         device: Any = None,
         as_tensors: bool = True,
         skip_log: str | None = None,
-        multiprocessing_context: str | None = None,
         refill_skipped: bool = False,
+        **unsupported: Any,
     ):
+        if unsupported:
+            raise TypeError(f"DataLoader: unsupported argument(s) {sorted(unsupported)}")
+        if batch_sampler is not None:
+            if batch_size not in (1, None) or shuffle or sampler is not None or drop_last:
+                raise ValueError("DataLoader: batch_sampler option is mutually exclusive with batch_size, "
+                                 "shuffle, sampler, and drop_last")
+            batch_size = getattr(batch_sampler, "batch_size", 1)
         if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
         if num_workers < 0:
@@ -192,12 +218,23 @@ class DataLoader:
             raise ValueError("DataLoader: give either shuffle=True or a sampler, not both")
         self.dataset = dataset
         self.batch_size = int(batch_size)
+        self.batch_sampler = batch_sampler
         self.drop_last = drop_last
         self.num_workers = int(num_workers)
-        self.prefetch_factor = max(1, int(prefetch_factor))
+        self.prefetch_factor = max(1, int(prefetch_factor or 2))
         self.collate_fn = collate_fn or default_collate
+        self.worker_init_fn = worker_init_fn
+        self.pin_memory, self.timeout, self.persistent_workers = pin_memory, timeout, persistent_workers
+        if seed is None and generator is not None:
+            from tinyflow import random as tf_random
+
+            seed = int(tf_random.rng(generator).integers(0, 2**31 - 1))
         self.seed = _default_seed() if seed is None else int(seed)
-        if sampler is None:
+        self.iterable = isinstance(dataset, IterableDataset)
+        if self.iterable and (sampler is not None or batch_sampler is not None or shuffle):
+            raise ValueError("DataLoader: an IterableDataset takes no sampler, batch_sampler or shuffle "
+                             "(it decides its own order)")
+        if sampler is None and not self.iterable:
             sampler = RandomSampler(dataset, seed=self.seed) if shuffle else SequentialSampler(dataset)
         self.sampler = sampler
         self.device = device
@@ -233,6 +270,10 @@ class DataLoader:
             self._start_batch, self._skip = divmod(int(start_sample), self.batch_size)
 
     def _batches(self, epoch: int) -> list[list[int]]:
+        if self.batch_sampler is not None:
+            if hasattr(self.batch_sampler, "set_epoch"):
+                self.batch_sampler.set_epoch(epoch)
+            return [[int(i) for i in batch] for batch in self.batch_sampler]
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
         batches, current = [], []
@@ -246,6 +287,10 @@ class DataLoader:
         return batches
 
     def __len__(self) -> int:
+        if self.batch_sampler is not None:
+            return len(self.batch_sampler)
+        if self.iterable:
+            raise TypeError("DataLoader: the length of an IterableDataset's loader is not known")
         n = len(self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
@@ -255,12 +300,24 @@ class DataLoader:
         """The batches of the next epoch (then the epoch counter moves on by one)."""
         epoch, start, skip = self._epoch, self._start_batch, self._skip
         self._epoch, self._start_batch, self._skip = epoch + 1, 0, 0
+        if self.iterable:
+            return self._iter_iterable()
         batches = self._batches(epoch)[start:]
         if skip and batches:
             batches[0] = batches[0][skip:]
         if self.num_workers == 0:
             return self._iter_inline(batches, epoch)
         return self._iter_workers(batches, epoch)
+
+    def _iter_iterable(self) -> Iterator[Any]:
+        samples: list[Any] = []
+        for sample in self.dataset:
+            samples.append(sample)
+            if len(samples) == self.batch_size:
+                yield from self._deliver(self.collate_fn(samples), [])
+                samples = []
+        if samples and not self.drop_last:
+            yield from self._deliver(self.collate_fn(samples), [])
 
     def _iter_inline(self, batches: list[list[int]], epoch: int) -> Iterator[Any]:
         for indices in batches:
@@ -273,7 +330,7 @@ class DataLoader:
         # futures then raise BrokenProcessPool instead of waiting forever for a lost batch, and
         # so does every later submit(); both go through _worker_deaths.
         pool = ProcessPoolExecutor(self.num_workers, mp_context=ctx, initializer=_worker_init,
-                                   initargs=(self.dataset, self.collate_fn))
+                                   initargs=(self.dataset, self.collate_fn, self.worker_init_fn, ctx.Value("i", 0)))
         workers: dict[int, Any] = {}  # pid -> Process, every worker this pool started
         try:
             pending: collections.deque = collections.deque()
