@@ -1,0 +1,51 @@
+"""The base class: shapes, argument checks and the methods every distribution shares."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class Distribution:
+    """``batch_shape`` is the shape of the parameters' batch; ``event_shape`` that of one draw."""
+
+    has_rsample = False
+
+    def __init__(self, batch_shape: tuple[int, ...] = (), event_shape: tuple[int, ...] = ()) -> None:
+        self._batch_shape = tuple(batch_shape)
+        self._event_shape = tuple(event_shape)
+
+    @property
+    def batch_shape(self) -> tuple[int, ...]:
+        return self._batch_shape
+
+    @property
+    def event_shape(self) -> tuple[int, ...]:
+        return self._event_shape
+
+    def _extended_shape(self, sample_shape: Any = ()) -> tuple[int, ...]:
+        return (*tuple(sample_shape), *self._batch_shape, *self._event_shape)
+
+    def sample(self, sample_shape: Any = ()) -> Any:
+        """A draw of shape ``sample_shape + batch_shape + event_shape``, outside autograd."""
+        import tinyflow as tf
+
+        with tf.no_grad():
+            return self.rsample(sample_shape) if self.has_rsample else self._sample(tuple(sample_shape))
+
+    def rsample(self, sample_shape: Any = ()) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no reparameterized sample (rsample)")
+
+    def _sample(self, sample_shape: tuple[int, ...]) -> Any:
+        raise NotImplementedError
+
+    def log_prob(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def entropy(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def stddev(self) -> Any:
+        return self.variance.sqrt()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(batch_shape={list(self._batch_shape)})"
