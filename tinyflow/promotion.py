@@ -168,6 +168,9 @@ def promote(*operands: Any, floating: bool = False) -> tuple:
 def float_operand(x: Any) -> Any:
     """``x`` itself when floating or complex, else cast to the default float dtype: the input of a
     float function (exp, log, sin, sqrt, ...), which PyTorch computes in float32 for int tensors."""
+    dtype = x.dtype
+    if dtype.kind in "fc" or _category(dtype) >= 2:  # the kind test: a fast path, called per op
+        return x
     from tinyflow.tensor import get_default_dtype
 
-    return x if _category(x.dtype) >= 2 else x.to(get_default_dtype())
+    return x.to(get_default_dtype())

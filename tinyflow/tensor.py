@@ -647,10 +647,11 @@ class Tensor(TensorMethods):
 
     def _pair(self, other: Any, floating: bool = False) -> tuple[Tensor, Tensor]:
         """(self, other) cast to their result dtype (a float one when ``floating``)."""
+        dtype = self.array.dtype
         if isinstance(other, Tensor):
-            if other.dtype == self.dtype and (not floating or is_floating_or_complex(self.dtype)):
+            if other.array.dtype == dtype and (not floating or is_floating_or_complex(dtype)):
                 return self, other
-        elif isinstance(other, (int, float)) and not isinstance(other, bool) and is_floating(self.dtype):
+        elif isinstance(other, (int, float)) and not isinstance(other, bool) and is_floating(dtype):
             return self, _scalar_like(other, self)
         return promotion.promote(self, other, floating=floating)
 
