@@ -1,4 +1,4 @@
-"""tinyflow.Size behaves as torch.Size: a tuple with numel(), equal to plain tuples and to tensor shapes."""
+"""tinyflow.Size (tinyflow/functions.py) behaves as torch.Size: a tuple with numel(), equal to plain tuples and to tensor shapes."""
 from __future__ import annotations
 
 import pytest

@@ -18,7 +18,6 @@ from tinyflow.functions import *  # noqa: F403 (sin, gather, sort, einsum, eye, 
 from tinyflow.functions import BUILTIN_DTYPE_NAMES as _BUILTIN_DTYPE_NAMES
 from tinyflow.promotion import can_cast, promote_types, result_type  # PyTorch's type promotion
 from tinyflow.random import Generator, get_rng_state, manual_seed, seed, set_rng_state
-from tinyflow.size import Size
 from tinyflow.tensor import (
     Tensor,
     arange,

@@ -101,13 +101,31 @@ def is_tensor(obj: Any) -> bool:
 
 
 class Size(tuple):
-    """``torch.Size``: a tuple of sizes (``x.shape`` and ``x.size()`` are plain tuples, equal to it)."""
+    """``torch.Size``: a tuple of sizes (``x.shape`` and ``x.size()`` are plain tuples, equal to
+    it); ``numel()``, PyTorch's repr, and slices and sums that stay Sizes."""
+
+    def __new__(cls, sizes: Any = ()) -> Size:
+        dims = tuple(sizes)
+        for d in dims:
+            if isinstance(d, (float, bool)) or not hasattr(d, "__index__"):
+                raise TypeError(f"Size: a dimension must be an int, got {type(d).__name__} ({d!r})")
+        return super().__new__(cls, (d.__index__() for d in dims))
 
     def numel(self) -> int:
         n = 1
         for s in self:
             n *= int(s)
         return n
+
+    def __getitem__(self, index: Any) -> Any:
+        got = super().__getitem__(index)
+        return Size(got) if isinstance(index, slice) else got
+
+    def __add__(self, other: Any) -> Size:
+        return Size(tuple(self) + tuple(other))
+
+    def __repr__(self) -> str:
+        return f"tinyflow.Size({list(self)})"
 
 
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
