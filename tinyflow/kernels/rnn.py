@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tinyflow.device import array_module
 
 __all__ = [
@@ -40,11 +42,18 @@ Array = Any
 
 
 def _sigmoid_(x: Array, xp: Any) -> Array:
-    """In place: sigmoid(x) = 0.5 * tanh(x / 2) + 0.5, stable for any x (no exp overflow)."""
-    x *= 0.5
-    xp.tanh(x, out=x)
-    x *= 0.5
-    x += 0.5
+    """In place: sigmoid(x) = 1 / (1 + exp(-x)), PyTorch's formula.
+
+    Accurate to a few ulps relative to the result even where it is tiny (0.5 * tanh(x / 2) + 0.5
+    is not: it cancels for x << 0), and on NumPy about 1.5x faster, exp being cheaper than tanh.
+    For x < -88 (float32) exp(-x) overflows to inf and the result is the right limit, 0: the
+    overflow warning is silenced.
+    """
+    xp.negative(x, out=x)
+    with np.errstate(over="ignore"):
+        xp.exp(x, out=x)
+    x += 1.0
+    xp.reciprocal(x, out=x)
     return x
 
 

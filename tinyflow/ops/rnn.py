@@ -111,12 +111,16 @@ class LSTMCellFunction(Function):
             raise ValueError(f"lstm_cell: input must be (batch, input_size), got {tuple(x.shape)}")
         _check_state("lstm_cell", "h", h, x.shape[0], hidden)
         _check_state("lstm_cell", "c", c, x.shape[0], hidden)
-        state = _state_dtype(ctx.xp.result_type(w_ih.dtype, x.dtype))
-        gates = _gemm(w_ih, x.T, state) + _gemm(w_hh, _operand(h.T, w_hh), state)  # (4H, B)
+        xp = ctx.xp
+        state = _state_dtype(xp.result_type(w_ih.dtype, x.dtype))
+        gates = _gemm(w_ih, x.T, state)  # (4H, B)
+        gates += _gemm(w_hh, _operand(h.T, w_hh), state)
         if b_ih is not None:
             gates += (b_ih + b_hh)[:, None]
-        c = c.astype(state, copy=False)
-        h1, c1, acts = ctx.kernels.lstm_cell_forward(gates, c.T)  # (H, B) each
+        # Feature-major (H, B) and contiguous: the cell's elementwise loops run several times
+        # slower on strided views (a no-op copy when c is the previous step's c' as returned).
+        c = xp.ascontiguousarray(c.T, dtype=state)  # (H, B)
+        h1, c1, acts = ctx.kernels.lstm_cell_forward(gates, c)  # (H, B) each
         ctx.save_for_backward(x, h, c, w_ih, w_hh, acts, c1)
         ctx.has_bias = b_ih is not None
         return h1.T, c1.T  # (B, H) each
@@ -125,7 +129,9 @@ class LSTMCellFunction(Function):
     def backward(ctx: Context, dh1: Array, dc1: Array) -> tuple:
         x, h, c, w_ih, w_hh, acts, c1 = ctx.saved_tensors
         need = ctx.needs_input_grad
-        dgates, dc = ctx.kernels.lstm_cell_backward(dh1.T, dc1.T, acts, c.T, c1)  # (4H, B), (H, B)
+        xp = ctx.xp
+        dh, dc = xp.ascontiguousarray(dh1.T), xp.ascontiguousarray(dc1.T)  # (H, B), see forward
+        dgates, dc = ctx.kernels.lstm_cell_backward(dh, dc, acts, c, c1)  # (4H, B), (H, B)
         db = dgates.sum(axis=1) if ctx.has_bias else None
         d_ih, d_hh = _operand(dgates, w_ih), _operand(dgates, w_hh)
         return (
@@ -155,23 +161,24 @@ class GRUCellFunction(Function):
         if b_ih is not None:
             gi += b_ih[:, None]
             gh += b_hh[:, None]
-        h_state = h.astype(state, copy=False)
-        h1, acts = ctx.kernels.gru_cell_forward(gi, gh, h_state.T)  # (H, B)
+        h_state = ctx.xp.ascontiguousarray(h.T, dtype=state)  # (H, B), contiguous as in LSTMCellFunction
+        h1, acts = ctx.kernels.gru_cell_forward(gi, gh, h_state)  # (H, B)
         ctx.save_for_backward(x, h_state, w_ih, w_hh, acts, gh)
         ctx.has_bias = b_ih is not None
         return h1.T  # (B, H)
 
     @staticmethod
     def backward(ctx: Context, dh1: Array) -> tuple:
-        x, h, w_ih, w_hh, acts, gh = ctx.saved_tensors
+        x, h, w_ih, w_hh, acts, gh = ctx.saved_tensors  # h (H, B)
         need = ctx.needs_input_grad
-        dgi, dgh, dh = ctx.kernels.gru_cell_backward(dh1.T, acts, gh, h.T)  # (3H, B), (3H, B), (H, B)
+        dh1 = ctx.xp.ascontiguousarray(dh1.T)  # (H, B)
+        dgi, dgh, dh = ctx.kernels.gru_cell_backward(dh1, acts, gh, h)  # (3H, B), (3H, B), (H, B)
         d_ih, d_hh = _operand(dgi, w_ih), _operand(dgh, w_hh)
         return (
             _mm(d_ih.T, w_ih) if need[0] else None,
             (dh + _mm(w_hh.T, d_hh)).T if need[1] else None,
             _mm(d_ih, x) if need[2] else None,
-            _mm(d_hh, _operand(h, w_hh)) if need[3] else None,
+            _mm(d_hh, _operand(h.T, w_hh)) if need[3] else None,
             dgi.sum(axis=1) if ctx.has_bias else None,
             dgh.sum(axis=1) if ctx.has_bias else None,
         )
