@@ -240,6 +240,38 @@ class inference_mode(set_grad_enabled):  # noqa: N801 (PyTorch's name)
         super().__init__(not mode)
 
 
+# ------------------------------------------------------------------------------ compilation, determinism
+
+
+def compile(model: Any = None, *, fullgraph: bool = False, dynamic: Any = None, backend: Any = "inductor",  # noqa: A001
+            mode: Any = None, options: Any = None, disable: bool = False) -> Any:
+    """``torch.compile``: tinyflow has no graph compiler, so the module or function comes back
+    as it is (the same results; no speed-up). As a decorator, with or without arguments."""
+    if model is None:
+        return lambda fn: fn
+    if not callable(model):
+        raise TypeError(f"compile: expected a Module or a function, got {type(model).__name__}")
+    return model
+
+
+_deterministic = {"mode": False, "warn_only": False}
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """``torch.use_deterministic_algorithms``: recorded. tinyflow's CPU kernels are
+    deterministic already (fixed reduction orders, no atomics); so are its CUDA kernels, apart
+    from the scatter-adds of embedding backward (documented in docs/cuda.md)."""
+    _deterministic.update(mode=bool(mode), warn_only=bool(warn_only))
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    return _deterministic["mode"]
+
+
+def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    return _deterministic["warn_only"]
+
+
 # ------------------------------------------------------------------------------ legacy constructors
 
 
@@ -299,7 +331,8 @@ for _name, _fn in list(globals().items()):
 __all__ = [
     *METHOD_FUNCTIONS, "pow", "max", "min", "is_tensor", "Size", "tril_indices", "triu_indices", "concat", "concatenate", "einsum", "eye", "from_numpy",
     "meshgrid", "broadcast_shapes", "broadcast_tensors", "randint_like", "normal", "bernoulli",
-    "inference_mode", "double", "half", "long", "int8", "uint8", "int16", "short", "dtype", "finfo", "iinfo",
+    "inference_mode", "compile", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+    "is_deterministic_algorithms_warn_only_enabled", "double", "half", "long", "int8", "uint8", "int16", "short", "dtype", "finfo", "iinfo",
     "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
     "ByteTensor", "BoolTensor",
 ]

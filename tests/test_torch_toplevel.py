@@ -1,0 +1,55 @@
+"""Top-level torch.* helpers: tinyflow.Size (functions.py) as torch.Size, compile, deterministic flags."""
+from __future__ import annotations
+
+import pytest
+
+import tinyflow as tf
+
+
+def test_size_is_a_tuple_that_equals_shapes_and_counts_elements():
+    s = tf.Size([2, 3, 4])
+    assert s == (2, 3, 4) and tf.zeros(2, 3, 4).shape == s and isinstance(s, tuple)
+    assert s.numel() == 24 and tf.Size().numel() == 1
+    assert isinstance(s[1:], tf.Size) and s[1:] == (3, 4) and s[0] == 2
+    assert isinstance(s + (5,), tf.Size) and s + (5,) == (2, 3, 4, 5)
+    assert repr(s) == "tinyflow.Size([2, 3, 4])"
+    assert tf.zeros(tf.Size([2, 5])).shape == (2, 5)
+
+
+def test_size_compares_like_torch_size():
+    torch = pytest.importorskip("torch")
+    assert tuple(tf.Size([3, 1])) == tuple(torch.Size([3, 1]))
+    assert tf.Size([3, 1]).numel() == torch.Size([3, 1]).numel()
+
+
+def test_size_refuses_non_integer_dimensions():
+    with pytest.raises(TypeError, match="Size: a dimension must be an int, got float"):
+        tf.Size([2.5])
+
+
+def test_compile_returns_the_module_or_function_itself():
+    import tinyflow.nn as nn
+
+    model = nn.Linear(2, 2)
+    assert tf.compile(model) is model and tf.compile(model, mode="max-autotune") is model
+
+    @tf.compile
+    def f(x):
+        return x * 2
+
+    @tf.compile(fullgraph=True)
+    def g(x):
+        return x + 1
+
+    assert f(tf.ones(1)).item() == 2.0 and g(tf.ones(1)).item() == 2.0
+    with pytest.raises(TypeError, match="compile: expected a Module or a function, got int"):
+        tf.compile(3)
+
+
+def test_deterministic_algorithms_flag_round_trips():
+    before = tf.are_deterministic_algorithms_enabled()
+    try:
+        tf.use_deterministic_algorithms(True, warn_only=True)
+        assert tf.are_deterministic_algorithms_enabled() and tf.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        tf.use_deterministic_algorithms(before)
