@@ -146,7 +146,7 @@ class Tensor(TensorMethods):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.array.shape)
+        return self.array.shape  # a tuple already (NumPy and CuPy)
 
     def size(self, dim: int | None = None) -> Any:
         return self.shape if dim is None else self.shape[dim]
