@@ -3,7 +3,8 @@ Python loop, a Linear(51, 1) per step), MSELoss, on the example's noisy sine wav
 
 The bench runs sequences of 200 steps (the example: 999) in float32 (the example: float64,
 ``.double()``) with Adam(lr=0.01) (the example: LBFGS, whose step calls the closure up to 20
-times: the throughput would count line-search evaluations, not training steps)."""
+times: the throughput would count line-search evaluations, not training steps). These are the
+bench's choices: tinyflow runs the example's float64 and LBFGS as well."""
 from __future__ import annotations
 
 from typing import Any

@@ -2,9 +2,10 @@
 dropout 0.2)`` (Wikitext-2's vocabulary), bptt 35, batch 20, the hidden state carried from
 step to step and detached, clip_grad_norm_(0.25), SGD at lr 20.
 
-Two formulations differ from the example, on purpose: the loss is CrossEntropyLoss on the logits
-(the example's log_softmax + NLLLoss, the same function), and the update is optim.SGD (the
-example writes ``p.data.add_(p.grad, alpha=-lr)`` by hand: the same update)."""
+Two formulations differ from the example, by the bench's choice (tinyflow runs the example's
+own too): the loss is CrossEntropyLoss on the logits (the example's log_softmax + NLLLoss, the
+same function), and the update is optim.SGD (the example writes ``p.data.add_(p.grad,
+alpha=-lr)`` by hand: the same update)."""
 from __future__ import annotations
 
 from typing import Any
