@@ -280,6 +280,31 @@ _G4 = ((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6),
 _AT4 = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))  # A^T
 
 
+
+def _to_batch_last(dst, src) -> None:
+    """``dst (C, H, W, N) = src (N, C, H, W)`` moved batch-last. Where the images of ``src`` lie a
+    multiple of 4 KiB apart (64 channels of 24x24, say), the same pixel of every image falls in
+    one cache set; 16 images at a time then copy 2x faster."""
+    n = src.shape[0]
+    step = 16 if src.strides[0] % 4096 == 0 else max(n, 1)
+    for n0 in range(0, n, step):
+        dst[..., n0:n0 + step] = src[n0:n0 + step].transpose(1, 2, 3, 0)
+
+
+def _to_batch_first(dst, src, bias=None) -> None:
+    """``dst (N, C, H, W) = src (C, H, W, N)`` (+ ``bias`` (C,)) moved batch-first, a few channels
+    at a time (about 1024 pixels each): 3x faster than one transposing copy, whose writes go to
+    N lines at once."""
+    c = src.shape[0]
+    step = max(1, 1024 // max(1, src.shape[1] * src.shape[2]))
+    for c0 in range(0, c, step):
+        part = src[c0:c0 + step].transpose(3, 0, 1, 2)
+        if bias is None:
+            dst[:, c0:c0 + step] = part
+        else:
+            np.add(part, bias[c0:c0 + step].reshape(1, -1, 1, 1), out=dst[:, c0:c0 + step])
+
+
 def winograd_tile(oh: int, ow: int) -> int:
     """The output tile side (2 or 4) for an (OH, OW) output: the one with fewer multiplications,
     counting the padding of the last tile (F(4x4) wins from 3x3 outputs up)."""
@@ -307,7 +332,7 @@ def _winograd4_input(x, padding: Pair, out, kernel_size: Pair):
 
     def channels(c0: int, c1: int) -> None:
         dst = xpad[c0:c1]
-        dst[:, ph:ph + h, pw:pw + w] = x[:, c0:c1].transpose(1, 2, 3, 0)
+        _to_batch_last(dst[:, ph:ph + h, pw:pw + w], x[:, c0:c1])
         dst[:, :ph] = 0
         dst[:, ph + h:] = 0
         dst[:, :, :pw] = 0
@@ -354,7 +379,7 @@ def _winograd4_input_grad(gv, x_shape: tuple[int, int, int, int], padding: Pair,
                     for j in range(6):
                         col0 = 3 * qj + j
                         acc[:, r0:r0 + 4 * th - 3:4, col0:col0 + 4 * tw - 3:4] += tiles[k, j]
-        gx[:, c0:c1] = acc[:, ph:ph + h, pw:pw + w].transpose(3, 0, 1, 2)
+        _to_batch_first(gx[:, c0:c1], acc[:, ph:ph + h, pw:pw + w])
 
     parallel_for(np, c, _in_blocks(channels, 72 * th * tw * n), work=gv.size)
     return gx
@@ -374,14 +399,11 @@ def _winograd4_output(m, out_shape: tuple[int, int, int, int], bias=None):
         tiles = workspace(np, "winograd.tile", (4, 4, o1 - o0, th, tw, n), m.dtype)
         np.matmul(at, m3[:, :, o0 * t:o1 * t], out=rows)  # (a, s, O'T)
         np.matmul(at, rows.reshape(6, -1), out=tiles.reshape(4, -1))  # (r, s, O'T)
-        for r in range(4):  # output pixel (4*th + r, 4*tw + s) of every tile, back to NCHW
-            for s in range(4):
-                dst = y[:, o0:o1, r::4, s::4]  # (N, O', rows, cols): the last tile may be cropped
-                src = tiles[r, s, :, :dst.shape[2], :dst.shape[3]].transpose(3, 0, 1, 2)
-                if bias is None:
-                    dst[...] = src
-                else:
-                    np.add(src, bias[o0:o1].reshape(1, -1, 1, 1), out=dst)
+        # output pixel (4*th + r, 4*tw + s) of every tile, then back to NCHW (the last tile cropped)
+        full = workspace(np, "winograd.full", (o1 - o0, th, 4, tw, 4, n), m.dtype)
+        full[...] = tiles.transpose(2, 3, 0, 4, 1, 5)
+        full = full.reshape(o1 - o0, 4 * th, 4 * tw, n)
+        _to_batch_first(y[:, o0:o1], full[:, :oh, :ow], None if bias is None else bias[o0:o1])
 
     parallel_for(np, o, _in_blocks(channels, 40 * th * tw * n), work=m.size)
     return y
@@ -399,14 +421,12 @@ def _winograd4_output_grad(gout, out):
     gb = np.empty(o, dtype=gout.dtype)
 
     def channels(o0: int, o1: int) -> None:
+        full = workspace(np, "winograd.full", (o1 - o0, 4 * th, 4 * tw, n), gout.dtype)
+        _to_batch_last(full[:, :oh, :ow], gout[:, o0:o1])
+        full[:, oh:] = 0  # outputs not a multiple of 4: the last tile's missing pixels
+        full[:, :, ow:] = 0
         tiles = workspace(np, "winograd.tile", (4, 4, o1 - o0, th, tw, n), gout.dtype)
-        for r in range(4):
-            for s in range(4):
-                src = gout[:, o0:o1, r::4, s::4]  # (N, O', rows, cols)
-                dst = tiles[r, s]  # (O', TH, TW, N)
-                dst[:, :src.shape[2], :src.shape[3]] = src.transpose(1, 2, 3, 0)
-                dst[:, src.shape[2]:] = 0  # outputs not a multiple of 4: the last tile's missing pixels
-                dst[:, :, src.shape[3]:] = 0
+        tiles[...] = full.reshape(o1 - o0, th, 4, tw, 4, n).transpose(2, 4, 0, 1, 3, 5)
         gb[o0:o1] = tiles.reshape(16, o1 - o0, t).sum(axis=2).sum(axis=0)
         rows = workspace(np, "winograd.rows", (6, 4, (o1 - o0) * t), gout.dtype)
         np.matmul(a, tiles.reshape(4, -1), out=rows.reshape(6, -1))  # (a, s, O'T)
@@ -452,7 +472,9 @@ def winograd_conv2d_forward(x, w, b, padding: Pair, keep_v: bool = True):
     m = workspace(np, "conv2d.winograd.m", (xi, o, t), x.dtype)
     np.matmul(u, v, out=m)  # (xi, O, T)
     if tile == 4:
-        y = _winograd4_output(m, (n, o, oh, ow), b)
+        if b is not None:  # A^T's column 1 is all ones: b at tile position (1, 1) adds b to every output
+            m[7] += b.reshape(o, 1)
+        y = _winograd4_output(m, (n, o, oh, ow))
     else:
         y = winograd_output(m, (n, o, oh, ow), b)
     return y, (v if keep_v else None), u  # y (N, O, OH, OW)
