@@ -136,3 +136,18 @@ def test_python_floats_convert_straight_to_an_asked_dtype():
                                   torch.tensor([0.1, 0.3], dtype=torch.float64).numpy())
     assert tf.tensor(0.3).dtype == tf.float32
     assert tf.tensor(1 / 3, dtype=tf.float16).item() == torch.tensor(1 / 3, dtype=torch.float16).item()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (1,), (7, 5), (3, 4096)])
+def test_sigmoid_kernel_is_bitwise_the_stable_two_branch_formula(dtype, shape):
+    from tinyflow.ops.activation import _sigmoid
+
+    a = (np.random.default_rng(2).standard_normal(shape) * 30).astype(dtype)
+    if a.size >= 4:
+        a.reshape(-1)[:4] = [0.0, -0.0, 200.0, -200.0]
+    e = np.exp(-np.abs(a))
+    want = np.where(a < 0, (1 / (1 + e)) * e, 1 / (1 + e)).astype(dtype)
+    got = _sigmoid(np, a)
+    assert isinstance(got, np.ndarray) and got.dtype == dtype and got.shape == a.shape
+    np.testing.assert_array_equal(got, want)

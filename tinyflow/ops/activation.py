@@ -52,13 +52,14 @@ def _sigmoid(xp: Any, a: Any) -> Any:
     With e = exp(-|a|) in (0, 1] (never overflows): sigmoid(a) = 1/(1+e) for a >= 0 and
     e/(1+e) for a < 0.
     """
-    e = xp.empty_like(a)
+    e = xp.empty_like(a)  # out= arrays throughout: 0-d results stay arrays, not NumPy scalars
     xp.abs(a, out=e)
     xp.negative(e, out=e)
     xp.exp(e, out=e)
     out = xp.add(e, 1, out=xp.empty_like(a))
     xp.reciprocal(out, out=out)
-    xp.multiply(out, e, out=out, where=a < 0)
+    xp.putmask(e, a >= 0, 1)  # e where a < 0, else 1: multiplying by 1 is exact
+    out *= e
     return out
 
 
