@@ -484,9 +484,12 @@ def workload_lines(name: str, summary: dict[str, Any], sizes: str, args: argpars
     floors = [(fw, summary[fw]["gemm_floor_items_per_s"]) for fw in FRAMEWORKS
               if summary[fw].get("gemm_floor_items_per_s")]
     if floors:
-        parts = [f"{'NumPy' if fw == 'tinyflow' else 'PyTorch'} {_num(f)} {unit} "
-                 f"({NAMES[fw]} spends {1 - summary[fw]['items_per_s'] / f:.0%} of its step outside GEMM)"
-                 for fw, f in floors]
+        parts = []
+        for fw, f in floors:
+            outside = 1 - summary[fw]["items_per_s"] / f
+            said = (f"{NAMES[fw]} spends {outside:.0%} of its step outside GEMM" if outside >= 0 else
+                    "slower than the whole step: the machine's load changed during the run")
+            parts.append(f"{'NumPy' if fw == 'tinyflow' else 'PyTorch'} {_num(f)} {unit} ({said})")
         lines.append(f"{tag}  GEMMs alone: " + "; ".join(parts))
     return lines
 
