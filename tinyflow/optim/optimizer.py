@@ -29,6 +29,12 @@ from tinyflow.tensor import Tensor
 ParamsT = Union[Iterable[Tensor], Iterable[dict[str, Any]]]
 
 
+def _is_half(param: Tensor) -> bool:
+    """float16 or bfloat16 (the itemsize test first: it is asked per parameter per step)."""
+    dtype = param.array.dtype
+    return dtype.itemsize == 2 and is_half(dtype)
+
+
 class _Required:
     """Marks a hyper-parameter that has no default (``lr`` of SGD)."""
 
@@ -218,12 +224,12 @@ class Optimizer:
     @staticmethod
     def _state_dtype(param: Tensor) -> np.dtype:
         """The dtype of ``param``'s buffers: float32 for a float16/bfloat16 param, else its own."""
-        return np.dtype(np.float32) if is_half(param.dtype) else param.dtype
+        return np.dtype(np.float32) if _is_half(param) else param.dtype
 
     def _master_weight(self, param: Tensor) -> Any:
         """The array a step updates in place: ``param.array`` itself, or for a float16/bfloat16
         param a fresh float32 master weight (``param + state["master_residual"]``, exact)."""
-        if not is_half(param.dtype):
+        if not _is_half(param):
             return param.array
         master = param.array.astype(np.float32)
         residual = self.state[param].get("master_residual")
@@ -245,7 +251,7 @@ class Optimizer:
     @staticmethod
     def _master_grad(param: Tensor, grad: Any) -> Any:
         """``grad`` as the master weight's update needs it: float32 for a float16/bfloat16 param."""
-        return grad.astype(np.float32) if is_half(param.dtype) else grad
+        return grad.astype(np.float32) if _is_half(param) else grad
 
     @staticmethod
     def _check_grad(param: Tensor, index: int, name: str) -> Any:
