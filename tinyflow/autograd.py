@@ -180,15 +180,6 @@ class Context:
         return f"<{self.fn.__name__} node>"
 
 
-def _new_context(fn: type[Function], xp: Any, needs_input_grad: tuple) -> Context:
-    """A node without running ``Context.__init__`` (Function.apply fills in the rest)."""
-    ctx = _new_object(Context)
-    ctx.fn = fn
-    ctx.xp = xp
-    ctx.needs_input_grad = needs_input_grad
-    return ctx
-
-
 _new_object = object.__new__
 _NO_GRAD_NEEDS: dict[int, tuple] = {}  # number of inputs -> (False, ...) (for nodes not recorded)
 
@@ -245,15 +236,19 @@ class Function:
                     inputs.append(None)
                     needs.append(False)
                     edges.append(None)
-            ctx = _new_context(cls, xp, tuple(needs))
-            ctx.inputs = tuple(inputs)
-            ctx.edges = tuple(edges)
+            needs = tuple(needs)
         else:
             n = len(args)
             needs = _NO_GRAD_NEEDS.get(n)
             if needs is None:
                 needs = _NO_GRAD_NEEDS[n] = (False,) * n
-            ctx = _new_context(cls, xp, needs)
+        ctx = _new_object(Context)  # Context.__init__'s work, done here in one pass
+        ctx.fn = cls
+        ctx.xp = xp
+        ctx.needs_input_grad = needs
+        if record:
+            ctx.inputs = tuple(inputs)
+            ctx.edges = tuple(edges)
         if xp is np:
             out = cls.forward(ctx, *raw, **kwargs)
         else:  # on a GPU an allocation can fail: name the op and the shape
@@ -265,6 +260,7 @@ class Function:
             _check_finite(cls.__name__, "forward", outs)
         device = first._device if first is not None and not cls.moves_device else None
         results = []
+        meta = []  # (shape, dtype) per output, for the node
         new = _new_object
         for i, o in enumerate(outs):
             if type(o) is not np.ndarray:
@@ -274,8 +270,10 @@ class Function:
             t._device = device if device is not None else device_of(o)
             t._versions = [0]  # in-place edits so far (see Tensor._from_array)
             if record:
-                kind = o.dtype.kind
-                if kind == "f" or kind == "c" or (kind == "V" and is_floating_or_complex(o.dtype)):
+                dtype = o.dtype
+                meta.append((o.shape, dtype))
+                kind = dtype.kind
+                if kind == "f" or kind == "c" or (kind == "V" and is_floating_or_complex(dtype)):
                     t._requires_grad = True
                     t._ctx = ctx
                     t._out_index = i
@@ -286,7 +284,7 @@ class Function:
         if record:
             if multi:
                 ctx.num_outputs = len(outs)
-            ctx.output_meta = [(r.array.shape, r.array.dtype) for r in results]
+            ctx.output_meta = meta
             if ctx._saved:
                 ctx.versions = _saved_versions(ctx._saved, ctx.inputs, results)
         return tuple(results) if multi else results[0]
