@@ -62,13 +62,18 @@ def _check_state(op: str, name: str, state: Array | None, batch: int, hidden: in
 def _feature_major(a: Array, xp: Any, dtype: Any = None) -> Array:
     """(T, B, F) -> the (F, T*B) matrix whose column t*B + b is a[t, b], in ``dtype`` if given.
 
-    A view of a C-contiguous ``a`` of that dtype; otherwise one copy, which is a cheap block move
-    when ``a`` is a transposed view of per-step (F, B) blocks (``blocks.transpose(0, 2, 1)``).
+    A view of a C-contiguous ``a`` of that dtype; otherwise one copy, made as a move of
+    contiguous runs: of feature rows when the features are contiguous (a ``batch_first`` input,
+    (B, T, F) in memory: the (F, T*B) result is then the transpose of a (T*B, F) copy, which a
+    GEMM takes as it is), of batch rows when ``a`` is a transposed view of per-step (F, B) blocks
+    (``blocks.transpose(0, 2, 1)``, the outputs of the sequence ops). An element-by-element
+    transpose of a batch_first input instead costs as much as the layer's GEMMs.
     """
     steps, batch, features = a.shape
     dtype = a.dtype if dtype is None else dtype
-    if a.flags.c_contiguous:
-        return a.reshape(steps * batch, features).T.astype(dtype, copy=False)
+    if a.flags.c_contiguous or a.strides[2] == a.itemsize:
+        rows = a.astype(dtype, order="C", copy=False).reshape(steps * batch, features)  # (T*B, F)
+        return rows.T
     return a.transpose(2, 0, 1).astype(dtype, order="C").reshape(features, steps * batch)
 
 
