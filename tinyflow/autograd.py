@@ -455,10 +455,11 @@ def run_backward(
                 if s is not None:
                     owned.pop(id(s), None)
         # Outputs nobody used get a zero gradient (ops may assume an array for each output).
-        for i, s in enumerate(slots):
-            if s is None:
-                shape, dtype = node.output_meta[i]
-                slots[i] = xp.zeros(shape, dtype=dtype)
+        if len(slots) > 1 or slots[0] is None:
+            for i, s in enumerate(slots):
+                if s is None:
+                    shape, dtype = node.output_meta[i]
+                    slots[i] = xp.zeros(shape, dtype=dtype)
         if node.watched:
             slots = _run_watchers(node, slots)
         for counter, seen in node.versions:
@@ -477,12 +478,13 @@ def run_backward(
             in_grads = (in_grads,)
         if anomaly:
             _check_finite(node.fn.__name__, "backward", in_grads)
-        inputs, edges, n_grads = node.inputs, node.edges, len(in_grads)
-        for i, need in enumerate(node.needs_input_grad):
+        needs = node.needs_input_grad
+        if len(in_grads) < len(needs):  # trailing inputs without a gradient
+            in_grads += (None,) * (len(needs) - len(in_grads))
+        for t, edge, need, g in zip(node.inputs, node.edges, needs, in_grads):
             if not need:
                 continue
-            t, (producer, index) = inputs[i], edges[i]
-            g = in_grads[i] if i < n_grads else None
+            producer = edge[0]
             if g is not None:
                 if type(g) is not np.ndarray:
                     g = xp.asarray(g)
@@ -497,6 +499,7 @@ def run_backward(
                 slots = pending.get(producer)
                 if slots is None:
                     slots = pending[producer] = [None] * producer.num_outputs
+                index = edge[1]
                 prev = slots[index]
                 slots[index] = g if prev is None else _sum_grads(prev, g, owned)
         del in_grads
