@@ -140,12 +140,13 @@ def test_rnn_bad_input_errors_name_the_layer_and_shapes():
 
 @pytest.mark.parametrize("kind", ["LSTMCell", "GRUCell"])
 @pytest.mark.parametrize("bias", [True, False])
-def test_cells_match_pytorch(kind, bias):
+@pytest.mark.parametrize("features", [4, 1])  # 1: the time-series cells (an outer product, not a GEMM)
+def test_cells_match_pytorch(kind, bias, features):
     rng = np.random.default_rng(11)
-    theirs = getattr(torch.nn, kind)(4, 5, bias=bias).double()
-    ours = getattr(nn, kind)(4, 5, bias=bias, dtype=tf.float64)
+    theirs = getattr(torch.nn, kind)(features, 5, bias=bias).double()
+    ours = getattr(nn, kind)(features, 5, bias=bias, dtype=tf.float64)
     ours.load_state_dict(theirs.state_dict())
-    x_t, x_o = _t(rng.normal(size=(3, 4)))
+    x_t, x_o = _t(rng.normal(size=(3, features)))
     h_t, h_o = _t(rng.normal(size=(3, 5)))
     c_t, c_o = _t(rng.normal(size=(3, 5)))
     w1, w2 = rng.normal(size=(3, 5)), rng.normal(size=(3, 5))
@@ -167,7 +168,7 @@ def test_cells_match_pytorch(kind, bias):
         _close(c_o.grad, c_t.grad, "c gradient")
     _compare_params(ours, theirs)
     # No state means zeros; unbatched input gives unbatched output.
-    out = ours(tf.tensor(rng.normal(size=4), dtype=tf.float64))
+    out = ours(tf.tensor(rng.normal(size=features), dtype=tf.float64))
     first = out[0] if kind == "LSTMCell" else out
     assert first.shape == (5,)
 

@@ -89,7 +89,13 @@ def _gemm(a: Array, b: Array, dtype: Any) -> Array:
 
 
 def _mm(a: Array, b: Array) -> Array:
-    """a @ b, also for half-precision operands on any device (``matmul_array``)."""
+    """a @ b, also for half-precision operands on any device (``matmul_array``).
+
+    A product over one term (``input_size=1``, the time-series LSTMs) is the outer product
+    a * b: bit for bit the same, and NumPy's matmul would take its slow non-BLAS loop for it.
+    """
+    if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1 and not is_half(a.dtype):
+        return a * b
     return matmul_array(array_module(a), a, b)
 
 
