@@ -260,6 +260,29 @@ def test_adadelta_kernel_is_bitwise_the_plain_numpy_rule(dtype, weight_decay, mo
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("which", ["sgd", "adam", "adadelta"])
+def test_blocked_kernels_on_two_threads_are_bitwise_the_whole_array_path(which, monkeypatch) -> None:
+    """Blocks shared among threads (parallel_for) update the same elements the same way."""
+    monkeypatch.setenv("TINYFLOW_NUM_THREADS", "2")
+    rng = np.random.default_rng(3)
+    arrays = [np.abs(rng.standard_normal(300_001)).astype(np.float32) for _ in range(5)]
+    results = []
+    for block in (4096, 10**9):
+        monkeypatch.setattr(optim_kernels, "_BLOCK", block)
+        p, g, a, b, c = (x.copy() for x in arrays)
+        for step in (1, 2):
+            if which == "sgd":
+                optim_kernels.sgd_momentum_update(p, g, a, lr=0.1, momentum=0.9, weight_decay=0.01,
+                                                  first_step=step == 1)
+            elif which == "adam":
+                optim_kernels.adam_update(p, g, a, b, c, step=step, lr=0.01, amsgrad=True)
+            else:
+                optim_kernels.adadelta_update(p, g, b, c, lr=1.0, weight_decay=0.01)
+        results.append((p, a, b, c))
+    for x, y in zip(*results):
+        np.testing.assert_array_equal(x, y)
+
+
 def test_kernels_update_non_contiguous_arrays_in_place() -> None:
     base = np.ones((4, 6), np.float32)
     p = base[:, ::2]  # a strided view: the kernel must write through it

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.device import array_module
+from tinyflow.kernels._cpu import parallel_for
 
 __all__ = ["sgd_momentum_update", "adam_update", "adadelta_update"]
 
@@ -35,7 +36,8 @@ def _blocked(arrays: list[Any], body: Callable[..., None], scratches: int = 2) -
     blocks of ``arrays`` (None allowed).
 
     Large contiguous NumPy arrays are walked block by block through flat views (updates land in
-    the original arrays); anything else (small, strided, CuPy) runs as one whole-array call.
+    the original arrays), the blocks shared among the CPU threads (``parallel_for``); anything
+    else (small, strided, CuPy) runs as one whole-array call.
     """
     first = arrays[0]
     present = [a for a in arrays if a is not None]
@@ -45,13 +47,18 @@ def _blocked(arrays: list[Any], body: Callable[..., None], scratches: int = 2) -
         body(*arrays, *(xp.empty_like(first) for _ in range(scratches)))
         return
     flats = [None if a is None else a.reshape(-1) for a in arrays]
-    scratch_full = [np.empty(_BLOCK, dtype=first.dtype) for _ in range(scratches)]
     n = first.size
-    for start in range(0, n, _BLOCK):
-        stop = min(start + _BLOCK, n)
-        m = stop - start
-        blocks = [None if f is None else f[start:stop] for f in flats]
-        body(*blocks, *(s[:m] for s in scratch_full))
+
+    def run(first_block: int, stop_block: int) -> None:  # on one thread, with its own scratch
+        scratch_full = [np.empty(_BLOCK, dtype=first.dtype) for _ in range(scratches)]
+        for start in range(first_block * _BLOCK, min(stop_block * _BLOCK, n), _BLOCK):
+            stop = min(start + _BLOCK, n)
+            m = stop - start
+            blocks = [None if f is None else f[start:stop] for f in flats]
+            body(*blocks, *(s[:m] for s in scratch_full))
+
+    # Blocks are independent (element-wise updates), so they spread over the CPU threads.
+    parallel_for(np, -(-n // _BLOCK), run, work=n * len(present))
 
 
 def sgd_momentum_update(
