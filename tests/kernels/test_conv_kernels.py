@@ -281,10 +281,10 @@ def test_winograd_transforms_are_adjoint_pairs(k, p, extra, seed):
 def test_winograd4_transforms_are_adjoint_pairs(k, p, extra, seed):
     """F(4x4, 3x3): each backward transform is the exact transpose of its forward one."""
     from tinyflow.kernels.winograd import (
-        _winograd4_input,
-        _winograd4_input_grad,
-        _winograd4_output,
-        _winograd4_output_grad,
+        winograd_input,
+        winograd_input_grad,
+        winograd_output,
+        winograd_output_grad,
         winograd_parts,
         winograd_tiles,
         winograd_weight,
@@ -299,17 +299,34 @@ def test_winograd4_transforms_are_adjoint_pairs(k, p, extra, seed):
     t = n * th * tw
     x = rng.standard_normal((n, c, h, w))
     gv = rng.standard_normal((36, q * c, t))
-    v = _winograd4_input(x, (p, p), np.empty((36, q * c, t)), k)
-    np.testing.assert_allclose(np.vdot(v, gv), np.vdot(x, _winograd4_input_grad(gv, x.shape, (p, p), k)), rtol=1e-10)
+    v = winograd_input(x, (p, p), np.empty((36, q * c, t)), k, 4)
+    np.testing.assert_allclose(np.vdot(v, gv), np.vdot(x, winograd_input_grad(gv, x.shape, (p, p), k, 4)), rtol=1e-10)
     wt = rng.standard_normal((o, c, *k))
     gu = rng.standard_normal((36, o, q * c))
     np.testing.assert_allclose(np.vdot(winograd_weight(wt, 4), gu), np.vdot(wt, winograd_weight_grad(gu, wt.shape, 4)),
                                rtol=1e-10)
     m = rng.standard_normal((36, o, t))
     gy = rng.standard_normal((n, o, oh, ow))
-    gm, gb = _winograd4_output_grad(gy, np.empty((36, o, t)))
-    np.testing.assert_allclose(np.vdot(_winograd4_output(m, gy.shape), gy), np.vdot(m, gm), rtol=1e-10)
-    np.testing.assert_allclose(gb, gy.sum(axis=(0, 2, 3)), rtol=1e-10)
+    gm, gfull = winograd_output_grad(gy, np.empty((36, o, t)), 4)
+    np.testing.assert_allclose(np.vdot(winograd_output(m, gy.shape, tile=4), gy), np.vdot(m, gm), rtol=1e-10)
+    np.testing.assert_allclose(gfull.reshape(o, -1).sum(axis=1), gy.sum(axis=(0, 2, 3)), rtol=1e-10)
+
+
+def test_winograd4_input_tiles_are_the_padded_image():
+    """With B^T's inverse applied, F(4x4)'s V gives back every 6x6 tile of the zero-padded input."""
+    from tinyflow.kernels.winograd import _BT4, winograd_input
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5, 6))
+    v = winograd_input(x, (1, 1), np.empty((36, 3, 2 * 2 * 2)), tile=4)  # OH, OW = 5, 6 -> TH, TW = 2, 2
+    binv = np.linalg.inv(np.array(_BT4, dtype=float))
+    d = np.einsum("ka,abctun,lb->kltucn", binv, v.reshape(6, 6, 3, 2, 2, 2), binv)  # (6, 6, TH, TW, C, N)
+    xpad = np.zeros((2, 3, 10, 10))
+    xpad[:, :, 1:6, 1:7] = x
+    for th in range(2):
+        for tw in range(2):
+            np.testing.assert_allclose(d[:, :, th, tw].transpose(3, 2, 0, 1),
+                                       xpad[:, :, 4 * th:4 * th + 6, 4 * tw:4 * tw + 6], atol=1e-12)
 
 
 def test_winograd_input_tiles_are_the_padded_image():
