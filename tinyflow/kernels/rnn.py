@@ -46,12 +46,11 @@ def _sigmoid_(x: Array, xp: Any) -> Array:
 
     Accurate to a few ulps relative to the result even where it is tiny (0.5 * tanh(x / 2) + 0.5
     is not: it cancels for x << 0), and on NumPy about 1.5x faster, exp being cheaper than tanh.
-    For x < -88 (float32) exp(-x) overflows to inf and the result is the right limit, 0: the
-    overflow warning is silenced.
+    For x < -88 (float32) exp(-x) overflows to inf and the result is the right limit, 0: callers
+    run it under ``np.errstate(over="ignore")`` (once per sequence, not once per call).
     """
     xp.negative(x, out=x)
-    with np.errstate(over="ignore"):
-        xp.exp(x, out=x)
+    xp.exp(x, out=x)
     x += 1.0
     xp.reciprocal(x, out=x)
     return x
@@ -91,7 +90,15 @@ def lstm_cell_forward(
         h_out = xp.empty_like(c_prev)
     if c_out is None:
         c_out = xp.empty_like(c_prev)
-    i, f, g, o = (gates[k * hidden : (k + 1) * hidden] for k in range(4))
+    with np.errstate(over="ignore"):
+        _lstm_step_forward(gates, c_prev, h_out, c_out, hidden, xp)
+    return h_out, c_out, gates
+
+
+def _lstm_step_forward(gates: Array, c_prev: Array, h_out: Array, c_out: Array, hidden: int, xp: Any) -> None:
+    """The arithmetic of ``lstm_cell_forward``, unchecked, under ``np.errstate(over="ignore")``."""
+    i, f = gates[:hidden], gates[hidden : 2 * hidden]
+    g, o = gates[2 * hidden : 3 * hidden], gates[3 * hidden :]
     _sigmoid_(gates[: 2 * hidden], xp)  # i and f are adjacent: one call
     _sigmoid_(o, xp)
     xp.tanh(g, out=g)
@@ -100,7 +107,6 @@ def lstm_cell_forward(
     c_out += h_out
     xp.tanh(c_out, out=h_out)
     h_out *= o
-    return h_out, c_out, gates
 
 
 def lstm_cell_backward(
@@ -121,10 +127,22 @@ def lstm_cell_backward(
     hidden = c.shape[0]
     if dgates_out is None:
         dgates_out = xp.empty_like(acts)
-    i, f, g, o = (acts[k * hidden : (k + 1) * hidden] for k in range(4))
-    di, df, dg, do = (dgates_out[k * hidden : (k + 1) * hidden] for k in range(4))
+    dc_prev = _lstm_step_backward(
+        dh, dc, acts, c_prev, c, dgates_out, hidden, xp, xp.empty_like(c), xp.empty_like(acts[: 2 * hidden])
+    )
+    return dgates_out, dc_prev
 
-    tanh_c = xp.tanh(c)
+
+def _lstm_step_backward(dh: Array, dc: Array | None, acts: Array, c_prev: Array, c: Array, dgates_out: Array,
+                        hidden: int, xp: Any, tanh_c: Array, scratch: Array) -> Array:  # fmt: skip
+    """The arithmetic of ``lstm_cell_backward``, unchecked, in caller-owned buffers: ``tanh_c``
+    (H, B) becomes dc_prev (returned), ``scratch`` is (2H, B); neither may alias an input."""
+    i, f = acts[:hidden], acts[hidden : 2 * hidden]
+    g, o = acts[2 * hidden : 3 * hidden], acts[3 * hidden :]
+    di, df = dgates_out[:hidden], dgates_out[hidden : 2 * hidden]
+    dg, do = dgates_out[2 * hidden : 3 * hidden], dgates_out[3 * hidden :]
+
+    xp.tanh(c, out=tanh_c)
     xp.multiply(dh, tanh_c, out=do)  # gradient at o (after its sigmoid)
     # dc_total = dc + dh * o * (1 - tanh(c)^2)
     _tanh_grad(tanh_c, tanh_c, xp)
@@ -139,11 +157,10 @@ def lstm_cell_backward(
     dc_prev = xp.multiply(dc_total, f, out=dc_total)
 
     # Chain through the activations: sigmoid for i, f, o and tanh for g.
-    scratch = xp.empty_like(acts[: 2 * hidden])
     dgates_out[: 2 * hidden] *= _sigmoid_grad(acts[: 2 * hidden], scratch, xp)
     do *= _sigmoid_grad(o, scratch[:hidden], xp)
     dg *= _tanh_grad(g, scratch[:hidden], xp)
-    return dgates_out, dc_prev
+    return dc_prev
 
 
 def gru_cell_forward(
@@ -165,6 +182,13 @@ def gru_cell_forward(
         )
     if h_out is None:
         h_out = xp.empty_like(h_prev)
+    with np.errstate(over="ignore"):
+        _gru_step_forward(gi, gh, h_prev, h_out, hidden, xp)
+    return h_out, gi
+
+
+def _gru_step_forward(gi: Array, gh: Array, h_prev: Array, h_out: Array, hidden: int, xp: Any) -> None:
+    """The arithmetic of ``gru_cell_forward``, unchecked, under ``np.errstate(over="ignore")``."""
     rz = gi[: 2 * hidden]
     rz += gh[: 2 * hidden]
     _sigmoid_(rz, xp)
@@ -176,7 +200,6 @@ def gru_cell_forward(
     xp.subtract(h_prev, n, out=h_out)
     h_out *= z
     h_out += n
-    return h_out, gi
 
 
 def gru_cell_backward(
@@ -265,15 +288,17 @@ def lstm_sequence_forward(
     init = first + 1 - out_offset
     hs[init] = 0 if h0 is None else h0
     cs[init] = 0 if c0 is None else c0
-    for t in order:
-        prev, new = t + 1 - out_offset, t + out_offset
-        if t != first or h0 is not None:
-            xp.matmul(w_hh, hs[prev], out=acts[t])  # the only GEMM inside the loop
-            acts[t] += proj[:, t]
-        else:
-            acts[t] = proj[:, t]
-        # acts[t] becomes the activated gates, kept for backward.
-        lstm_cell_forward(acts[t], cs[prev], h_out=hs[new], c_out=cs[new])
+    with np.errstate(over="ignore"):
+        for t in order:
+            prev, new = t + 1 - out_offset, t + out_offset
+            gates = acts[t]
+            if t != first or h0 is not None:
+                xp.matmul(w_hh, hs[prev], out=gates)  # the only GEMM inside the loop
+                gates += proj[:, t]
+            else:
+                gates[...] = proj[:, t]
+            # gates become the activated gates, kept for backward.
+            _lstm_step_forward(gates, cs[prev], hs[new], cs[new], hidden, xp)
     return acts, hs, cs
 
 
@@ -301,10 +326,14 @@ def lstm_sequence_backward(
     dh = xp.zeros_like(cs[0]) if dh_n is None else dh_n.astype(acts.dtype, order="C")
     dc = dc_n
     w_hh_t = xp.ascontiguousarray(w_hh.T)  # (H, 4H): BLAS runs this GEMM faster than on the view
-    for t in reversed(order):
+    hidden = cs.shape[1]
+    # Buffers for all steps: dc_prev alternates between two, as step t reads the one t+1 wrote.
+    dc_bufs = (xp.empty_like(dh), xp.empty_like(dh))
+    scratch = xp.empty_like(acts[0, : 2 * hidden])  # (2H, B)
+    for k, t in enumerate(reversed(order)):
         prev, new = t + 1 - out_offset, t + out_offset
         dh += dout[t]
-        _, dc = lstm_cell_backward(dh, dc, acts[t], cs[prev], cs[new], dgates_out=dgates[t])
+        dc = _lstm_step_backward(dh, dc, acts[t], cs[prev], cs[new], dgates[t], hidden, xp, dc_bufs[k % 2], scratch)
         xp.matmul(w_hh_t, dgates[t], out=dh)  # dh_prev
     return dgates, dh, dc
 
@@ -325,13 +354,15 @@ def gru_sequence_forward(
     hs = xp.empty((steps + 1, hidden, batch), dtype=proj.dtype)  # (T+1, H, B)
     order, out_offset = sequence_slots(steps, reverse)
     hs[order[0] + 1 - out_offset] = 0 if h0 is None else h0
-    for t in order:
-        prev, new = t + 1 - out_offset, t + out_offset
-        xp.matmul(w_hh, hs[prev], out=gh[t])
-        if b_hh is not None:
-            gh[t] += b_hh[:, None]
-        acts[t] = proj[:, t]
-        gru_cell_forward(acts[t], gh[t], hs[prev], h_out=hs[new])
+    bias = None if b_hh is None else b_hh[:, None]  # (3H, 1)
+    with np.errstate(over="ignore"):
+        for t in order:
+            prev, new = t + 1 - out_offset, t + out_offset
+            xp.matmul(w_hh, hs[prev], out=gh[t])
+            if bias is not None:
+                gh[t] += bias
+            acts[t] = proj[:, t]
+            _gru_step_forward(acts[t], gh[t], hs[prev], hs[new], hidden, xp)
     return acts, gh, hs
 
 
