@@ -58,3 +58,28 @@ def test_gru_cell_forward_matches_the_formulas():
     n = np.tanh(a[2 * hidden:] + r * b[2 * hidden:])
     np.testing.assert_allclose(acts, np.concatenate([r, z, n]), rtol=1e-6, atol=1e-30)
     np.testing.assert_allclose(h, (1 - z) * n + z * h_prev, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lstm_sequence_backward_reading_tanh_c_from_the_states_agrees(reverse, dtype):
+    """Given ``hs`` the backward takes tanh(c_t) as h_t / o_t instead of recomputing it: the same
+    gradients to float rounding, also where an output gate is saturated to exactly 0."""
+    from tinyflow.kernels.rnn import lstm_sequence_backward, lstm_sequence_forward
+
+    rng = np.random.default_rng(2)
+    steps, hidden, batch = 6, 5, 4
+    proj = (rng.standard_normal((4 * hidden, steps, batch)) * 3).astype(dtype)
+    proj[3 * hidden, 2, 1] = -1000.0  # o = 0 at one unit of one step
+    w_hh = (rng.standard_normal((4 * hidden, hidden)) * 0.5).astype(dtype)
+    h0, c0 = rng.standard_normal((2, hidden, batch)).astype(dtype)
+    acts, hs, cs = lstm_sequence_forward(proj, w_hh, h0, c0, reverse)
+    assert (acts[:, 3 * hidden :] == 0).any()
+    dout = rng.standard_normal((steps, hidden, batch)).astype(dtype)
+    dh_n, dc_n = rng.standard_normal((2, hidden, batch)).astype(dtype)
+    want = lstm_sequence_backward(dout, dh_n, dc_n, w_hh, acts, cs, reverse)
+    got = lstm_sequence_backward(dout, dh_n, dc_n, w_hh, acts, cs, reverse, hs=hs)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    for g, w in zip(got, want):
+        assert np.isfinite(g).all()
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol)

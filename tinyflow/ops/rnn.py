@@ -280,7 +280,7 @@ class LSTMLayer(Function):
         need = ctx.needs_input_grad
         steps = dout.shape[0]
         dgates, dh0, dc0 = ctx.kernels.lstm_sequence_backward(
-            dout.transpose(0, 2, 1), dh_n.T, dc_n.T, w_rec, acts, cs, ctx.reverse
+            dout.transpose(0, 2, 1), dh_n.T, dc_n.T, w_rec, acts, cs, ctx.reverse, hs=hs
         )  # (T, 4H, B), (H, B), (H, B)
         # Weight and input gradients of all steps at once: three GEMMs over T*B columns.
         dg = _feature_major(dgates.transpose(0, 2, 1), xp)  # (4H, T*B)

@@ -138,12 +138,15 @@ def lstm_sequence_forward(proj: Array, w_hh: Array, h0: Array | None, c0: Array 
 
 
 def lstm_sequence_backward(dout: Array, dh_n: Array | None, dc_n: Array | None, w_hh: Array,
-                           acts: Array, cs: Array,
-                           reverse: bool = False) -> tuple[Array, Array, Array]:
-    """The recurrence backwards in one launch: (dgates (T, 4H, B), dh0 (H, B), dc0 (H, B))."""
+                           acts: Array, cs: Array, reverse: bool = False,
+                           hs: Array | None = None) -> tuple[Array, Array, Array]:
+    """The recurrence backwards in one launch: (dgates (T, 4H, B), dh0 (H, B), dc0 (H, B)).
+
+    ``hs`` is accepted for the reference's signature and not read: the fused kernel recomputes
+    tanh(c) in registers, which costs nothing next to its memory traffic."""
     call = KernelCall("lstm_sequence_backward", acts, op="lstm backward")
     if not call.supported:
-        return reference.lstm_sequence_backward(dout, dh_n, dc_n, w_hh, acts, cs, reverse)
+        return reference.lstm_sequence_backward(dout, dh_n, dc_n, w_hh, acts, cs, reverse, hs)
     steps, hidden, batch = acts.shape[0], cs.shape[1], cs.shape[2]
     dtype = acts.dtype
     with call:
