@@ -64,9 +64,21 @@ _G4 = ((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6),
 _MATRICES = {2: (_BT, _AT, _G), 4: (_BT4, _AT4, _G4)}  # per tile side m
 
 
-def _plan(coeffs) -> list[list[tuple[int, int]]]:
-    """Each row of an integer matrix as its (coefficient, column) terms, positive terms first."""
-    return [sorted(((cf, s) for s, cf in enumerate(row) if cf), key=lambda t: t[0] < 0) for row in coeffs]
+def _plan(coeffs) -> list[list[tuple[int, list[tuple[int, int]]]]]:
+    """Each row of an integer matrix as groups of terms that share a coefficient's magnitude:
+    [(|c|, [(sign, column), ...]), ...], positive terms first in each group. ``-4*d1 - 4*d2 + d3
+    + d4`` is then ``(d3 + d4) - 4 * (d1 + d2)``: one scaling per magnitude, not per term. The
+    group that starts the row is the cheapest to start with (two unit terms, else one scaled term)."""
+    plan = []
+    for row in coeffs:
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for s, cf in enumerate(row):
+            if cf:
+                groups.setdefault(abs(int(cf)), []).append((1 if cf > 0 else -1, s))
+        ordered = [(mag, sorted(terms, key=lambda t: t[0] < 0)) for mag, terms in groups.items()]
+        ordered.sort(key=lambda g: 0 if g[0] == 1 and len(g[1]) > 1 else 1 if len(g[1]) == 1 and g[0] != 1 else 2)
+        plan.append(ordered)
+    return plan
 
 
 def _transpose(m):
@@ -78,31 +90,49 @@ _PLANS = {(name, tile): _plan(m)
           for name, m in (("BT", bt), ("B", _transpose(bt)), ("AT", at), ("A", _transpose(at)))}
 
 
-def _combine(plan: list[list[tuple[int, int]]], src, out) -> None:
+def _signed_sum(terms, src, dst) -> int:
+    """``dst = sign0 * sum(sign * src[s])`` over ``terms``, one ufunc per term (the first two
+    fused); returns sign0, the sign of the first term, which the caller applies."""
+    (s0, i0), rest = terms[0], terms[1:]
+    if rest:
+        s1, i1 = rest[0]
+        (np.add if s1 == s0 else np.subtract)(src[i0], src[i1], out=dst)
+        rest = rest[1:]
+    else:
+        dst[...] = src[i0]
+    for sg, i in rest:
+        (np.add if sg == s0 else np.subtract)(dst, src[i], out=dst)
+    return s0
+
+
+def _combine(plan, src, out) -> None:
     """``out[r] = sum_s M[r][s] * src[s]`` for the integer matrix ``M`` whose plan is given.
 
-    Adds and subtracts where the coefficient is +-1, one scaling into a scratch array otherwise:
-    every step is one ufunc over a whole slab."""
+    Every step is one ufunc over a whole slab: a sum per coefficient magnitude, scaled once and
+    added in (through a scratch array). 24 ufuncs for F(4x4)'s B^T where one per term takes 28."""
     scratch = None
-    for dst, terms in zip(out, plan):
-        (c0, s0), rest = terms[0], terms[1:]
-        if c0 == 1 and rest and abs(rest[0][0]) == 1:  # dst = s0 +- s1
-            c1, s1 = rest[0]
-            (np.add if c1 > 0 else np.subtract)(src[s0], src[s1], out=dst)
-            rest = rest[1:]
-        elif c0 == 1:
-            dst[...] = src[s0]
-        elif c0 == -1:
-            np.negative(src[s0], out=dst)
+    for dst, groups in zip(out, plan):
+        (mag, terms), rest = groups[0], groups[1:]
+        if len(terms) == 1 and (mag != 1 or terms[0][0] < 0):
+            np.multiply(src[terms[0][1]], terms[0][0] * mag, out=dst)
         else:
-            np.multiply(src[s0], c0, out=dst)
-        for cf, s in rest:
-            term = src[s]
-            if abs(cf) != 1:
-                if scratch is None:
-                    scratch = workspace(np, "winograd.scratch", dst.shape, dst.dtype)
-                term = np.multiply(term, abs(cf), out=scratch)
-            (np.add if cf > 0 else np.subtract)(dst, term, out=dst)
+            sign = _signed_sum(terms, src, dst)
+            if mag != 1 or sign < 0:
+                np.multiply(dst, sign * mag, out=dst)
+        for mag, terms in rest:
+            if mag == 1:
+                for sg, i in terms:
+                    (np.add if sg > 0 else np.subtract)(dst, src[i], out=dst)
+                continue
+            if scratch is None:
+                scratch = workspace(np, "winograd.scratch", dst.shape, dst.dtype)
+            if len(terms) == 1:
+                sign = terms[0][0]
+                np.multiply(src[terms[0][1]], mag, out=scratch)
+            else:
+                sign = _signed_sum(terms, src, scratch)
+                np.multiply(scratch, mag, out=scratch)
+            (np.add if sign > 0 else np.subtract)(dst, scratch, out=dst)
 
 
 _BLOCK_ELEMS = 1 << 19  # temporaries per channel block: about 2 MB of float32, so they stay in cache
