@@ -378,7 +378,7 @@ def _topological_order(roots: Sequence[Context]) -> list[Context]:
     return order
 
 
-def _sum_grads(total: Any, g: Any, owned: dict[int, Any]) -> Any:
+def _accumulate(total: Any, g: Any, owned: dict[int, Any]) -> Any:
     """``total + g``. A sum this backward made itself (listed in ``owned``, which keeps it alive so
     its id stays unique) is added into in place: no other node or leaf holds it yet. Gradients
     that ops returned are never written into: an op may hand one array to several inputs."""
@@ -404,7 +404,7 @@ def run_backward(
     leaf_grads: dict[int, Any] = {}  # id(leaf) -> summed gradient in this backward
     leaf_uses: dict[int, int] = {}  # how many edges still have to deliver to each leaf
     handed_out: set[int] = {id(g) for g in grads}  # arrays that some leaf's .grad may not own
-    owned: dict[int, Any] = {}  # sums made here (see _sum_grads)
+    owned: dict[int, Any] = {}  # sums made here (see _accumulate)
 
     order = _topological_order([r._ctx for r in roots if r._ctx is not None])
 
@@ -428,7 +428,7 @@ def run_backward(
         key = id(t)
         if g is not None:
             prev = leaf_grads.get(key)
-            leaf_grads[key] = g if prev is None else _sum_grads(prev, g, owned)
+            leaf_grads[key] = g if prev is None else _accumulate(prev, g, owned)
         uses = leaf_uses[key] - 1
         leaf_uses[key] = uses
         if uses == 0 and key in leaf_grads:
@@ -442,7 +442,7 @@ def run_backward(
         else:
             slots = pending.setdefault(r._ctx, [None] * r._ctx.num_outputs)
             prev = slots[r._out_index]
-            slots[r._out_index] = g if prev is None else _sum_grads(prev, g, owned)
+            slots[r._out_index] = g if prev is None else _accumulate(prev, g, owned)
 
     anomaly = _state.anomaly
     for node in order:
@@ -501,7 +501,7 @@ def run_backward(
                     slots = pending[producer] = [None] * producer.num_outputs
                 index = edge[1]
                 prev = slots[index]
-                slots[index] = g if prev is None else _sum_grads(prev, g, owned)
+                slots[index] = g if prev is None else _accumulate(prev, g, owned)
         del in_grads
         if not retain_graph:
             node.free()
