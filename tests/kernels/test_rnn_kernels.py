@@ -83,3 +83,19 @@ def test_lstm_sequence_backward_reading_tanh_c_from_the_states_agrees(reverse, d
     for g, w in zip(got, want):
         assert np.isfinite(g).all()
         np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol)
+
+
+def test_lstm_cell_backward_reading_tanh_c_from_the_output_agrees():
+    from tinyflow.kernels.rnn import lstm_cell_backward
+
+    rng = np.random.default_rng(4)
+    hidden, batch = 6, 5
+    gates = (rng.standard_normal((4 * hidden, batch)) * 3).astype(np.float32)
+    gates[3 * hidden + 1, 2] = -500.0  # a saturated output gate: o = 0, h = 0
+    c_prev, dh, dc = rng.standard_normal((3, hidden, batch)).astype(np.float32)
+    h, c, acts = lstm_cell_forward(gates, c_prev)
+    want = lstm_cell_backward(dh, dc, acts, c_prev, c)
+    got = lstm_cell_backward(dh, dc, acts, c_prev, c, h=h)
+    for g, w in zip(got, want):
+        assert np.isfinite(g).all()
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -116,21 +116,32 @@ def lstm_cell_backward(
     c_prev: Array,
     c: Array,
     dgates_out: Array | None = None,
+    h: Array | None = None,
 ) -> tuple[Array, Array]:
     """Gradients of one LSTM step: (dgates (4H, B) w.r.t. the pre-activations, dc_prev (H, B)).
 
     ``dh`` and ``dc`` (H, B) are the gradients arriving at h and c (``dc`` None means zero);
     ``acts`` are the activated gates saved by the forward, ``c`` the cell state it produced.
     ``dh`` is not modified. The caller forms dh_prev = W_hh^T dgates (a GEMM, not the cell's job).
+    ``h`` (H, B), the step's output, is optional: given, tanh(c) is read back as h / o, as in
+    ``lstm_sequence_backward``.
     """
     xp = array_module(acts)
     hidden = c.shape[0]
     if dgates_out is None:
         dgates_out = xp.empty_like(acts)
+    known = None if h is None else _tanh_from_output(h, acts[3 * hidden :], xp)
     dc_prev = _lstm_step_backward(
-        dh, dc, acts, c_prev, c, dgates_out, hidden, xp, xp.empty_like(c), xp.empty_like(acts[: 2 * hidden])
+        dh, dc, acts, c_prev, c, dgates_out, hidden, xp, xp.empty_like(c), xp.empty_like(acts[: 2 * hidden]), known
     )
     return dgates_out, dc_prev
+
+
+def _tanh_from_output(h: Array, o: Array, xp: Any) -> Array:
+    """tanh(c) = h / o, a new array, from the output h = o * tanh(c) and the output gate o (0
+    where o is 0: then h is 0 too, and tanh(c) does not matter, both its uses being scaled by o)."""
+    out = xp.maximum(o, xp.finfo(o.dtype).tiny)
+    return xp.divide(h, out, out=out)
 
 
 def _lstm_step_backward(dh: Array, dc: Array | None, acts: Array, c_prev: Array, c: Array, dgates_out: Array,
@@ -338,9 +349,7 @@ def lstm_sequence_backward(
     hidden = cs.shape[1]
     tanh_cs = None
     if hs is not None:  # (T, H, B): tanh(c_t) = h_t / o_t, see above
-        o = acts[:, 3 * hidden :]
-        tanh_cs = xp.maximum(o, xp.finfo(acts.dtype).tiny)  # no 0 / 0 where o_t is 0 (then h_t is 0)
-        xp.divide(hs[out_offset : out_offset + steps], tanh_cs, out=tanh_cs)
+        tanh_cs = _tanh_from_output(hs[out_offset : out_offset + steps], acts[:, 3 * hidden :], xp)
     # Buffers for all steps: dc_prev alternates between two, as step t reads the one t+1 wrote.
     dc_bufs = (xp.empty_like(dh), xp.empty_like(dh))
     scratch = xp.empty_like(acts[0, : 2 * hidden])  # (2H, B)

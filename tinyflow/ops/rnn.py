@@ -132,17 +132,17 @@ class LSTMCellFunction(Function):
         # slower on strided views (a no-op copy when c is the previous step's c' as returned).
         c = xp.ascontiguousarray(c.T, dtype=state)  # (H, B)
         h1, c1, acts = ctx.kernels.lstm_cell_forward(gates, c)  # (H, B) each
-        ctx.save_for_backward(x, h, c, w_ih, w_hh, acts, c1)
+        ctx.save_for_backward(x, h, c, w_ih, w_hh, acts, c1, h1)
         ctx.has_bias = b_ih is not None
         return h1.T, c1.T  # (B, H) each
 
     @staticmethod
     def backward(ctx: Context, dh1: Array, dc1: Array) -> tuple:
-        x, h, c, w_ih, w_hh, acts, c1 = ctx.saved_tensors
+        x, h, c, w_ih, w_hh, acts, c1, h1 = ctx.saved_tensors
         need = ctx.needs_input_grad
         xp = ctx.xp
         dh, dc = xp.ascontiguousarray(dh1.T), xp.ascontiguousarray(dc1.T)  # (H, B), see forward
-        dgates, dc = ctx.kernels.lstm_cell_backward(dh, dc, acts, c, c1)  # (4H, B), (H, B)
+        dgates, dc = ctx.kernels.lstm_cell_backward(dh, dc, acts, c, c1, h=h1)  # (4H, B), (H, B)
         db = dgates.sum(axis=1) if ctx.has_bias else None
         d_ih, d_hh = _operand(dgates, w_ih), _operand(dgates, w_hh)
         return (

@@ -45,12 +45,13 @@ def lstm_cell_forward(gates: Array, c_prev: Array, h_out: Array | None = None,
 
 
 def lstm_cell_backward(dh: Array, dc: Array | None, acts: Array, c_prev: Array, c: Array,
-                       dgates_out: Array | None = None) -> tuple[Array, Array]:
-    """Gradients of one LSTM step: (dgates (4H, B), dc_prev (H, B)); ``dc`` None means zero."""
+                       dgates_out: Array | None = None, h: Array | None = None) -> tuple[Array, Array]:
+    """Gradients of one LSTM step: (dgates (4H, B), dc_prev (H, B)); ``dc`` None means zero.
+    ``h`` is accepted for the reference's signature and not read (tanh(c) is free here)."""
     call = KernelCall("lstm_cell_backward", dh, dc, acts, c_prev, c, dgates_out,
                       op="lstm_cell backward")
     if not call.supported or not all_contiguous(dgates_out):
-        return reference.lstm_cell_backward(dh, dc, acts, c_prev, c, dgates_out)
+        return reference.lstm_cell_backward(dh, dc, acts, c_prev, c, dgates_out, h)
     with call:
         dh, dc, acts, c_prev, c = call.contiguous(dh, dc, acts, c_prev, c)
         hidden, batch = c.shape
