@@ -354,8 +354,12 @@ def sum_to_shape(grad: Any, shape: tuple[int, ...]) -> Any:
     return grad.reshape(shape)
 
 
-def _topological_order(roots: Sequence[Context]) -> list[Context]:
-    """Nodes reachable from ``roots``, each after every node that consumes its outputs."""
+def _topological_order(roots: Sequence[Context], leaf_uses: dict[int, int] | None = None) -> list[Context]:
+    """Nodes reachable from ``roots``, each after every node that consumes its outputs.
+
+    With ``leaf_uses``, the same walk also counts the edges into each leaf that needs a
+    gradient (``id(leaf) -> count``) and refuses a node an earlier backward already freed.
+    """
     order: list[Context] = []
     seen: set[Context] = set()  # nodes hash by identity
     stack: list[tuple[Context, bool]] = [(r, False) for r in roots]
@@ -367,12 +371,21 @@ def _topological_order(roots: Sequence[Context]) -> list[Context]:
             continue
         if node in seen:
             continue
+        if leaf_uses is not None and node.freed:
+            raise RuntimeError(
+                f"Trying to backward through the graph a second time ({node.fn.__name__} was "
+                "already freed). Specify retain_graph=True on the first backward call if you "
+                "need to backward twice."
+            )
         mark(node)
         push((node, True))
-        for edge in node.edges:
+        for t, edge, need in zip(node.inputs, node.edges, node.needs_input_grad):
             if edge is not None:
                 child = edge[0]
-                if child is not None and child not in seen:
+                if child is None:
+                    if need and leaf_uses is not None:
+                        leaf_uses[id(t)] = leaf_uses.get(id(t), 0) + 1
+                elif child not in seen:
                     push((child, False))
     order.reverse()  # consumers first
     return order
@@ -406,22 +419,12 @@ def run_backward(
     handed_out: set[int] = {id(g) for g in grads}  # arrays that some leaf's .grad may not own
     owned: dict[int, Any] = {}  # sums made here (see _accumulate)
 
-    order = _topological_order([r._ctx for r in roots if r._ctx is not None])
-
-    # Count the edges that reach each leaf, so its hooks run once its gradient is complete.
+    # Count the edges that reach each leaf (during the walk that orders the nodes), so its
+    # hooks run once its gradient is complete.
     for r in roots:
         if r._ctx is None and r.requires_grad:
             leaf_uses[id(r)] = leaf_uses.get(id(r), 0) + 1
-    for node in order:
-        if node.freed:
-            raise RuntimeError(
-                f"Trying to backward through the graph a second time ({node.fn.__name__} was "
-                "already freed). Specify retain_graph=True on the first backward call if you "
-                "need to backward twice."
-            )
-        for t, edge, need in zip(node.inputs, node.edges, node.needs_input_grad):
-            if need and edge[0] is None:
-                leaf_uses[id(t)] = leaf_uses.get(id(t), 0) + 1
+    order = _topological_order([r._ctx for r in roots if r._ctx is not None], leaf_uses)
 
     def leaf_delivered(t: Tensor, g: Any) -> None:
         """One more use of leaf ``t`` has run (``g``: its gradient, or None for none)."""
