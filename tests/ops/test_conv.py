@@ -451,3 +451,35 @@ def test_workspace_serves_other_array_modules_per_device_and_per_thread(monkeypa
     fresh = _cpu.workspace(xp, "test.gpu", (4, 5), np.float32)  # no `like`: a fresh array each time
     assert xp.allocations == before + 1 and not np.shares_memory(fresh, grown)
     _cpu.release_workspace()
+
+
+def test_conv2d_first_layer_keeps_its_col_for_the_weight_gradient_and_rebuilds_it_on_a_second_backward(monkeypatch):
+    """No gradient for x (a first layer): backward reuses forward's col instead of a second im2col;
+    the weight gradient is the same, and a second backward (retain_graph) rebuilds col."""
+    import tinyflow.kernels as kernels
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 3, 11, 10)).astype(np.float32)
+    w = rng.standard_normal((8, 3, 5, 5)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    calls = []
+    real = kernels.im2col
+
+    def spy(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "im2col", spy)
+    tw, tb = tf.tensor(w, requires_grad=True), tf.tensor(b, requires_grad=True)
+    y = F.conv2d(tf.tensor(x), tw, tb, stride=2, padding=2)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    y.backward(tf.tensor(g), retain_graph=True)
+    assert len(calls) == 1  # forward's only
+    gw1 = tw.grad.numpy().copy()
+    y.backward(tf.tensor(g))
+    assert len(calls) == 2  # the second backward rebuilt col
+    np.testing.assert_allclose(tw.grad.numpy(), 2 * gw1, rtol=1e-5, atol=1e-4)
+    torch = pytest.importorskip("torch")
+    pw = torch.tensor(w, requires_grad=True)
+    torch.nn.functional.conv2d(torch.tensor(x), pw, torch.tensor(b), stride=2, padding=2).backward(torch.tensor(g))
+    np.testing.assert_allclose(gw1, pw.grad.numpy(), rtol=1e-4, atol=1e-4)
