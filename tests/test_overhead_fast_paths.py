@@ -151,3 +151,24 @@ def test_sigmoid_kernel_is_bitwise_the_stable_two_branch_formula(dtype, shape):
     got = _sigmoid(np, a)
     assert isinstance(got, np.ndarray) and got.dtype == dtype and got.shape == a.shape
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("method", ["add_", "sub_"])
+@pytest.mark.parametrize("n", [5, 200_003])
+def test_scaled_in_place_add_is_bitwise_the_plain_expression(method, dtype, n):
+    """add_/sub_ with alpha (blocked for large arrays) equals a +/-= alpha * b exactly."""
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+    want = a - 0.37 * b if method == "sub_" else a + (-0.37) * b
+    p = tf.tensor(a)
+    alpha = 0.37 if method == "sub_" else -0.37
+    getattr(p.data, method)(tf.tensor(b), alpha=alpha)
+    np.testing.assert_array_equal(p.numpy(), want)
+    assert p._version == 0  # .data has its own counter, as in PyTorch
+    q = tf.tensor(a[: n // 2 * 2].reshape(-1, 2)[:, 0].copy())  # a tensor in the graph sense: its counter moves
+    r = tf.tensor(b[: n // 2 * 2].reshape(-1, 2)[:, 0])
+    want_q = q.numpy() + 2.0 * r.numpy() if method == "add_" else q.numpy() - 2.0 * r.numpy()
+    getattr(q, method)(r, alpha=2.0)
+    np.testing.assert_array_equal(q.numpy(), want_q)
+    assert q._version == 1

@@ -475,7 +475,10 @@ class Tensor(TensorMethods):
     def add_(self, other: Any, alpha: float = 1) -> Tensor:
         def fast(a: Any) -> None:
             b = _raw(other)
-            a += b if alpha == 1 else alpha * b
+            if alpha == 1:
+                a += b
+            else:
+                _add_scaled_(a, b, alpha)
 
         _check_can_cast("add_", promotion.result_type(self, other), self.dtype)
         return self._inplace("add_", lambda old: old.add(other, alpha=alpha), (other,), fast)
@@ -483,7 +486,10 @@ class Tensor(TensorMethods):
     def sub_(self, other: Any, alpha: float = 1) -> Tensor:
         def fast(a: Any) -> None:
             b = _raw(other)
-            a -= b if alpha == 1 else alpha * b
+            if alpha == 1:
+                a -= b
+            else:
+                _add_scaled_(a, b, alpha, subtract=True)
 
         _check_can_cast("sub_", promotion.result_type(self, other), self.dtype)
         return self._inplace("sub_", lambda old: old.sub(other, alpha=alpha), (other,), fast)
@@ -1054,6 +1060,31 @@ def _assign(arr: Any, steps: tuple, value: Any) -> None:
             f"setitem: a value of shape {tuple(getattr(value, 'shape', ()))} cannot be assigned to "
             f"the selected shape {tuple(getattr(selected, 'shape', ()))} of a tensor of shape {tuple(arr.shape)}"
         ) from None
+
+
+_SCALED_BLOCK = 1 << 16  # elements per block of _add_scaled_: its temporary stays in cache
+
+
+def _add_scaled_(a: Any, b: Any, alpha: Any, subtract: bool = False) -> None:
+    """``a += alpha * b`` (``-=`` with ``subtract``) in place: the hand-written SGD step
+    ``p.data.add_(p.grad, alpha=-lr)``. Large same-shape, same-dtype NumPy arrays go block by
+    block through one small temporary (no parameter-sized ``alpha * b``, the same roundings)."""
+    if (type(a) is not np.ndarray or type(b) is not np.ndarray or not isinstance(alpha, (int, float))
+            or a.shape != b.shape or a.dtype != b.dtype or a.size <= _SCALED_BLOCK
+            or not (a.flags.c_contiguous and b.flags.c_contiguous)):
+        if subtract:
+            a -= alpha * b
+        else:
+            a += alpha * b
+        return
+    op = np.subtract if subtract else np.add
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    tmp = np.empty(_SCALED_BLOCK, dtype=a.dtype)
+    for start in range(0, fa.size, _SCALED_BLOCK):
+        stop = min(start + _SCALED_BLOCK, fa.size)
+        t = tmp[: stop - start]
+        np.multiply(fb[start:stop], alpha, out=t)
+        op(fa[start:stop], t, out=fa[start:stop])
 
 
 def _raw(x: Any) -> Any:
