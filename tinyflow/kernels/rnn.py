@@ -235,6 +235,14 @@ def gru_cell_backward(
         dgi_out = xp.empty_like(acts)
     if dgh_out is None:
         dgh_out = xp.empty_like(acts)
+    _gru_step_backward(dh, acts, gh, h_prev, dgi_out, dgh_out, hidden, xp)
+    dh_prev = dh * acts[hidden : 2 * hidden]  # dh * z
+    return dgi_out, dgh_out, dh_prev
+
+
+def _gru_step_backward(dh: Array, acts: Array, gh: Array, h_prev: Array, dgi_out: Array, dgh_out: Array,
+                       hidden: int, xp: Any) -> None:  # fmt: skip
+    """The gate gradients of ``gru_cell_backward``, unchecked, written into dgi_out and dgh_out."""
     r, z, n = acts[:hidden], acts[hidden : 2 * hidden], acts[2 * hidden :]
     gh_n = gh[2 * hidden :]
     dr, dz, dn = dgi_out[:hidden], dgi_out[hidden : 2 * hidden], dgi_out[2 * hidden :]
@@ -252,8 +260,6 @@ def gru_cell_backward(
     dr *= _sigmoid_grad(r, dgh_out[:hidden], xp)
     dgh_out[: 2 * hidden] = dgi_out[: 2 * hidden]
     xp.multiply(dn, r, out=dgh_out[2 * hidden :])
-    dh_prev = dh * z
-    return dgi_out, dgh_out, dh_prev
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,9 +419,12 @@ def gru_sequence_backward(
     dgh = xp.empty_like(acts)  # (T, 3H, B)
     dh = xp.zeros_like(hs[0]) if dh_n is None else dh_n.astype(acts.dtype, order="C")  # (H, B)
     w_hh_t = xp.ascontiguousarray(w_hh.T)  # (H, 3H)
+    hidden = hs.shape[1]
+    recurrent = xp.empty_like(dh)  # W_hh^T dgh_t of each step, (H, B)
     for t in reversed(order):
         prev = t + 1 - out_offset
         dh += dout[t]
-        _, _, dh = gru_cell_backward(dh, acts[t], gh[t], hs[prev], dgi_out=dgi[t], dgh_out=dgh[t])
-        dh += w_hh_t @ dgh[t]
+        _gru_step_backward(dh, acts[t], gh[t], hs[prev], dgi[t], dgh[t], hidden, xp)
+        dh *= acts[t, hidden : 2 * hidden]  # dh_prev = dh * z + W_hh^T dgh_t
+        dh += xp.matmul(w_hh_t, dgh[t], out=recurrent)
     return dgi, dgh, dh
