@@ -347,7 +347,9 @@ def lstm_sequence_backward(
     xp = array_module(acts)
     steps = acts.shape[0]
     order, out_offset = sequence_slots(steps, reverse)
-    dgates = xp.empty_like(acts)  # (T, 4H, B)
+    # (T, 4H, B), stored gate-major: (4H, T, B) in memory, so that the caller's GEMMs over all
+    # steps read it as the (4H, T*B) matrix they need without a copy.
+    dgates = xp.empty((acts.shape[1], steps, acts.shape[2]), dtype=acts.dtype).transpose(1, 0, 2)
     # the running gradient w.r.t. the current h, (H, B)
     dh = xp.zeros_like(cs[0]) if dh_n is None else dh_n.astype(acts.dtype, order="C")
     dc = dc_n

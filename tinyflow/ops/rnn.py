@@ -74,7 +74,8 @@ def _feature_major(a: Array, xp: Any, dtype: Any = None) -> Array:
     if a.flags.c_contiguous or a.strides[2] == a.itemsize:
         rows = a.astype(dtype, order="C", copy=False).reshape(steps * batch, features)  # (T*B, F)
         return rows.T
-    return a.transpose(2, 0, 1).astype(dtype, order="C").reshape(features, steps * batch)
+    # (F, T, B): a view when ``a`` already has that memory order (the sequence backward's dgates)
+    return a.transpose(2, 0, 1).astype(dtype, order="C", copy=False).reshape(features, steps * batch)
 
 
 def _state_dtype(gemm_dtype: Any) -> Any:
