@@ -34,6 +34,7 @@ __all__ = [
     "is_grad_enabled",
     "detect_anomaly",
     "run_backward",
+    "grad",
     "sum_to_shape",
 ]
 
@@ -404,20 +405,32 @@ def _accumulate(total: Any, g: Any, owned: dict[int, Any]) -> Any:
 
 
 def run_backward(
-    roots: Sequence[Tensor], grads: Sequence[Any], retain_graph: bool = False
-) -> None:
+    roots: Sequence[Tensor], grads: Sequence[Any], retain_graph: bool = False,
+    capture: Sequence[Tensor] | None = None,
+) -> list[Any] | None:
     """Backpropagate ``grads`` (raw arrays) from ``roots`` into the leaves' ``.grad``.
 
     Gradients reaching a node are summed in ``pending`` until every consumer has run (the
     topological order guarantees that), then handed to its ``backward`` in one call. A leaf's
     gradient is added to ``.grad`` once all its uses have delivered, and only then do its
     post-accumulate hooks run (DataParallel starts a bucket's all-reduce from there).
+
+    With ``capture`` (``autograd.grad``) no ``.grad`` changes: the complete gradient of each
+    tensor in ``capture`` (a leaf or not) is returned instead, in order (None where none arrived).
     """
     pending: dict[Context, list[Any]] = {}  # node -> summed gradient per output
     leaf_grads: dict[int, Any] = {}  # id(leaf) -> summed gradient in this backward
     leaf_uses: dict[int, int] = {}  # how many edges still have to deliver to each leaf
     handed_out: set[int] = {id(g) for g in grads}  # arrays that some leaf's .grad may not own
     owned: dict[int, Any] = {}  # sums made here (see _accumulate)
+    captured: list[Any] | None = None
+    if capture is not None:
+        captured = [None] * len(capture)
+        capture_leaf = {id(t): k for k, t in enumerate(capture) if t._ctx is None}
+        capture_node: dict[Context, list[tuple[int, int]]] = {}
+        for k, t in enumerate(capture):
+            if t._ctx is not None:
+                capture_node.setdefault(t._ctx, []).append((t._out_index, k))
 
     # Count the edges that reach each leaf (during the walk that orders the nodes), so its
     # hooks run once its gradient is complete.
@@ -437,7 +450,14 @@ def run_backward(
         if uses == 0 and key in leaf_grads:
             total = leaf_grads.pop(key)
             owned.pop(id(total), None)
-            _finish_leaf(t, total, handed_out)
+            if captured is None:
+                _finish_leaf(t, total, handed_out)
+            elif key in capture_leaf:
+                for hook in t._grad_hooks:
+                    new = hook(_tensor_class()._from_array(total, device=t.device))
+                    if new is not None:
+                        total = new.array
+                captured[capture_leaf[key]] = total
 
     for r, g in zip(roots, grads):
         if r._ctx is None:
@@ -465,6 +485,9 @@ def run_backward(
                     slots[i] = xp.zeros(shape, dtype=dtype)
         if node.watched:
             slots = _run_watchers(node, slots)
+        if captured is not None and node in capture_node:
+            for index, k in capture_node[node]:
+                captured[k] = slots[index]
         for counter, seen in node.versions:
             if counter[0] != seen:
                 raise RuntimeError(
@@ -508,6 +531,77 @@ def run_backward(
         del in_grads
         if not retain_graph:
             node.free()
+    return captured
+
+
+def grad(
+    outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
+    create_graph: bool = False, allow_unused: bool | None = None, is_grads_batched: bool = False,
+    materialize_grads: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """``torch.autograd.grad``: the gradients of ``outputs`` with respect to ``inputs``, returned
+    as a tuple, leaving every ``.grad`` as it was.
+
+    ``grad_outputs`` weights each output (ones for a scalar output, else required); an input that
+    the outputs do not depend on is an error unless ``allow_unused=True`` (then its gradient is
+    None, or zeros with ``materialize_grads=True``). ``create_graph=True`` (gradients that are
+    themselves differentiable, for gradient penalties or Hessian-vector products) is not
+    supported: tinyflow's backward passes compute on raw arrays outside the graph.
+    """
+    Tensor = _tensor_class()
+    if create_graph:
+        raise NotImplementedError(
+            "autograd.grad(create_graph=True): tinyflow's backward passes run on raw arrays, so "
+            "gradients are not differentiable again (no higher-order gradients); use create_graph=False")
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported; loop over the grad_outputs")
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if not outs or not ins:
+        raise ValueError("autograd.grad: outputs and inputs must each hold at least one tensor")
+    if grad_outputs is None or isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs] * len(outs) if grad_outputs is None else [grad_outputs]
+    grad_outputs = list(grad_outputs)
+    if len(grad_outputs) != len(outs):
+        raise ValueError(f"autograd.grad: got {len(grad_outputs)} grad_outputs for {len(outs)} outputs")
+    for k, t in enumerate(ins):
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError(f"autograd.grad: input {k} does not require grad; only tensors with "
+                               "requires_grad=True (or computed from one) can be differentiated")
+    roots, seeds = [], []
+    for k, (out, g) in enumerate(zip(outs, grad_outputs)):
+        if not out.requires_grad:
+            raise RuntimeError(f"autograd.grad: output {k} does not require grad and has no grad_fn")
+        if g is None:
+            if out.array.size != 1:
+                raise RuntimeError(f"autograd.grad: grad can be implicitly created only for scalar outputs; "
+                                   f"output {k} has shape {out.shape}, so pass grad_outputs")
+            seed = out.device.xp.ones(out.array.shape, dtype=out.dtype)
+        else:
+            seed = g.array if isinstance(g, Tensor) else out.device.xp.asarray(g, dtype=out.dtype)
+            if tuple(seed.shape) != out.shape:
+                raise RuntimeError(f"autograd.grad: grad_outputs[{k}] has shape {tuple(seed.shape)} but "
+                                   f"output {k} has shape {out.shape}")
+        roots.append(out)
+        seeds.append(seed)
+    got = run_backward(roots, seeds, retain_graph=bool(retain_graph), capture=ins)
+    results: list[Any] = []
+    seen: set[int] = set()
+    for k, (t, g) in enumerate(zip(ins, got)):
+        if g is None:
+            if materialize_grads:
+                results.append(Tensor._from_array(t.device.xp.zeros(t.shape, dtype=t.dtype), device=t.device))
+                continue
+            if not allow_unused:
+                raise RuntimeError(f"autograd.grad: input {k} was not used in the graph of the outputs; "
+                                   "set allow_unused=True if that is expected")
+            results.append(None)
+            continue
+        if id(g) in seen or g.base is not None:  # each returned tensor owns its memory
+            g = g.copy()
+        seen.add(id(g))
+        results.append(Tensor._from_array(g, device=t.device))
+    return tuple(results)
 
 
 def _run_watchers(node: Context, slots: list[Any]) -> list[Any]:
