@@ -417,8 +417,10 @@ def gru_sequence_backward(
     xp = array_module(acts)
     steps = acts.shape[0]
     order, out_offset = sequence_slots(steps, reverse)
-    dgi = xp.empty_like(acts)  # (T, 3H, B)
-    dgh = xp.empty_like(acts)  # (T, 3H, B)
+    # (T, 3H, B) each, stored gate-major as in lstm_sequence_backward: the caller's GEMMs over all
+    # steps read them as (3H, T*B) matrices without a copy.
+    dgi = xp.empty((acts.shape[1], steps, acts.shape[2]), dtype=acts.dtype).transpose(1, 0, 2)
+    dgh = xp.empty((acts.shape[1], steps, acts.shape[2]), dtype=acts.dtype).transpose(1, 0, 2)
     dh = xp.zeros_like(hs[0]) if dh_n is None else dh_n.astype(acts.dtype, order="C")  # (H, B)
     w_hh_t = xp.ascontiguousarray(w_hh.T)  # (H, 3H)
     hidden = hs.shape[1]
