@@ -380,3 +380,20 @@ def test_winograd_conv2d_kernels_match_im2col_and_rebuild_what_they_did_not_keep
         np.testing.assert_allclose(gw, want_gw, rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(gb, gy.sum(axis=(0, 2, 3)), rtol=1e-10, atol=1e-10)
     assert winograd_conv2d_backward(gy, None, wt, None, None, x.shape, k, p, (True, False, False))[1:] == (None, None)
+
+
+@pytest.mark.parametrize("blas, pool", [("1", "3"), ("2", "2"), ("1", "1")])
+def test_batched_matmul_is_matmul_whether_the_pool_or_blas_splits_it(monkeypatch, blas, pool):
+    """Winograd's batched GEMMs: split over the pool where BLAS is single-threaded, else one
+    np.matmul; the same products either way, written into ``out``."""
+    from tinyflow.kernels import _cpu
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", blas)
+    monkeypatch.setenv("TINYFLOW_NUM_THREADS", pool)
+    monkeypatch.setattr(_cpu, "MIN_CHUNK", 1)
+    rng = np.random.default_rng(int(blas + pool))
+    a = rng.standard_normal((7, 5, 6)).astype(np.float32)
+    b = rng.standard_normal((7, 8, 6)).astype(np.float32).transpose(0, 2, 1)  # a transposed view, as gW's
+    out = np.empty((7, 5, 8), dtype=np.float32)
+    assert _cpu.batched_matmul(a, b, out) is out
+    np.testing.assert_array_equal(out, np.matmul(a, b))

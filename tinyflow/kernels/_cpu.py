@@ -24,7 +24,8 @@ import numpy as np
 
 from tinyflow.device import device_of
 
-__all__ = ["workspace", "release_workspace", "take_buffer", "give_buffer", "num_threads", "parallel_for"]
+__all__ = ["workspace", "release_workspace", "take_buffer", "give_buffer", "num_threads", "parallel_for",
+           "blas_threads", "batched_matmul"]
 
 
 # ------------------------------------------------------------------------------- workspace
@@ -155,3 +156,35 @@ def parallel_for(xp: Any, n: int, body: Callable[[int, int], None], work: int = 
     body(bounds[-2], bounds[-1])
     for f in futures:
         f.result()
+
+
+def blas_threads() -> int:
+    """The threads NumPy's BLAS runs each call on, as OpenBLAS reads its environment at start
+    (``OPENBLAS_NUM_THREADS``, else ``OMP_NUM_THREADS``), else the CPUs this process may use."""
+    for var in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(var, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out[i] = a[i] @ b[i]`` for a batch of independent GEMMs (NumPy arrays).
+
+    Where BLAS runs single-threaded and the kernels have threads (``OPENBLAS_NUM_THREADS=1``,
+    ``TINYFLOW_NUM_THREADS=2``), the batch is split over the pool: one handoff for the whole
+    batch instead of one BLAS fork/join per GEMM, which on a busy machine waits for a descheduled
+    BLAS thread every time. Otherwise one ``np.matmul`` (BLAS threads each GEMM): two threaded
+    BLAS calls at once would oversubscribe the cores.
+    """
+    if blas_threads() == 1 and num_threads() > 1 and len(out) > 1:
+        def part(i0: int, i1: int) -> None:
+            np.matmul(a[i0:i1], b[i0:i1], out=out[i0:i1])
+
+        parallel_for(np, len(out), part, work=out.size + a.size + b.size)
+    else:
+        np.matmul(a, b, out=out)
+    return out

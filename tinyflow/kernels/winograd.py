@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from tinyflow.kernels._cpu import give_buffer, parallel_for, take_buffer, workspace
+from tinyflow.kernels._cpu import batched_matmul, give_buffer, parallel_for, take_buffer, workspace
 
 __all__ = ["use_winograd", "winograd_conv2d_forward", "winograd_conv2d_backward"]
 
@@ -381,7 +381,7 @@ def winograd_conv2d_forward(x, w, b, padding: Pair, keep_v: bool = True):
     v = winograd_input(x, padding, vbuf, (kh, kw), tile)  # (xi, Q*C, T)
     u = winograd_weight(w, tile)  # (xi, O, Q*C)
     m = workspace(np, "conv2d.winograd.m", (xi, o, t), x.dtype)
-    np.matmul(u, v, out=m)  # (xi, O, T)
+    batched_matmul(u, v, m)  # (xi, O, T)
     if b is not None:  # A^T's column 1 is all ones: b at tile position (1, 1) adds b to every output
         m[tile + 3] += b.reshape(o, 1)
     return winograd_output(m, (n, o, oh, ow), None, tile), (v if keep_v else None), u  # y (N, O, OH, OW)
@@ -410,11 +410,11 @@ def winograd_conv2d_backward(gout, x, w, v, u, x_shape: tuple[int, int, int, int
     if need_w:
         if v is None:
             v = winograd_input(x, padding, buf, kernel_size, tile)  # (xi, Q*C, T)
-        gu = np.matmul(gm, v.transpose(0, 2, 1))  # (xi, O, Q*C)
+        gu = batched_matmul(gm, v.transpose(0, 2, 1), np.empty((xi, o, qc), dtype=gout.dtype))  # (xi, O, Q*C)
         gw = winograd_weight_grad(gu, (o, c, *kernel_size), tile)
     if need_x:
         u = u if u is not None else winograd_weight(w, tile)
-        np.matmul(u.transpose(0, 2, 1), gm, out=buf)  # gV (xi, Q*C, T)
+        batched_matmul(u.transpose(0, 2, 1), gm, buf)  # gV (xi, Q*C, T)
         gx = winograd_input_grad(buf, x_shape, padding, kernel_size, tile)  # (N, C, H, W)
     give_buffer(buf)
     return gx, gw, gb
