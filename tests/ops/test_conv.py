@@ -311,6 +311,13 @@ def test_conv2d_winograd_tile_is_the_one_with_fewer_multiplications():
     assert winograd_tile(1, 9) == 2
 
 
+def test_conv2d_winograd_max_tile_2_keeps_f2x2_everywhere(monkeypatch):
+    from tinyflow.kernels import winograd
+
+    monkeypatch.setattr(winograd, "WINOGRAD_MAX_TILE", 2)
+    assert winograd.winograd_tile(7, 7) == winograd.winograd_tile(24, 24) == 2
+
+
 def test_conv2d_winograd_path_equals_im2col_path_and_threads_change_nothing(monkeypatch):
     """Both algorithms agree to float rounding; the channel-split transforms match inline ones."""
     from tinyflow.kernels import _cpu, winograd

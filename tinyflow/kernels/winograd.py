@@ -51,6 +51,7 @@ Pair = tuple[int, int]
 WINOGRAD_MIN_CHANNELS = 16
 WINOGRAD_MIN_BATCH = 8
 WINOGRAD_KERNELS = (3, 5, 6)  # kernel sides that split into 3x3 sub-kernels without much waste
+WINOGRAD_MAX_TILE = 4  # 2: F(2x2, 3x3) everywhere (exact to 8e-7 where F(4x4) is to 1.3e-5, slower)
 
 # F(2x2, 3x3): 4x4 input tiles
 _BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))  # input transform B^T
@@ -186,7 +187,7 @@ def winograd_tile(oh: int, ow: int) -> int:
     def cost(m: int) -> int:
         return (m + 2) ** 2 * -(-oh // m) * -(-ow // m)
 
-    return 4 if cost(4) < cost(2) else 2
+    return 4 if WINOGRAD_MAX_TILE >= 4 and cost(4) < cost(2) else 2
 
 
 def winograd_tiles(h: int, w: int, padding: Pair, kernel_size: Pair = (3, 3),
