@@ -254,6 +254,30 @@ def compile(model: Any = None, *, fullgraph: bool = False, dynamic: Any = None, 
     return model
 
 
+def set_num_threads(n: int) -> None:
+    """``torch.set_num_threads``: threads for tinyflow's CPU kernels and NumPy's OpenBLAS."""
+    from tinyflow.kernels import _cpu
+
+    _cpu.set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    """``torch.get_num_threads``: the threads tinyflow's CPU kernels use."""
+    from tinyflow.kernels import _cpu
+
+    return _cpu.num_threads()
+
+
+def set_num_interop_threads(n: int) -> None:
+    """``torch.set_num_interop_threads``: accepted; tinyflow runs ops one after the other."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_interop_threads: expected a positive integer, got {n!r}")
+
+
+def get_num_interop_threads() -> int:
+    return 1
+
+
 _deterministic = {"mode": False, "warn_only": False}
 
 
@@ -331,7 +355,8 @@ for _name, _fn in list(globals().items()):
 __all__ = [
     *METHOD_FUNCTIONS, "pow", "max", "min", "is_tensor", "Size", "tril_indices", "triu_indices", "concat", "concatenate", "einsum", "eye", "from_numpy",
     "meshgrid", "broadcast_shapes", "broadcast_tensors", "randint_like", "normal", "bernoulli",
-    "inference_mode", "compile", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
+    "inference_mode", "compile", "set_num_threads", "get_num_threads", "set_num_interop_threads",
+    "get_num_interop_threads", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
     "is_deterministic_algorithms_warn_only_enabled", "double", "half", "long", "int8", "uint8", "int16", "short", "dtype", "finfo", "iinfo",
     "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
     "ByteTensor", "BoolTensor",

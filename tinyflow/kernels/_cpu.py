@@ -24,8 +24,8 @@ import numpy as np
 
 from tinyflow.device import device_of
 
-__all__ = ["workspace", "release_workspace", "take_buffer", "give_buffer", "num_threads", "parallel_for",
-           "blas_threads", "batched_matmul"]
+__all__ = ["workspace", "release_workspace", "take_buffer", "give_buffer", "num_threads", "set_num_threads",
+           "parallel_for", "blas_threads", "batched_matmul"]
 
 
 # ------------------------------------------------------------------------------- workspace
@@ -102,8 +102,57 @@ def give_buffer(buf: np.ndarray) -> None:
 
 
 # ------------------------------------------------------------------------------- threads
+_set_threads: int | None = None  # tinyflow.set_num_threads(n), which overrides the environment
+_set_blas_threads: int | None = None
+
+
+def set_num_threads(n: int) -> None:
+    """``torch.set_num_threads``: the threads of tinyflow's CPU kernels and of NumPy's OpenBLAS
+    (through OpenBLAS's own ``openblas_set_num_threads``, found among the loaded libraries)."""
+    global _set_threads, _set_blas_threads
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
+    _set_threads = n
+    setter = _openblas_setter()
+    if setter is not None:
+        setter(n)
+        _set_blas_threads = n
+
+
+def _openblas_setter() -> Callable[[int], None] | None:
+    """OpenBLAS's set-threads entry point in this process (NumPy's scipy-openblas or a system
+    OpenBLAS), or None where it cannot be found (another BLAS, or not Linux)."""
+    import ctypes
+
+    np.dot(np.ones((2, 2)), np.ones((2, 2)))  # NumPy loads its BLAS lazily on some builds
+    paths = set()
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            for line in maps:
+                fields = line.split()
+                name = os.path.basename(fields[-1]).lower() if len(fields) >= 6 else ""
+                if "openblas" in name and ".so" in name:
+                    paths.add(fields[-1])
+    except OSError:
+        return None
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
+                     "openblas_set_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.argtypes, fn.restype = [ctypes.c_int], None
+                return lambda n, fn=fn: fn(int(n))
+    return None
+
+
 def num_threads() -> int:
     """Threads the CPU kernels may use (see the module docstring)."""
+    if _set_threads is not None:
+        return _set_threads
     for var in ("TINYFLOW_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         value = os.environ.get(var, "").strip()
         if value.isdigit() and int(value) > 0:
@@ -160,7 +209,10 @@ def parallel_for(xp: Any, n: int, body: Callable[[int, int], None], work: int = 
 
 def blas_threads() -> int:
     """The threads NumPy's BLAS runs each call on, as OpenBLAS reads its environment at start
-    (``OPENBLAS_NUM_THREADS``, else ``OMP_NUM_THREADS``), else the CPUs this process may use."""
+    (``OPENBLAS_NUM_THREADS``, else ``OMP_NUM_THREADS``), else the CPUs this process may use;
+    after ``tinyflow.set_num_threads(n)``, n."""
+    if _set_blas_threads is not None:
+        return _set_blas_threads
     for var in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
         value = os.environ.get(var, "").strip()
         if value.isdigit() and int(value) > 0:
