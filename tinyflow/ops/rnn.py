@@ -95,7 +95,7 @@ def _mm(a: Array, b: Array) -> Array:
     A product over one term (``input_size=1``, the time-series LSTMs) is the outer product
     a * b: bit for bit the same, and NumPy's matmul would take its slow non-BLAS loop for it.
     """
-    if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1 and not is_half(a.dtype):
+    if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1 and b.shape[0] == 1 and not is_half(a.dtype):
         return a * b
     return matmul_array(array_module(a), a, b)
 
@@ -133,7 +133,9 @@ class LSTMCellFunction(Function):
         # slower on strided views (a no-op copy when c is the previous step's c' as returned).
         c = xp.ascontiguousarray(c.T, dtype=state)  # (H, B)
         h1, c1, acts = ctx.kernels.lstm_cell_forward(gates, c)  # (H, B) each
-        ctx.save_for_backward(x, h, c, w_ih, w_hh, acts, c1, h1)
+        # A private copy of h' lets backward read tanh(c') back as h' / o (a division, not a tanh)
+        # while the caller stays free to edit h' in place, as with PyTorch's cell.
+        ctx.save_for_backward(x, h, c, w_ih, w_hh, acts, c1, h1.copy())
         ctx.has_bias = b_ih is not None
         return h1.T, c1.T  # (B, H) each
 
