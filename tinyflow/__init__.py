@@ -12,6 +12,9 @@ import os as _os
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from tinyflow import autograd  # noqa: E402
+from tinyflow.kernels._cpu import tune_allocator as _tune_allocator  # noqa: E402
+
+_tune_allocator()  # keep freed memory for the next training step (see there; TINYFLOW_TUNE_MALLOC=0: off)
 from tinyflow.autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tinyflow.device import Device
 from tinyflow.functions import *  # noqa: F403 (sin, gather, sort, einsum, eye, dtype names, LongTensor, ...)
