@@ -355,7 +355,7 @@ def test_winograd_conv2d_kernels_match_im2col_and_rebuild_what_they_did_not_keep
     from tinyflow.kernels import winograd
     from tinyflow.kernels.winograd import winograd_conv2d_backward, winograd_conv2d_forward
 
-    monkeypatch.setattr(winograd, "winograd_tile", lambda oh, ow: tile)
+    monkeypatch.setattr(winograd, "winograd_tile", lambda oh, ow, channels=None: tile)
 
     rng = np.random.default_rng(sum(k) + sum(p))
     n, c, o, h, w = 3, 4, 5, 7, 6

@@ -284,7 +284,7 @@ def test_conv2d_winograd_tiles_stay_within_float32_rounding_of_float64(monkeypat
     1e-6 of the largest value (F(4x4, 3x3)'s transforms scale by up to 8; F(2x2)'s by 1)."""
     from tinyflow.kernels import winograd
 
-    monkeypatch.setattr(winograd, "winograd_tile", lambda oh, ow: tile)
+    monkeypatch.setattr(winograd, "winograd_tile", lambda oh, ow, channels=None: tile)
     rng = np.random.default_rng(size + k)
     x = rng.standard_normal((n, c, size, size))
     w = rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)
@@ -309,6 +309,8 @@ def test_conv2d_winograd_tile_is_the_one_with_fewer_multiplications():
     assert winograd_tile(24, 24) == 4
     assert winograd_tile(2, 2) == 2  # one 4x4 tile would be mostly padding
     assert winograd_tile(1, 9) == 2
+    assert winograd_tile(24, 24, channels=32) == 2  # MNIST's conv2: transforms outweigh the GEMMs
+    assert winograd_tile(15, 15, channels=192) == 4  # AlexNet-64's conv2 (64 x 4 sub-kernels -> 192)
 
 
 def test_conv2d_winograd_max_tile_2_keeps_f2x2_everywhere(monkeypatch):
