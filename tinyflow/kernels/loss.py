@@ -9,7 +9,9 @@ None), target ``y`` and label smoothing ``eps`` over ``C`` classes:
 Over a large vocabulary (word-level language models: (700, 33278) logits, 93 MB) the cost is
 memory traffic, so each kernel allocates one (N, C) array and works in place on it: the forward
 takes exp row block by row block in a small scratch buffer that stays in cache, the backward
-turns exp(lp) into the gradient in place. The results are those of the plain formulas, bit for bit.
+turns exp(lp) into the gradient in place. On NumPy both split their rows over tinyflow's CPU
+threads (``parallel_for``: NumPy releases the GIL in its ufuncs; each row is computed exactly as
+without the split). The results are those of the plain formulas, bit for bit.
 """
 from __future__ import annotations
 
@@ -18,38 +20,37 @@ from typing import Any
 import numpy as np
 
 from tinyflow.device import array_module
+from tinyflow.kernels._cpu import parallel_for
 
 __all__ = ["log_softmax_forward", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward"]
 
 _BLOCK_BYTES = 1 << 18  # the exp scratch of log_softmax_forward on NumPy: 256 KiB, in L2
 
 
-def _row_sums_of_exp(shifted: Any) -> Any:
-    """sum(exp(shifted), axis=-1, keepdims=True) of a C-contiguous NumPy (N, C) array, taken
-    block of rows by block of rows through one small scratch buffer instead of an (N, C) one."""
-    n, c = shifted.shape
-    rows = max(1, _BLOCK_BYTES // max(1, c * shifted.itemsize))
-    if rows >= n:
-        return np.exp(shifted).sum(axis=1, keepdims=True)
-    scratch = np.empty((rows, c), dtype=shifted.dtype)
-    sums = np.empty((n, 1), dtype=shifted.dtype)
-    for start in range(0, n, rows):
-        stop = min(n, start + rows)
-        block = scratch[: stop - start]
-        np.exp(shifted[start:stop], out=block)
-        block.sum(axis=1, keepdims=True, out=sums[start:stop])  # row by row, as without blocks
-    return sums
+def _log_softmax_rows(x: np.ndarray, out: np.ndarray, start: int, stop: int) -> None:
+    """out[start:stop] = log_softmax(x[start:stop]) along rows (C-contiguous NumPy (N, C) arrays),
+    exp taken block of rows by block of rows through a small scratch that stays in cache."""
+    c = x.shape[1]
+    rows = max(1, _BLOCK_BYTES // max(1, c * x.itemsize))
+    scratch = np.empty((min(rows, stop - start), c), dtype=x.dtype)
+    for r0 in range(start, stop, rows):
+        r1 = min(stop, r0 + rows)
+        part, block = out[r0:r1], scratch[: r1 - r0]
+        np.subtract(x[r0:r1], x[r0:r1].max(axis=1, keepdims=True), out=part)
+        np.exp(part, out=block)
+        sums = block.sum(axis=1, keepdims=True)  # row by row, as without blocks
+        part -= np.log(sums)
 
 
 def log_softmax_forward(x: Any, axis: int = -1) -> Any:
     """log_softmax computed stably: x - max - log(sum(exp(x - max))), in one new array."""
     xp = array_module(x)
+    if xp is np and x.ndim == 2 and axis in (-1, 1) and x.flags.c_contiguous:
+        out = np.empty_like(x)
+        parallel_for(np, x.shape[0], lambda a, b: _log_softmax_rows(x, out, a, b), work=x.size)
+        return out
     shifted = x - x.max(axis=axis, keepdims=True)  # the result, made in place below
-    if xp is np and shifted.ndim == 2 and axis in (-1, 1) and shifted.flags.c_contiguous:
-        sums = _row_sums_of_exp(shifted)
-    else:
-        sums = xp.exp(shifted).sum(axis=axis, keepdims=True)
-    shifted -= xp.log(sums)
+    shifted -= xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
     return shifted
 
 
@@ -86,10 +87,23 @@ def softmax_cross_entropy_backward(
     """Gradient of the per-sample losses with respect to the logits, (N, C)."""
     xp = array_module(log_probs)
     n, c = log_probs.shape
-    grad = xp.exp(log_probs)  # (N, C) the softmax p: the one new array, made the gradient in place
     valid = target != ignore_index
     safe = xp.where(valid, target, 0)
     scale = xp.where(valid, grad_loss, 0).astype(log_probs.dtype, copy=False)
+    if xp is np and not label_smoothing and log_probs.flags.c_contiguous:
+        grad = np.empty_like(log_probs)  # the one new array
+
+        def rows(a: int, b: int) -> None:  # the formula below, for rows a..b
+            part = grad[a:b]
+            np.exp(log_probs[a:b], out=part)
+            part[np.arange(b - a), safe[a:b]] -= 1
+            if weight is not None:
+                part *= weight[safe[a:b]][:, None]
+            part *= scale[a:b, None]
+
+        parallel_for(np, n, rows, work=log_probs.size)
+        return grad
+    grad = xp.exp(log_probs)  # (N, C) the softmax p: the one new array, made the gradient in place
     if label_smoothing:
         p = grad.copy()
         grad[xp.arange(n), safe] -= 1
