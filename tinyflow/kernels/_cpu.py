@@ -158,30 +158,43 @@ def set_num_threads(n: int) -> None:
 def _openblas_setter() -> Callable[[int], None] | None:
     """OpenBLAS's set-threads entry point in this process (NumPy's scipy-openblas or a system
     OpenBLAS), or None where it cannot be found (another BLAS, or not Linux)."""
+    found = _openblas_functions()
+    return None if found is None else found[0]
+
+
+def openblas_threads() -> int | None:
+    """The threads NumPy's OpenBLAS says it uses now (``openblas_get_num_threads``), or None."""
+    found = _openblas_functions()
+    return None if found is None else found[1]()
+
+
+def _openblas_functions() -> tuple[Callable[[int], None], Callable[[], int]] | None:
+    """(set, get) of the number of threads of the loaded OpenBLAS (NumPy's, where several are)."""
     import ctypes
 
     np.dot(np.ones((2, 2)), np.ones((2, 2)))  # NumPy loads its BLAS lazily on some builds
-    paths = set()
+    paths = []
     try:
         with open("/proc/self/maps", encoding="utf-8") as maps:
             for line in maps:
                 fields = line.split()
                 name = os.path.basename(fields[-1]).lower() if len(fields) >= 6 else ""
-                if "openblas" in name and ".so" in name:
-                    paths.add(fields[-1])
+                if "openblas" in name and ".so" in name and fields[-1] not in paths:
+                    paths.append(fields[-1])
     except OSError:
         return None
-    for path in sorted(paths):
+    for path in sorted(paths, key=lambda p: "numpy" not in p):  # NumPy's own first (SciPy may bring one)
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
-                     "openblas_set_num_threads"):
-            fn = getattr(lib, name, None)
-            if fn is not None:
-                fn.argtypes, fn.restype = [ctypes.c_int], None
-                return lambda n, fn=fn: fn(int(n))
+        for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "64_"), ("openblas", "")):
+            setter = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+            getter = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+            if setter is not None and getter is not None:
+                setter.argtypes, setter.restype = [ctypes.c_int], None
+                getter.argtypes, getter.restype = [], ctypes.c_int
+                return (lambda n, fn=setter: fn(int(n))), (lambda fn=getter: int(fn()))
     return None
 
 
