@@ -198,11 +198,9 @@ def _openblas_functions() -> tuple[Callable[[int], None], Callable[[], int]] | N
     return None
 
 
-def num_threads() -> int:
-    """Threads the CPU kernels may use (see the module docstring)."""
-    if _set_threads is not None:
-        return _set_threads
-    for var in ("TINYFLOW_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+def _threads_from_environment(variables: tuple[str, ...]) -> int:
+    """The first positive integer among ``variables``, else the CPUs this process may use."""
+    for var in variables:
         value = os.environ.get(var, "").strip()
         if value.isdigit() and int(value) > 0:
             return int(value)
@@ -210,6 +208,13 @@ def num_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def num_threads() -> int:
+    """Threads the CPU kernels may use (see the module docstring)."""
+    if _set_threads is not None:
+        return _set_threads
+    return _threads_from_environment(("TINYFLOW_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"))
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -262,14 +267,7 @@ def blas_threads() -> int:
     after ``tinyflow.set_num_threads(n)``, n."""
     if _set_blas_threads is not None:
         return _set_blas_threads
-    for var in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(var, "").strip()
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return _threads_from_environment(("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"))
 
 
 def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
