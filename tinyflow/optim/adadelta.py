@@ -32,15 +32,9 @@ class Adadelta(Optimizer):
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._run_closure(closure)
-        index = 0
         for group in self.param_groups:
             rho, eps, lr, wd = group["rho"], group["eps"], group["lr"], group["weight_decay"]
-            for p in group["params"]:
-                index += 1
-                if p.grad is None:
-                    continue
-                grad = self._master_grad(p, self._check_grad(p, index - 1, "Adadelta"))
-                grad = -grad if group["maximize"] else grad
+            for p, grad in self._gradients(group):
                 state = self.state[p]
                 xp, dtype = array_module(p.array), self._state_dtype(p)
                 if "square_avg" not in state:

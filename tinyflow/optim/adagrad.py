@@ -40,14 +40,8 @@ class Adagrad(Optimizer):
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._run_closure(closure)
-        index = 0
         for group in self.param_groups:
-            for p in group["params"]:
-                index += 1
-                if p.grad is None:
-                    continue
-                grad = self._master_grad(p, self._check_grad(p, index - 1, "Adagrad"))
-                grad = -grad if group["maximize"] else grad
+            for p, grad in self._gradients(group):
                 state = self._init_state(p, group)
                 xp = array_module(p.array)
                 state["step"] += 1

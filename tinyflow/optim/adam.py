@@ -52,17 +52,9 @@ class Adam(Optimizer):
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._run_closure(closure)
-        index = 0
-        name = type(self).__name__
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                index += 1
-                if p.grad is None:
-                    continue
-                grad = self._master_grad(p, self._check_grad(p, index - 1, name))
-                if group["maximize"]:
-                    grad = -grad
+            for p, grad in self._gradients(group):
                 state = self.state[p]
                 xp, dtype = array_module(p.array), self._state_dtype(p)
                 if "exp_avg" not in state:

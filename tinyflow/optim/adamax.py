@@ -35,15 +35,8 @@ class _AdamFamily(Optimizer):
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = self._run_closure(closure)
-        index = 0
-        name = type(self).__name__
         for group in self.param_groups:
-            for p in group["params"]:
-                index += 1
-                if p.grad is None:
-                    continue
-                grad = self._master_grad(p, self._check_grad(p, index - 1, name))
-                grad = -grad if group["maximize"] else grad
+            for p, grad in self._gradients(group):
                 state = self.state[p]
                 xp, dtype = array_module(p.array), self._state_dtype(p)
                 if "step" not in state:

@@ -17,7 +17,7 @@ broadcast, an EMA) is taken up instead of being overwritten by a stale master co
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Union
 
 import numpy as np
@@ -252,6 +252,22 @@ class Optimizer:
     def _master_grad(param: Tensor, grad: Any) -> Any:
         """``grad`` as the master weight's update needs it: float32 for a float16/bfloat16 param."""
         return grad.astype(np.float32) if _is_half(param) else grad
+
+    def _gradients(self, group: dict[str, Any]) -> Iterator[tuple[Tensor, Any]]:
+        """(param, grad) for each parameter of ``group`` that has a gradient: the raw grad array
+        checked against the parameter's shape, in float32 for a half-precision parameter, and
+        negated where the group maximizes. What every optimizer's step starts from."""
+        index = 0  # the parameter's position over all groups, for the error message
+        for other in self.param_groups:
+            if other is group:
+                break
+            index += len(other["params"])
+        name = type(self).__name__
+        for k, p in enumerate(group["params"]):
+            if p.grad is None:
+                continue
+            grad = self._master_grad(p, self._check_grad(p, index + k, name))
+            yield p, (-grad if group.get("maximize") else grad)
 
     @staticmethod
     def _check_grad(param: Tensor, index: int, name: str) -> Any:

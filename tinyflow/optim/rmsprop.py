@@ -30,15 +30,9 @@ class RMSprop(Optimizer):
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._run_closure(closure)
-        index = 0
         for group in self.param_groups:
             alpha, eps, lr, momentum = group["alpha"], group["eps"], group["lr"], group["momentum"]
-            for p in group["params"]:
-                index += 1
-                if p.grad is None:
-                    continue
-                grad = self._master_grad(p, self._check_grad(p, index - 1, "RMSprop"))
-                grad = -grad if group["maximize"] else grad
+            for p, grad in self._gradients(group):
                 state = self.state[p]
                 xp, dtype = array_module(p.array), self._state_dtype(p)
                 if "square_avg" not in state:

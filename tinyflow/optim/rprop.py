@@ -27,16 +27,10 @@ class Rprop(Optimizer):
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = self._run_closure(closure)
-        index = 0
         for group in self.param_groups:
             etaminus, etaplus = group["etas"]
             lo, hi = group["step_sizes"]
-            for p in group["params"]:
-                index += 1
-                if p.grad is None:
-                    continue
-                grad = self._master_grad(p, self._check_grad(p, index - 1, "Rprop"))
-                grad = -grad if group["maximize"] else grad
+            for p, grad in self._gradients(group):
                 state = self.state[p]
                 xp, dtype = array_module(p.array), self._state_dtype(p)
                 if "prev" not in state:
@@ -75,15 +69,9 @@ class ASGD(Optimizer):
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = self._run_closure(closure)
-        index = 0
         for group in self.param_groups:
             lr, lambd, alpha, t0 = group["lr"], group["lambd"], group["alpha"], group["t0"]
-            for p in group["params"]:
-                index += 1
-                if p.grad is None:
-                    continue
-                grad = self._master_grad(p, self._check_grad(p, index - 1, "ASGD"))
-                grad = -grad if group["maximize"] else grad
+            for p, grad in self._gradients(group):
                 state = self.state[p]
                 xp, dtype = array_module(p.array), self._state_dtype(p)
                 if "ax" not in state:

@@ -52,16 +52,9 @@ class SGD(Optimizer):
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient."""
         loss = self._run_closure(closure)
-        index = 0
         for group in self.param_groups:
             momentum = group["momentum"]
-            for p in group["params"]:
-                index += 1
-                if p.grad is None:
-                    continue
-                grad = self._master_grad(p, self._check_grad(p, index - 1, "SGD"))
-                if group["maximize"]:
-                    grad = -grad
+            for p, grad in self._gradients(group):
                 buf = None
                 first_step = False
                 if momentum != 0:
