@@ -316,3 +316,14 @@ def test_grad_of_wrong_shape_names_parameter_and_shapes() -> None:
     p.grad = tf.tensor(np.ones((3, 2), np.float32))
     with pytest.raises(ValueError, match=r"parameter 0 has shape \(2, 3\).*\(3, 2\)"):
         opt.step()
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "Adadelta", "Adagrad",
+                                  "RMSprop", "Rprop", "ASGD"])
+def test_every_optimizer_names_the_parameter_by_its_place_over_all_groups(name) -> None:
+    params = [nn.Parameter(tf.tensor(np.ones((2, 3), np.float32))) for _ in range(3)]
+    opt = getattr(tf.optim, name)([{"params": params[:2]}, {"params": params[2:]}], lr=0.1)
+    params[0].grad = tf.tensor(np.ones((2, 3), np.float32))
+    params[2].grad = tf.tensor(np.ones((3, 2), np.float32))  # first of the second group
+    with pytest.raises(ValueError, match=rf"{name}: parameter 2 has shape \(2, 3\) but its .grad has shape \(3, 2\)"):
+        opt.step()
