@@ -1,8 +1,10 @@
-"""``tinyflow.utils``: where PyTorch programs import ``torch.utils.data`` from.
+"""``tinyflow.utils``: where PyTorch programs import ``torch.utils.data`` and
+``torch.utils.checkpoint`` from.
 
 ``tinyflow.utils.data`` is ``tinyflow.data`` under PyTorch's path (``from tinyflow.utils.data
-import DataLoader, TensorDataset``), its ``distributed`` module included.
+import DataLoader, TensorDataset``), its ``distributed`` module included;
+``tinyflow.utils.checkpoint`` recomputes a block in backward instead of keeping its activations.
 """
-from tinyflow.utils import data  # noqa: F401
+from tinyflow.utils import checkpoint, data  # noqa: F401
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
