@@ -238,11 +238,12 @@ def _im2col_in_child(x):
     return im2col(x, (3, 3))
 
 
-# ----------------------------------------------------------------- Winograd F(2x2, 3x3) transforms
+# ----------------------------------------------------------------- Winograd F(2x2) and F(4x4) transforms
+@pytest.mark.parametrize("tile", [2, 4])
 @settings(max_examples=20, deadline=None)
-@given(st.sampled_from([(3, 3), (5, 5), (6, 3), (3, 5)]), st.integers(0, 2), st.integers(0, 3),
+@given(st.sampled_from([(3, 3), (5, 5), (6, 3), (3, 5)]), st.integers(0, 2), st.integers(0, 5),
        st.integers(0, 2**31 - 1))
-def test_winograd_transforms_are_adjoint_pairs(k, p, extra, seed):
+def test_winograd_transforms_are_adjoint_pairs(tile, k, p, extra, seed):
     """Each backward transform is the exact transpose of its forward one: <F(a), b> == <a, F^T(b)>."""
     from tinyflow.kernels.winograd import (
         winograd_input,
@@ -257,59 +258,26 @@ def test_winograd_transforms_are_adjoint_pairs(k, p, extra, seed):
 
     rng = np.random.default_rng(seed)
     n, c, o = 2, 3, 4
-    h, w = max(1, k[0] - 2 * p) + extra, max(1, k[1] - 2 * p) + (extra + 1) % 3
-    oh, ow, th, tw = winograd_tiles(h, w, (p, p), k)
+    a = (tile + 2) ** 2  # input tile positions: 16 for F(2x2), 36 for F(4x4)
+    h, w = max(1, k[0] - 2 * p) + extra, max(1, k[1] - 2 * p) + (extra + tile // 2) % (tile + 1)
+    oh, ow, th, tw = winograd_tiles(h, w, (p, p), k, tile)
     q = int(np.prod(winograd_parts(k)))
     t = n * th * tw
     x = rng.standard_normal((n, c, h, w))
-    gv = rng.standard_normal((16, q * c, t))
-    v = winograd_input(x, (p, p), np.empty((16, q * c, t)), k)
-    np.testing.assert_allclose(np.vdot(v, gv), np.vdot(x, winograd_input_grad(gv, x.shape, (p, p), k)), rtol=1e-10)
-    wt = rng.standard_normal((o, c, *k))
-    gu = rng.standard_normal((16, o, q * c))
-    np.testing.assert_allclose(np.vdot(winograd_weight(wt), gu), np.vdot(wt, winograd_weight_grad(gu, wt.shape)),
+    gv = rng.standard_normal((a, q * c, t))
+    v = winograd_input(x, (p, p), np.empty((a, q * c, t)), k, tile)
+    np.testing.assert_allclose(np.vdot(v, gv), np.vdot(x, winograd_input_grad(gv, x.shape, (p, p), k, tile)),
                                rtol=1e-10)
-    m = rng.standard_normal((16, o, t))
-    gy = rng.standard_normal((n, o, oh, ow))
-    gm, _ = winograd_output_grad(gy, np.empty((16, o, t)))
-    np.testing.assert_allclose(np.vdot(winograd_output(m, gy.shape), gy), np.vdot(m, gm), rtol=1e-10)
-
-
-@settings(max_examples=20, deadline=None)
-@given(st.sampled_from([(3, 3), (5, 5), (6, 3), (3, 5)]), st.integers(0, 2), st.integers(0, 5),
-       st.integers(0, 2**31 - 1))
-def test_winograd4_transforms_are_adjoint_pairs(k, p, extra, seed):
-    """F(4x4, 3x3): each backward transform is the exact transpose of its forward one."""
-    from tinyflow.kernels.winograd import (
-        winograd_input,
-        winograd_input_grad,
-        winograd_output,
-        winograd_output_grad,
-        winograd_parts,
-        winograd_tiles,
-        winograd_weight,
-        winograd_weight_grad,
-    )
-
-    rng = np.random.default_rng(seed)
-    n, c, o = 2, 3, 4
-    h, w = max(1, k[0] - 2 * p) + extra, max(1, k[1] - 2 * p) + (extra + 2) % 5
-    oh, ow, th, tw = winograd_tiles(h, w, (p, p), k, 4)
-    q = int(np.prod(winograd_parts(k)))
-    t = n * th * tw
-    x = rng.standard_normal((n, c, h, w))
-    gv = rng.standard_normal((36, q * c, t))
-    v = winograd_input(x, (p, p), np.empty((36, q * c, t)), k, 4)
-    np.testing.assert_allclose(np.vdot(v, gv), np.vdot(x, winograd_input_grad(gv, x.shape, (p, p), k, 4)), rtol=1e-10)
     wt = rng.standard_normal((o, c, *k))
-    gu = rng.standard_normal((36, o, q * c))
-    np.testing.assert_allclose(np.vdot(winograd_weight(wt, 4), gu), np.vdot(wt, winograd_weight_grad(gu, wt.shape, 4)),
-                               rtol=1e-10)
-    m = rng.standard_normal((36, o, t))
+    gu = rng.standard_normal((a, o, q * c))
+    np.testing.assert_allclose(np.vdot(winograd_weight(wt, tile), gu),
+                               np.vdot(wt, winograd_weight_grad(gu, wt.shape, tile)), rtol=1e-10)
+    m = rng.standard_normal((a, o, t))
     gy = rng.standard_normal((n, o, oh, ow))
-    gm, gfull = winograd_output_grad(gy, np.empty((36, o, t)), 4)
-    np.testing.assert_allclose(np.vdot(winograd_output(m, gy.shape, tile=4), gy), np.vdot(m, gm), rtol=1e-10)
-    np.testing.assert_allclose(gfull.reshape(o, -1).sum(axis=1), gy.sum(axis=(0, 2, 3)), rtol=1e-10)
+    gm, gfull = winograd_output_grad(gy, np.empty((a, o, t)), tile)
+    np.testing.assert_allclose(np.vdot(winograd_output(m, gy.shape, tile=tile), gy), np.vdot(m, gm), rtol=1e-10)
+    if tile == 4:
+        np.testing.assert_allclose(gfull.reshape(o, -1).sum(axis=1), gy.sum(axis=(0, 2, 3)), rtol=1e-10)
 
 
 def test_winograd4_input_tiles_are_the_padded_image():
