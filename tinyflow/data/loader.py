@@ -330,7 +330,8 @@ class DataLoader:
         # futures then raise BrokenProcessPool instead of waiting forever for a lost batch, and
         # so does every later submit(); both go through _worker_deaths.
         pool = ProcessPoolExecutor(self.num_workers, mp_context=ctx, initializer=_worker_init,
-                                   initargs=(self.dataset, self.collate_fn, self.worker_init_fn, ctx.Value("i", 0)))
+                                   initargs=(self.dataset, self.collate_fn, self.worker_init_fn,
+                                             ctx.Value("i", 0) if self.worker_init_fn else None))
         workers: dict[int, Any] = {}  # pid -> Process, every worker this pool started
         try:
             pending: collections.deque = collections.deque()
