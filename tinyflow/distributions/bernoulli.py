@@ -41,10 +41,11 @@ class Bernoulli(Distribution):
         return (u < self.probs).to(self.probs.dtype)
 
     def log_prob(self, value: Any) -> Any:
+        import tinyflow as tf
         import tinyflow.nn.functional as F
 
         logits, value = self.logits, value.to(self.logits.dtype)
-        shape = tuple(__import__("tinyflow").broadcast_shapes(tuple(logits.shape), tuple(value.shape)))
+        shape = tuple(tf.broadcast_shapes(tuple(logits.shape), tuple(value.shape)))
         logits = logits.expand(*shape) if tuple(logits.shape) != shape else logits
         value = value.expand(*shape) if tuple(value.shape) != shape else value
         return -F.binary_cross_entropy_with_logits(logits, value, reduction="none")

@@ -25,6 +25,7 @@ class Categorical(Distribution):
             self.logits = F.log_softmax(logits, dim=-1)  # normalised, as torch stores them
             self.probs = self.logits.exp()
         self._num_events = self.probs.shape[-1]
+        self._validate = validate_args is not False  # PyTorch validates by default too
         super().__init__(batch_shape=tuple(self.probs.shape[:-1]))
 
     @property
@@ -54,7 +55,7 @@ class Categorical(Distribution):
         shape = tf.broadcast_shapes(tuple(value.shape), self.batch_shape)
         value = value.expand(*shape) if tuple(value.shape) != shape else value
         logits = logits.expand(*shape, self._num_events) if tuple(logits.shape[:-1]) != shape else logits
-        if int(value.min()) < 0 or int(value.max()) >= self._num_events:
+        if self._validate and (int(value.min()) < 0 or int(value.max()) >= self._num_events):  # a host read
             raise ValueError(f"Categorical.log_prob: values must be class indices in [0, {self._num_events}), "
                              f"got values from {int(value.min())} to {int(value.max())}")
         return logits.gather(-1, value.unsqueeze(-1)).squeeze(-1)
