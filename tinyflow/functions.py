@@ -17,6 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow import tensor_methods_layout as _methods_layout
+from tinyflow import tensor_methods_linalg as _methods_linalg
+from tinyflow import tensor_methods_special as _methods_special
+from tinyflow import tensor_methods_stats as _methods_stats
 from tinyflow.autograd import set_grad_enabled
 from tinyflow.device import CPU
 from tinyflow.dtypes import as_dtype
@@ -77,6 +81,13 @@ def _method_function(name: str) -> Callable[..., Any]:
     function.__doc__ = f"``tinyflow.{name}(input, ...)`` is ``input.{name}(...)``: see ``Tensor.{name}``."
     return function
 
+
+# The methods and functions of the linalg, special, layout and statistics mixins.
+_EXTRA_FUNCTIONS: dict[str, Callable[..., Any]] = {}
+for _module in (_methods_linalg, _methods_special, _methods_layout, _methods_stats):
+    METHOD_FUNCTIONS += [n for n in _module.METHOD_FUNCTIONS if n not in METHOD_FUNCTIONS]
+    _EXTRA_FUNCTIONS.update(_module.FUNCTIONS)
+globals().update(_EXTRA_FUNCTIONS)
 
 for _name in METHOD_FUNCTIONS:
     globals()[_name] = _method_function(_name)
@@ -353,7 +364,7 @@ for _name, _fn in list(globals().items()):
         globals()[_name] = accept_axis_alias(_fn)
 
 __all__ = [
-    *METHOD_FUNCTIONS, "pow", "max", "min", "is_tensor", "Size", "tril_indices", "triu_indices", "concat", "concatenate", "einsum", "eye", "from_numpy",
+    *METHOD_FUNCTIONS, *_EXTRA_FUNCTIONS, "pow", "max", "min", "is_tensor", "Size", "tril_indices", "triu_indices", "concat", "concatenate", "einsum", "eye", "from_numpy",
     "meshgrid", "broadcast_shapes", "broadcast_tensors", "randint_like", "normal", "bernoulli",
     "inference_mode", "compile", "set_num_threads", "get_num_threads", "set_num_interop_threads",
     "get_num_interop_threads", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",

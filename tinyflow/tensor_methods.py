@@ -21,6 +21,10 @@ import numpy as np
 
 from tinyflow import promotion, return_types
 from tinyflow.dtypes import as_dtype, is_floating
+from tinyflow.tensor_methods_layout import LayoutMethods
+from tinyflow.tensor_methods_linalg import LinalgMethods
+from tinyflow.tensor_methods_special import SpecialMethods
+from tinyflow.tensor_methods_stats import StatsMethods
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
@@ -113,8 +117,9 @@ def _no_grad(fn: Callable[..., Any], *args: Any) -> Tensor:
     return _ops().NoGradient.apply(fn, *args)
 
 
-class TensorMethods:
-    """Mixed into Tensor; see the module docstring. Grouped as the sections below."""
+class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
+    """Mixed into Tensor; see the module docstring. Grouped as the sections below; the bases add
+    the linalg, special, layout and statistics methods (tinyflow/tensor_methods_*.py)."""
 
     # ------------------------------------------------------------ trigonometric, hyperbolic
     def sin(self) -> Tensor:
