@@ -37,6 +37,7 @@ every line of that report says so.
     python bench/bench_cpu.py --short --workloads mnist-cnn # a smoke check (1 round, 2 steps)
     python bench/bench_cpu.py --workloads fcn-r,lstm-lm --json out.json --markdown out.md
     python bench/bench_cpu.py --workloads fcn-r --profile   # cProfile of tinyflow's step
+    python bench/bench_cpu.py --workloads lstm-lm --gemms   # tinyflow's GEMMs by shape vs the whole step
 """
 from __future__ import annotations
 
@@ -259,6 +260,52 @@ def _profile(program: Any, steps: int) -> str:
     return text.getvalue()
 
 
+def _gemm_breakdown(program: Any, steps: int) -> str:
+    """Where tinyflow's step goes: every ``numpy.matmul`` (tinyflow's GEMMs all go through it)
+    timed and grouped by operand shapes and layouts, against the whole step's wall time.
+
+    The GEMMs run in NumPy's BLAS at a rate no Python code can change; what is left of the step
+    (element-wise kernels, autograd, the optimizer) is what tinyflow's own code costs.
+    """
+    import collections
+
+    import numpy as np
+
+    def layout(a: Any) -> str:
+        return "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "strided"
+
+    calls: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0, 0.0])  # seconds, calls, flop
+    matmul = np.matmul
+
+    def timed_matmul(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        result = matmul(a, b, *args, **kwargs)
+        entry = calls[f"{tuple(a.shape)} {layout(a)} @ {tuple(b.shape)} {layout(b)}"]
+        entry[0] += time.perf_counter() - start
+        entry[1] += 1
+        entry[2] += 2.0 * a.shape[-1] * result.size
+        return result
+
+    walls = []
+    np.matmul = timed_matmul
+    try:
+        for _ in range(steps):
+            start = time.perf_counter()
+            program.step().item()
+            walls.append(time.perf_counter() - start)
+    finally:
+        np.matmul = matmul
+    step = statistics.median(walls)
+    gemm_s = sum(e[0] for e in calls.values()) / steps
+    flop = sum(e[2] for e in calls.values()) / steps
+    lines = [f"step {step * 1e3:.1f} ms (median of {steps}); GEMMs {gemm_s * 1e3:.1f} ms a step "
+             f"({flop / 1e9:.2f} GFLOP at {flop / gemm_s / 1e9:.1f} GFLOP/s); the rest {(step - gemm_s) * 1e3:.1f} ms",
+             f"{'GEMM (shapes, layouts)':56s} {'ms/step':>8s} {'calls':>6s} {'GFLOP/s':>8s}"]
+    for name, (sec, n, fl) in sorted(calls.items(), key=lambda kv: -kv[1][0]):
+        lines.append(f"{name:56s} {sec / steps * 1e3:8.2f} {n // steps:6d} {fl / sec / 1e9:8.1f}")
+    return "\n".join(lines)
+
+
 def measure(spec: dict[str, Any]) -> list[dict[str, Any]]:
     """Run one cell in this process: one record per framework in ``spec["frameworks"]``."""
     threads = int(spec["threads"])
@@ -271,8 +318,9 @@ def measure(spec: dict[str, Any]) -> list[dict[str, Any]]:
         for fw in frameworks:
             programs[fw].step().item()
     if spec.get("profile"):
+        report = _gemm_breakdown if spec.get("gemms") else _profile
         return [{"status": "ok", "workload": spec["workload"], "framework": frameworks[0],
-                 "profile": _profile(programs[frameworks[0]], int(spec["profile"]))}]
+                 "profile": report(programs[frameworks[0]], int(spec["profile"]))}]
     timed = _time_steps(programs, int(spec["steps"]))
     rss = peak_rss_mb()  # before the GEMM floor allocates its own buffers
     records = []
@@ -544,6 +592,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="both frameworks in one process, steps alternating (the old way; skewed, labelled)")
     p.add_argument("--no-gemm-floor", action="store_true", help="fcn-r: skip timing its GEMMs alone")
     p.add_argument("--profile", action="store_true", help="cProfile tinyflow's step (no timing, no PyTorch)")
+    p.add_argument("--gemms", action="store_true",
+                   help="tinyflow's GEMMs by shape (time, GFLOP/s) against its whole step (no PyTorch)")
     p.add_argument("--profile-steps", type=int, default=10)
     p.add_argument("--short", action="store_true", help="smoke check: 1 round, 1 warmup, 2 steps")
     p.add_argument("--json", type=Path, help="write the header, the summaries and every record here")
@@ -580,10 +630,10 @@ def main(argv: list[str] | None = None) -> int:
             "threads": args.threads, "rounds": args.rounds, "steps": args.steps, "warmup": args.warmup,
             "openblas_thread_timeout": env.get("OPENBLAS_THREAD_TIMEOUT", "unset"),
             "same_process": args.same_process, "short": args.short}
-    if args.profile:
+    if args.profile or args.gemms:
         for w in args.workload_list:
             spec = {"workload": w, "frameworks": ["tinyflow"], "threads": args.threads, "warmup": args.warmup,
-                    "steps": 0, "config": zoo_config(w), "profile": args.profile_steps}
+                    "steps": 0, "config": zoo_config(w), "profile": args.profile_steps, "gemms": args.gemms}
             record = run_worker(spec, env, args.timeout)[0]
             print(f"== {w} ==\n" + record.get("profile", f"{record['status']}: {record.get('message', '')}"))
         return 0

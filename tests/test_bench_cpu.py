@@ -93,6 +93,19 @@ def test_worker_reports_a_failure_as_a_record() -> None:
     assert record["status"] == "error" and "no-such-workload" in record["message"]
 
 
+def test_gemm_breakdown_times_every_gemm_of_the_step() -> None:
+    (record,) = _worker({"workload": "lstm-timeseries", "frameworks": ["tinyflow"], "threads": 1, "warmup": 1,
+                         "steps": 0, "profile": 2, "gemms": True})
+    assert record["status"] == "ok", record
+    head, columns, *rows = record["profile"].splitlines()
+    step_ms, gemm_ms, rest_ms = (float(head.split(word)[1].split("ms")[0].split()[-1])
+                                 for word in ("step ", "GEMMs ", "the rest "))
+    assert 0 < gemm_ms < step_ms and rest_ms == pytest.approx(step_ms - gemm_ms, abs=0.2)
+    assert rows and all(" @ " in row for row in rows)
+    # the rows add up to the GEMM total (rounded to 0.01 ms each)
+    assert sum(float(row.split()[-3]) for row in rows) == pytest.approx(gemm_ms, abs=0.1 + 0.01 * len(rows))
+
+
 # ---- the arithmetic ----------------------------------------------------------------------------------
 def _rec(framework: str, step_s: list[float], cpu_s: list[float] | None = None, rss: float = 100.0,
          items: int = 10) -> dict:

@@ -84,3 +84,18 @@ def test_repr_is_like_pytorch():
     assert repr(tf.tensor([1.0, 2.0])) == "tensor([1., 2.])"
     assert "requires_grad=True" in repr(tf.tensor([1.0], requires_grad=True))
     assert "grad_fn=<MulBackward>" in repr(tf.tensor([1.0], requires_grad=True) * 2)
+
+
+def test_transpose_and_mT_check_their_dims_as_torch():
+    torch = pytest.importorskip("torch")
+    for shape, dims in [((3,), (0, 5)), ((2, 3), (-3, 0)), ((), (0, 1))]:
+        with pytest.raises(IndexError, match="transpose: dim -?[0-9] is out of range"):
+            tf.zeros(shape).transpose(*dims)
+        with pytest.raises(IndexError):
+            torch.zeros(shape).transpose(*dims)
+    with pytest.raises(RuntimeError, match="mT is only supported on matrices .* Got 1-D"):
+        tf.zeros(3).mT
+    assert tf.tensor(2.0).transpose(0, -1).item() == 2.0
+    x = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_array_equal(tf.tensor(x).transpose(-1, 0).numpy(), torch.tensor(x).transpose(-1, 0).numpy())
+    np.testing.assert_array_equal(tf.tensor(x).mT.numpy(), torch.tensor(x).mT.numpy())

@@ -209,6 +209,10 @@ class Tensor(TensorMethods):
 
     @property
     def mT(self) -> Tensor:
+        if self.ndim < 2:
+            raise RuntimeError(
+                f"tensor.mT is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor."
+            )
         return self.transpose(-2, -1)
 
     def __len__(self) -> int:
@@ -919,6 +923,12 @@ class Tensor(TensorMethods):
         return _ops().Permute.apply(self, _shape_arg(dims))
 
     def transpose(self, dim0: int, dim1: int) -> Tensor:
+        from tinyflow.ops.indexing import normalize_dim
+
+        if self.ndim == 0:  # PyTorch: a 0-d tensor transposes over dims 0/-1 to itself
+            normalize_dim("transpose", dim0, 0), normalize_dim("transpose", dim1, 0)
+            return _ops().Permute.apply(self, ())
+        dim0, dim1 = normalize_dim("transpose", dim0, self.ndim), normalize_dim("transpose", dim1, self.ndim)
         axes = list(range(self.ndim))
         axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
         return _ops().Permute.apply(self, tuple(axes))
