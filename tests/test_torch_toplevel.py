@@ -1,6 +1,7 @@
 """Top-level torch.* helpers: tinyflow.Size (functions.py) as torch.Size, compile, deterministic flags."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import tinyflow as tf
@@ -77,3 +78,44 @@ def test_set_num_threads_reaches_tinyflows_pool_and_openblas():
     with pytest.raises(ValueError, match="set_num_threads: expected a positive integer, got 0"):
         tf.set_num_threads(0)
     assert sys.modules["tinyflow"].get_num_interop_threads() == 1
+
+
+# ---- out= -------------------------------------------------------------------------------------------
+def test_out_keyword_writes_into_the_given_tensor_as_torch():
+    torch = pytest.importorskip("torch")
+    a, b = np.array([[1.0, -2.0], [3.0, 0.5]], np.float32), np.array([0.5, 2.0], np.float32)
+    for name, args in [("add", (b,)), ("mul", (b,)), ("sin", ()), ("matmul", (a,)), ("clamp", (0.0, 1.0)),
+                       ("cumsum", (1,)), ("sum", (0,))]:
+        tf_args = [tf.tensor(x) if isinstance(x, np.ndarray) else x for x in args]
+        th_args = [torch.tensor(x) if isinstance(x, np.ndarray) else x for x in args]
+        out, ref = tf.empty(0), torch.empty(0)
+        got = getattr(tf, name)(tf.tensor(a), *tf_args, out=out)
+        getattr(torch, name)(torch.tensor(a), *th_args, out=ref)
+        assert got is out and out.shape == tuple(ref.shape)
+        np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-6)
+    # a float result into a float64 out is cast; an integer result into a float out too
+    out64 = tf.empty(2, dtype=tf.float64)
+    tf.add(tf.tensor([1, 2]), 1, out=out64)
+    assert out64.dtype == tf.float64 and out64.tolist() == [2.0, 3.0]
+    # tuple results: (values, indices), returned as the same named tuple
+    values, indices = tf.empty(3), tf.empty(3, dtype=tf.int64)
+    got = tf.sort(tf.tensor([3.0, 1.0, 2.0]), out=(values, indices))
+    assert got.values is values and got.indices is indices and indices.tolist() == [1, 2, 0]
+
+
+def test_out_keyword_errors_and_resize_warning():
+    a = tf.tensor([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="add\\(\\): result type float32 can't be cast to the desired output type int64"):
+        tf.add(a, a, out=tf.zeros(2, dtype=tf.int64))
+    with pytest.raises(RuntimeError, match="sin\\(\\): functions with out=.* don't support automatic differentiation"):
+        tf.sin(tf.tensor([1.0], requires_grad=True), out=tf.empty(1))
+    with tf.no_grad():  # allowed without grad, as in PyTorch
+        assert tf.sin(tf.tensor([0.0], requires_grad=True), out=tf.empty(1)).tolist() == [0.0]
+    with pytest.raises(TypeError, match="argument 'out' must be a Tensor"):
+        tf.add(a, a, out=[1, 2])
+    with pytest.raises(TypeError, match="must be a tuple of 2 Tensors"):
+        tf.sort(a, out=tf.empty(2))
+    out = tf.zeros(5)
+    with pytest.warns(UserWarning, match="was resized since it had shape \\[5\\]"):
+        tf.mul(a, a, out=out)
+    assert out.tolist() == [1.0, 4.0]

@@ -21,7 +21,7 @@ from tinyflow import tensor_methods_layout as _methods_layout
 from tinyflow import tensor_methods_linalg as _methods_linalg
 from tinyflow import tensor_methods_special as _methods_special
 from tinyflow import tensor_methods_stats as _methods_stats
-from tinyflow.autograd import set_grad_enabled
+from tinyflow.autograd import is_grad_enabled, set_grad_enabled
 from tinyflow.device import CPU
 from tinyflow.dtypes import as_dtype
 from tinyflow.tensor import Tensor, _make, empty, float16, float32, float64, int32, int64, randint, tensor
@@ -72,14 +72,58 @@ METHOD_FUNCTIONS = [
 
 
 def _method_function(name: str) -> Callable[..., Any]:
-    def function(input: Tensor, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 (PyTorch's name)
+    def function(input: Tensor, *args: Any, out: Any = None, **kwargs: Any) -> Any:  # noqa: A002 (PyTorch's name)
         if not isinstance(input, Tensor):
             raise TypeError(f"tinyflow.{name}: expected a Tensor as the first argument, got {type(input).__name__}")
-        return getattr(input, name)(*args, **kwargs)
+        result = getattr(input, name)(*args, **kwargs)
+        return result if out is None else write_out(name, result, out)
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"``tinyflow.{name}(input, ...)`` is ``input.{name}(...)``: see ``Tensor.{name}``."
     return function
+
+
+def write_out(name: str, result: Any, out: Any) -> Any:
+    """PyTorch's ``out=`` contract: ``result`` (a Tensor or a tuple of them) copied into ``out``.
+
+    ``out`` must match the result's structure and device; each result must be castable to its
+    out's dtype (float into an integer tensor is an error, as in PyTorch). An out of another shape
+    is resized (with PyTorch's warning when it had elements). Like PyTorch, out= does not support
+    autograd: a result that requires grad is an error. Returns ``out``.
+    """
+    import warnings
+
+    from tinyflow.promotion import can_cast
+
+    results, outs = (result, out) if isinstance(result, tuple) else ((result,), (out,))
+    if not isinstance(outs, (tuple, list)) or len(outs) != len(results) or not builtins.all(
+        isinstance(o, Tensor) for o in outs
+    ):
+        kind = f"a tuple of {len(results)} Tensors" if isinstance(result, tuple) else "a Tensor"
+        raise TypeError(f"{name}(): argument 'out' must be {kind}, got {type(out).__name__}")
+    for r, o in zip(results, outs):
+        if r.requires_grad and is_grad_enabled():
+            raise RuntimeError(
+                f"{name}(): functions with out=... arguments don't support automatic differentiation, but one of "
+                "the arguments requires grad. Call it under tinyflow.no_grad() or drop out=."
+            )
+        if not can_cast(r.dtype, o.dtype):
+            raise RuntimeError(f"{name}(): result type {r.dtype} can't be cast to the desired output type {o.dtype}")
+        if r.device != o.device:
+            raise RuntimeError(f"{name}(): the result is on {r.device} but out is on {o.device}; move out there first")
+        if tuple(o.shape) != tuple(r.shape):
+            if o.numel() != 0:
+                warnings.warn(
+                    f"An output with one or more elements was resized since it had shape {list(o.shape)}, which does "
+                    f"not match the required output shape {list(r.shape)}. Pass an empty out tensor to avoid this "
+                    "warning.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            o.data = empty(tuple(r.shape), dtype=o.dtype, device=o.device)
+        with set_grad_enabled(False):
+            o.copy_(r)
+    return type(result)(*outs) if hasattr(result, "_fields") else out  # a named tuple (sort, topk) stays one
 
 
 # The methods and functions of the linalg, special, layout and statistics mixins.
