@@ -3,7 +3,8 @@
 
 ``tinyflow.utils.data`` is ``tinyflow.data`` under PyTorch's path (``from tinyflow.utils.data
 import DataLoader, TensorDataset``), its ``distributed`` module included;
-``tinyflow.utils.checkpoint`` recomputes a block in backward instead of keeping its activations.
+``tinyflow.utils.checkpoint`` recomputes a block in backward instead of keeping its activations;
+``tinyflow.utils.tensorboard.SummaryWriter`` writes TensorBoard event files (imported on use).
 """
 from tinyflow.utils import checkpoint, data  # noqa: F401
 
