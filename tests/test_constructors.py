@@ -210,3 +210,16 @@ def test_size_indices_random_and_device_queries():
     assert r.dtype == tf.int64 and set(r.tolist()) == {0, 1, 2}
     r = tf.empty(200).random_(2, 5)
     assert r.dtype == tf.float32 and set(r.tolist()) == {2.0, 3.0, 4.0}
+
+
+def test_randint_takes_pytorchs_two_signatures():
+    torch = pytest.importorskip("torch")
+    for args, kwargs in [((50, (1, 3)), {}), ((0, 5, (2,)), {}), ((5,), {"size": (4,)}), ((3, 9), {"size": [2, 2]})]:
+        ours, theirs = tf.randint(*args, **kwargs), torch.randint(*args, **kwargs)
+        assert tuple(ours.shape) == tuple(theirs.shape) and ours.dtype == tf.int64
+        low, high = (0, args[0]) if len(args) == 1 or isinstance(args[1], tuple) else args[:2]
+        assert low <= ours.min().item() and ours.max().item() < high
+    with pytest.raises(RuntimeError, match="randint: expects low < high, but got low=5 >= high=5"):
+        tf.randint(5, 5, (2,))
+    with pytest.raises(TypeError, match="randint: got two sizes"):
+        tf.randint(5, (2,), (3,))

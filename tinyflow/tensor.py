@@ -1322,9 +1322,16 @@ def rand(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool
 
 def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = None, device: Any = None,
             generator: Any = None) -> Tensor:
-    """Integers in [low, high) (or [0, low) when high is None), int64 by default."""
-    if high is None:
+    """Integers in [low, high), int64 by default: ``randint(low, high, size)`` or, as PyTorch,
+    ``randint(high, size)`` (and ``randint(high, size=...)``), which draw from [0, high)."""
+    if isinstance(high, (tuple, list)):  # randint(high, size)
+        if size != ():
+            raise TypeError(f"randint: got two sizes, {tuple(high)} and {tuple(size)}; call randint(low, high, size)")
+        low, high, size = 0, low, high
+    elif high is None:
         low, high = 0, low
+    if not low < high:
+        raise RuntimeError(f"randint: expects low < high, but got low={low} >= high={high}")
     return _random(lambda g, s, d: g.integers(low, high, size=s).astype(d), (tuple(size),), dtype or int64, device,
                    False, generator)
 
