@@ -99,3 +99,10 @@ def test_transpose_and_mT_check_their_dims_as_torch():
     x = np.arange(24.0).reshape(2, 3, 4)
     np.testing.assert_array_equal(tf.tensor(x).transpose(-1, 0).numpy(), torch.tensor(x).transpose(-1, 0).numpy())
     np.testing.assert_array_equal(tf.tensor(x).mT.numpy(), torch.tensor(x).mT.numpy())
+
+
+def test_size_returns_a_size_like_torch():
+    x = tf.zeros(2, 3, 4)
+    s = x.size()
+    assert isinstance(s, tf.Size) and s == (2, 3, 4) and s.numel() == 24 and repr(s) == "tinyflow.Size([2, 3, 4])"
+    assert x.size(1) == 3 and x.size(-1) == 4

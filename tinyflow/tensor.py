@@ -149,7 +149,12 @@ class Tensor(TensorMethods):
         return self.array.shape  # a tuple already (NumPy and CuPy)
 
     def size(self, dim: int | None = None) -> Any:
-        return self.shape if dim is None else self.shape[dim]
+        """``x.size()``: the shape as a ``tinyflow.Size`` (prints as PyTorch's); ``x.size(d)``: one side."""
+        if dim is None:
+            from tinyflow.functions import Size
+
+            return Size(self.array.shape)
+        return self.shape[dim]
 
     @property
     def ndim(self) -> int:
