@@ -7,15 +7,168 @@ functions that are not methods (tinyflow/functions.py exports both).
 """
 from __future__ import annotations
 
+import warnings
+from collections import namedtuple
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tinyflow.tensor import Tensor
 
 __all__ = ["LinalgMethods", "METHOD_FUNCTIONS", "FUNCTIONS"]
+
+# torch.return_types of the old (non-linalg) API
+slogdet_result = namedtuple("slogdet", ["sign", "logabsdet"])
+svd_result = namedtuple("svd", ["U", "S", "V"])
+qr_result = namedtuple("qr", ["Q", "R"])
+
+
+def _linalg() -> Any:
+    import tinyflow.linalg as linalg
+
+    return linalg
+
+
+def _real_only(op: str, t: Tensor) -> None:
+    from tinyflow.dtypes import is_complex
+
+    if is_complex(t.dtype):
+        raise NotImplementedError(f"{op}: complex tensors need a conjugate, which tinyflow does not have; "
+                                  "use a real tensor (then it is the transpose)")
 
 
 class LinalgMethods:
     """Mixed into Tensor through TensorMethods; see the module docstring."""
 
+    # ------------------------------------------------------------ determinants and inverses
+    def det(self) -> Tensor:
+        """The determinant of each square matrix (``torch.det`` is ``torch.linalg.det``)."""
+        return _linalg().det(self)
 
-METHOD_FUNCTIONS: list[str] = []
-FUNCTIONS: dict[str, Callable[..., Any]] = {}
+    def logdet(self) -> Tensor:
+        """log det of each square matrix: NaN where the determinant is negative, -inf where it is 0."""
+        sign, logabsdet = _linalg().slogdet(self)
+        return logabsdet.masked_fill(sign < 0, float("nan"))
+
+    def slogdet(self) -> Any:
+        """``(sign, logabsdet)`` of the determinant of each square matrix."""
+        sign, logabsdet = _linalg().slogdet(self)
+        return slogdet_result(sign, logabsdet)
+
+    def inverse(self) -> Tensor:
+        """The inverse of each square matrix (``torch.linalg.inv``)."""
+        return _linalg().inv(self)
+
+    def pinverse(self, rcond: float = 1e-15) -> Tensor:
+        """The pseudo-inverse; singular values at or below ``rcond`` times the largest count as zero."""
+        return _linalg().pinv(self, rtol=rcond)
+
+    # ------------------------------------------------------------ decompositions (torch's old API)
+    def svd(self, some: bool = True, compute_uv: bool = True) -> Any:
+        """``(U, S, V)`` with ``self = U diag(S) V^T`` (V, not Vh as torch.linalg.svd): reduced
+        when ``some``; with ``compute_uv=False`` U and V are zero (m, m) and (n, n) matrices."""
+        linalg = _linalg()
+        if not compute_uv:
+            s = linalg.svdvals(self)
+            m, n = self.shape[-2], self.shape[-1]
+            batch = tuple(self.shape[:-2])
+            return svd_result(self.new_zeros(batch + (m, m)), s, self.new_zeros(batch + (n, n)))
+        u, s, vh = linalg.svd(self, full_matrices=not some)
+        return svd_result(u, s, vh.mT)
+
+    def qr(self, some: bool = True) -> Any:
+        """``(Q, R)`` with ``self = QR``: reduced when ``some``, complete otherwise."""
+        q, r = _linalg().qr(self, "reduced" if some else "complete")
+        return qr_result(q, r)
+
+    def cholesky(self, upper: bool = False) -> Tensor:
+        """The Cholesky factor of each symmetric positive-definite matrix (lower, or upper = L^T)."""
+        return _linalg().cholesky(self, upper=upper)
+
+    def cholesky_solve(self, input2: Tensor, upper: bool = False) -> Tensor:
+        """The solution X of ``A X = self`` where A = L L^T and ``input2`` is L (or U = L^T when ``upper``)."""
+        linalg = _linalg()
+        if upper:
+            y = linalg.solve_triangular(input2.mT, self, upper=False)  # U^T y = b
+            return linalg.solve_triangular(input2, y, upper=True)  # U x = y
+        y = linalg.solve_triangular(input2, self, upper=False)  # L y = b
+        return linalg.solve_triangular(input2.mT, y, upper=True)  # L^T x = y
+
+    def cholesky_inverse(self, upper: bool = False) -> Tensor:
+        """The inverse of A = L L^T (or U^T U when ``upper``) from its Cholesky factor ``self``."""
+        linalg = _linalg()
+        eye = linalg._eye(self.shape[-1], self)
+        if upper:
+            u_inv = linalg.solve_triangular(self, eye, upper=True)  # A^-1 = U^-1 U^-T
+            return u_inv @ u_inv.mT
+        l_inv = linalg.solve_triangular(self, eye, upper=False)  # A^-1 = L^-T L^-1
+        return l_inv.mT @ l_inv
+
+    # ------------------------------------------------------------ matrix functions
+    def matrix_power(self, n: int) -> Tensor:
+        """The n-th power of each square matrix (negative n: of its inverse)."""
+        return _linalg().matrix_power(self, n)
+
+    def matrix_exp(self) -> Tensor:
+        """The matrix exponential of each square matrix."""
+        return _linalg().matrix_exp(self)
+
+    def cross(self, other: Tensor, dim: int | None = None) -> Tensor:
+        """The cross product along ``dim``; without ``dim`` (deprecated, as torch.cross) along the
+        first dim of size 3."""
+        if dim is None:
+            warnings.warn(
+                "Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim "
+                "explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to agree with "
+                "that of linalg.cross in a future release.", UserWarning, stacklevel=2)
+            sizes = list(self.shape)
+            if 3 not in sizes:
+                raise RuntimeError("no dimension of size 3 in input")
+            dim = sizes.index(3)
+        return _linalg().cross(self, other, dim=dim)
+
+    # ------------------------------------------------------------ adjoints
+    @property
+    def mH(self) -> Tensor:  # noqa: N802 (PyTorch's name)
+        """The conjugate transpose of the last two dims; for real tensors the transpose ``mT``."""
+        if self.ndim < 2:
+            raise RuntimeError(f"tensor.mH is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor.")
+        _real_only("Tensor.mH", self)
+        return self.mT
+
+    @property
+    def H(self) -> Tensor:  # noqa: N802
+        """The conjugate transpose of a matrix (2-D only; a 0-D tensor is itself)."""
+        if self.ndim not in (0, 2):
+            more = " For batches of matrices, consider using tensor.mH" if self.ndim > 2 else ""
+            raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.{more}")
+        _real_only("Tensor.H", self)
+        return self.mT if self.ndim == 2 else self
+
+    def adjoint(self) -> Tensor:
+        """The conjugate transpose of the last two dims (a view): ``mH``."""
+        if self.ndim < 2:
+            raise RuntimeError(
+                f"tensor.adjoint() is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor."
+            )
+        _real_only("Tensor.adjoint", self)
+        return self.mT
+
+
+def chain_matmul(*matrices: Tensor) -> Tensor:
+    """The product of 2-D matrices in the cheapest order (deprecated in torch: ``linalg.multi_dot``)."""
+    if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
+        matrices = tuple(matrices[0])
+    for i, m in enumerate(matrices):
+        if m.ndim != 2:
+            raise RuntimeError(f"chain_matmul(): tensor {i} must be 2D but got {m.ndim}D")
+    if len(matrices) == 1:
+        return matrices[0].clone()
+    return _linalg().multi_dot(matrices)
+
+
+METHOD_FUNCTIONS: list[str] = [
+    "det", "logdet", "slogdet", "inverse", "pinverse", "svd", "qr", "cholesky", "cholesky_solve",
+    "cholesky_inverse", "matrix_power", "matrix_exp", "cross", "adjoint",
+]
+FUNCTIONS: dict[str, Callable[..., Any]] = {"chain_matmul": chain_matmul}
