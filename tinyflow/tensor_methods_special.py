@@ -4,18 +4,268 @@ xlogy, hypot, sinc, ...): each calls an op of tinyflow/ops/special.py.
 ``TensorMethods`` (tinyflow/tensor_methods.py) inherits ``SpecialMethods``. ``METHOD_FUNCTIONS`` lists the
 methods that are also ``tinyflow.<name>(input, ...)`` functions; ``FUNCTIONS`` the ``tinyflow.*``
 functions that are not methods (tinyflow/functions.py exports both).
+
+As PyTorch: float functions of integer tensors compute in the default float dtype; binary ops
+promote their operands (a Python number on either side); the in-place forms (``x.lgamma_()``)
+write the result into x and refuse a floating result for an integer x.
 """
 from __future__ import annotations
 
+import math
+from collections import namedtuple
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["SpecialMethods", "METHOD_FUNCTIONS", "FUNCTIONS"]
+from tinyflow import promotion
+from tinyflow.dtypes import as_dtype, is_complex, is_floating
+
+if TYPE_CHECKING:
+    from tinyflow.tensor import Tensor
+
+__all__ = ["SpecialMethods", "METHOD_FUNCTIONS", "FUNCTIONS", "frexp_result", "binary_operands"]
+
+# torch.return_types.frexp (tinyflow/return_types.py has no entry for it yet).
+frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
+
+_SPECIAL: Any = None
+
+
+def _special() -> Any:
+    """tinyflow.ops.special, imported on first use (tensor.py imports this module at its top)."""
+    global _SPECIAL
+    if _SPECIAL is None:
+        import tinyflow.ops.special as special
+
+        _SPECIAL = special
+    return _SPECIAL
+
+
+def _ops() -> Any:
+    """tinyflow.ops, imported on first use."""
+    import tinyflow.ops as ops
+
+    return ops
+
+
+def _floating(t: Tensor) -> Tensor:
+    """``t`` itself when floating, else ``t`` in the default float dtype (torch.lgamma(int) is float)."""
+    return promotion.float_operand(t)
+
+
+def binary_operands(op: str, input: Any, other: Any, floating: bool = False) -> tuple[Tensor, Tensor]:  # noqa: A002
+    """``input`` and ``other`` (either may be a Python number) as tensors of their result dtype,
+    a float one when ``floating`` and both are integers."""
+    if not hasattr(input, "dtype") and not hasattr(other, "dtype"):
+        raise TypeError(f"{op}: expected at least one Tensor, got {type(input).__name__} and {type(other).__name__}")
+    return promotion.promote(input, other, floating=floating)
+
+
+def _need_floating(op: str, *tensors: Tensor) -> None:
+    for t in tensors:
+        if not is_floating(t.dtype):
+            raise NotImplementedError(f"{op}: not implemented for dtype {t.dtype}; convert with .double() first")
+
+
+def _need_integer(op: str, *tensors: Tensor) -> None:
+    for t in tensors:
+        if as_dtype(t.dtype).kind not in "iu":
+            raise NotImplementedError(
+                f"{op}: not implemented for dtype {t.dtype}; it takes integer tensors (convert with .long())"
+            )
 
 
 class SpecialMethods:
     """Mixed into Tensor through TensorMethods; see the module docstring."""
 
+    # ------------------------------------------------------------ gamma family
+    def lgamma(self) -> Tensor:
+        """log|Gamma(x)| (inf at 0 and the negative integers); its gradient is digamma(x)."""
+        return _special().Lgamma.apply(_floating(self))
 
-METHOD_FUNCTIONS: list[str] = []
-FUNCTIONS: dict[str, Callable[..., Any]] = {}
+    def digamma(self) -> Tensor:
+        """The logarithmic derivative of Gamma: -inf at +0, NaN at the negative integers."""
+        return _special().Digamma.apply(_floating(self))
+
+    def polygamma(self, n: int) -> Tensor:
+        """The n-th derivative of digamma at self (``torch.polygamma(n, input)`` as a function)."""
+        if int(n) != n or n < 0:
+            raise RuntimeError(f"polygamma(n, x) does not support negative n (got n={n}); n must be an integer >= 0")
+        return _special().Polygamma.apply(_floating(self), int(n))
+
+    def mvlgamma(self, p: int) -> Tensor:
+        """The log of the multivariate gamma function of dimension p:
+        p(p-1)/4 log(pi) + sum_{j<p} lgamma(x - j/2)."""
+        if int(p) != p or p < 1:
+            raise RuntimeError(f"mvlgamma: p has to be greater than or equal to 1, got p={p}")
+        x = _floating(self)
+        out = x.lgamma()
+        for j in range(1, int(p)):
+            out = out + (x - j / 2).lgamma()
+        return out + p * (p - 1) / 4 * math.log(math.pi)
+
+    # ------------------------------------------------------------ error function, Bessel, logit
+    def erfc(self) -> Tensor:
+        """1 - erf(x), accurate in the tail (computed directly, not as 1 - erf)."""
+        return _special().Erfc.apply(_floating(self))
+
+    def i0(self) -> Tensor:
+        """The modified Bessel function of the first kind, order 0; its gradient is i1(x)."""
+        return _special().I0.apply(_floating(self))
+
+    def logit(self, eps: float | None = None) -> Tensor:
+        """log(z / (1 - z)), z = self clamped to [eps, 1 - eps] when eps is given (NaN outside [0, 1] else)."""
+        return _special().Logit.apply(_floating(self), None if eps is None else float(eps))
+
+    def sinc(self) -> Tensor:
+        """The normalized sinc: sin(pi x) / (pi x), 1 at 0."""
+        return _special().Sinc.apply(_floating(self))
+
+    def sgn(self) -> Tensor:
+        """The sign of x (-1, 0, 1) for real tensors, with a zero gradient."""
+        if is_complex(self.dtype):
+            raise NotImplementedError("sgn: complex tensors are not supported; use x / x.abs() where x != 0")
+        return self.sign()
+
+    def deg2rad(self) -> Tensor:
+        """Degrees to radians: x * pi / 180."""
+        return _floating(self) * (math.pi / 180)
+
+    def rad2deg(self) -> Tensor:
+        """Radians to degrees: x * 180 / pi."""
+        return _floating(self) * (180 / math.pi)
+
+    # ------------------------------------------------------------ binary maths
+    def xlogy(self, other: Any) -> Tensor:
+        """self * log(other), 0 where self == 0 (NaN where other is NaN)."""
+        return _special().Xlogy.apply(*binary_operands("xlogy", self, other, floating=True))
+
+    def hypot(self, other: Any) -> Tensor:
+        """sqrt(self^2 + other^2), without overflow."""
+        return _special().Hypot.apply(*binary_operands("hypot", self, other, floating=True))
+
+    def logaddexp2(self, other: Any) -> Tensor:
+        """log2(2^self + 2^other), without overflow."""
+        return _special().LogAddExp2.apply(*binary_operands("logaddexp2", self, other, floating=True))
+
+    def fmax(self, other: Any) -> Tensor:
+        """The elementwise maximum, ignoring a NaN (NaN only where both are NaN)."""
+        return _special().Fmax.apply(*binary_operands("fmax", self, other))
+
+    def fmin(self, other: Any) -> Tensor:
+        """The elementwise minimum, ignoring a NaN (NaN only where both are NaN)."""
+        return _special().Fmin.apply(*binary_operands("fmin", self, other))
+
+    def heaviside(self, values: Any) -> Tensor:
+        """0 where self < 0, ``values`` where self == 0, 1 where self > 0 (no gradient, as PyTorch)."""
+        if not hasattr(values, "dtype"):
+            raise TypeError(f"heaviside: values must be a Tensor, got {type(values).__name__}")
+        if values.dtype != self.dtype:
+            raise RuntimeError(
+                f"heaviside is not yet implemented for tensors with different dtypes ({self.dtype} and "
+                f"{values.dtype}); convert values with .to(input.dtype)"
+            )
+        return _special().Heaviside.apply(self, values)
+
+    def float_power(self, exponent: Any) -> Tensor:
+        """self ** exponent computed in float64 (the result is float64 whatever the inputs)."""
+        base = self.double()
+        if hasattr(exponent, "dtype"):
+            return base ** exponent.double()
+        return base ** float(exponent)
+
+    def nextafter(self, other: Any) -> Tensor:
+        """The next representable float after self toward other."""
+        a, b = binary_operands("nextafter", self, other)
+        _need_floating("nextafter", a)
+        return _special().NextAfter.apply(a, b)
+
+    def ldexp(self, other: Any) -> Tensor:
+        """self * 2 ** other (as PyTorch: computed as a product, so an integer self gives a float)."""
+        if hasattr(other, "dtype"):
+            return self * (2.0 ** other)
+        return _floating(self) * (2.0 ** other)
+
+    def frexp(self) -> tuple[Tensor, Tensor]:
+        """(mantissa, exponent) with self = mantissa * 2^exponent and |mantissa| in [0.5, 1);
+        the exponent is int32. A named tuple, as torch.return_types.frexp."""
+        if not is_floating(self.dtype):
+            raise RuntimeError(f"torch.frexp() only supports floating-point dtypes, got {self.dtype}")
+        return frexp_result(*_special().Frexp.apply(self))
+
+    def gcd(self, other: Any) -> Tensor:
+        """The greatest common divisor of integer tensors (non-negative; gcd(0, 0) == 0)."""
+        a, b = binary_operands("gcd", self, other)
+        _need_integer("gcd", a, b)
+        return _ops().NoGradient.apply(lambda xp, u, v: xp.gcd(u, v), a, b)
+
+    def lcm(self, other: Any) -> Tensor:
+        """The least common multiple of integer tensors (non-negative; 0 if either is 0)."""
+        a, b = binary_operands("lcm", self, other)
+        _need_integer("lcm", a, b)
+        return _ops().NoGradient.apply(lambda xp, u, v: xp.lcm(u, v), a, b)
+
+    # ------------------------------------------------------------ in place
+    def float_power_(self, exponent: Any) -> Tensor:
+        """In place: ``x.float_power_(e)`` writes ``x.float_power(e)`` into x, which must be float64."""
+        if as_dtype(self.dtype) != as_dtype("float64"):
+            raise RuntimeError(
+                f"the base given to float_power_ has dtype {self.dtype} but the operation's result requires dtype "
+                "float64; use x.float_power(e) or convert x with .double() first"
+            )
+        return self.copy_(self.float_power(exponent))
+
+
+def _inplace_form(name: str) -> Callable[..., Tensor]:
+    """``x.<name>_(...)``: ``x.<name>(...)`` written into x (as tensor_methods.py's in-place forms);
+    a floating result does not go into an integer tensor (PyTorch's RuntimeError)."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        result = getattr(self, name)(*args, **kwargs)
+        if is_floating(result.dtype) and not is_floating(self.dtype):
+            raise RuntimeError(
+                f"{name}_: result type {result.dtype} can't be cast to the desired output type {self.dtype}; "
+                f"use x.{name}(...) or convert x to a float dtype first"
+            )
+        return self.copy_(result)
+
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In place: ``x.{name}_()`` writes ``x.{name}()`` into x."
+    return method
+
+
+for _name in ("lgamma", "digamma", "polygamma", "mvlgamma", "erfc", "i0", "logit", "xlogy", "hypot", "sinc", "sgn",
+              "heaviside", "deg2rad", "rad2deg", "gcd", "lcm", "ldexp", "nextafter"):
+    setattr(SpecialMethods, _name + "_", _inplace_form(_name))
+
+
+def _require_tensor(op: str, input: Any) -> None:  # noqa: A002
+    if not hasattr(input, "dtype") or not hasattr(input, "device"):
+        raise TypeError(f"tinyflow.{op}: expected a Tensor as input, got {type(input).__name__}")
+
+
+def polygamma(n: int, input: Tensor) -> Tensor:  # noqa: A002 (PyTorch's name)
+    """torch.polygamma(n, input): the n-th derivative of digamma."""
+    _require_tensor("polygamma", input)
+    return input.polygamma(n)
+
+
+def xlogy(input: Any, other: Any) -> Tensor:  # noqa: A002
+    """torch.xlogy(input, other): input * log(other), 0 where input == 0; either may be a number."""
+    a, b = binary_operands("xlogy", input, other, floating=True)
+    return _special().Xlogy.apply(a, b)
+
+
+def float_power(input: Any, exponent: Any) -> Tensor:  # noqa: A002
+    """torch.float_power(input, exponent): input ** exponent in float64; either may be a number."""
+    if hasattr(input, "dtype"):
+        return input.float_power(exponent)
+    if not hasattr(exponent, "dtype"):
+        raise TypeError("float_power: expected at least one Tensor")
+    return float(input) ** exponent.double()
+
+
+METHOD_FUNCTIONS: list[str] = [
+    "lgamma", "digamma", "mvlgamma", "erfc", "i0", "logit", "hypot", "logaddexp2", "sinc", "sgn", "heaviside",
+    "fmax", "fmin", "deg2rad", "rad2deg", "gcd", "lcm", "frexp", "ldexp", "nextafter",
+]
+FUNCTIONS: dict[str, Callable[..., Any]] = {"polygamma": polygamma, "xlogy": xlogy, "float_power": float_power}

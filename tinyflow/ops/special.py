@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import Context, Function
-from tinyflow.ops.math import UnaryFunction, erf_array
+from tinyflow.ops.math import UnaryFunction
 
 __all__ = [
     "lgamma_array", "digamma_array", "zeta_array", "polygamma_array", "erf_small_array", "erfc_array",
