@@ -401,7 +401,7 @@ class LayoutMethods:
 
         def runs(xp: Any, a: Any) -> tuple:
             moved = a.reshape(-1) if d is None else xp.moveaxis(a, d, 0)
-            rows = moved.reshape(moved.shape[0], -1)
+            rows = moved.reshape(moved.shape[0], math.prod(moved.shape[1:]))
             starts = xp.ones(rows.shape[0], dtype=bool)
             if rows.shape[0] > 1:
                 starts[1:] = (rows[1:] != rows[:-1]).any(axis=1) if rows.shape[1] else False
@@ -528,7 +528,9 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
         x = x.long()
     if n == 0:
         return x.new_zeros((x.shape[0], 0))
-    cols = [x.new_ones(x.shape)]
+    # The column of ones as where(True, 1, x): still an edge to x (a zero gradient), as in torch.
+    ones = x.new_ones(x.shape)
+    cols = [_tf().where(ones.bool(), ones, x)]
     for _ in range(1, n):
         cols.append(cols[-1] * x)
     if not increasing:
