@@ -339,14 +339,17 @@ class LayoutMethods:
         """Give this tensor the shape of the view ``make(self)``, in place (its data are not
         written, so its in-place counter stays). When autograd records, the view op becomes
         this tensor's history; a leaf that requires grad cannot change shape (as PyTorch)."""
-        from tinyflow.autograd import is_grad_enabled
+        from tinyflow.autograd import is_grad_enabled, set_grad_enabled
 
         if is_grad_enabled() and self._requires_grad and self._ctx is None:
             raise RuntimeError(
                 f"{op}: a leaf tensor that requires grad (shape {tuple(self.shape)}) is being used in an in-place "
                 "operation; use the out-of-place form (x = x." + op.rstrip("_") + "(...)) or run it under no_grad()"
             )
-        new = make(self._alias())
+        # A tensor with history records the view op even under no_grad(): its history must keep
+        # describing its (new) shape.
+        with set_grad_enabled(is_grad_enabled() or (self._ctx is not None and self._requires_grad)):
+            new = make(self._alias())
         self.array = new.array
         if new._ctx is not None:
             self._ctx, self._out_index = new._ctx, new._out_index
