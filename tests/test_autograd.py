@@ -143,6 +143,8 @@ def test_retain_grad_on_intermediate():
 
 def test_custom_function_with_two_outputs():
     class SinCos(Function):
+        tensor_api = False  # tinyflow's op contract: forward/backward on raw arrays
+
         @staticmethod
         def forward(ctx, a):
             ctx.save_for_backward(a)

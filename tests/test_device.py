@@ -54,6 +54,8 @@ def test_an_op_reaches_kernels_through_its_context():
     seen = []
 
     class Probe(Function):
+        tensor_api = False  # tinyflow's op contract: forward/backward on raw arrays
+
         @staticmethod
         def forward(ctx: Context, x):
             seen.append(ctx.kernels)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tinyflow.device import array_module, catch_oom, kernel_module
+from tinyflow.device import array_module, catch_oom, device_of, kernel_module
 from tinyflow.dtypes import is_floating_or_complex
 
 if TYPE_CHECKING:
@@ -155,6 +155,19 @@ class Context:
     def save_for_backward(self, *arrays: Any) -> None:
         self._saved = arrays
 
+    # PyTorch's ctx methods for user-defined Functions (see Function.tensor_api)
+    def mark_non_differentiable(self, *outputs: Any) -> None:
+        """These outputs of a user Function's forward do not require grad (argmax indices, masks)."""
+        self.non_differentiable = {id(t) for t in outputs}
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        """Accepted for PyTorch programs: tinyflow's user Functions see copies-free wrappers of the
+        inputs' arrays, so an in-place edit of an input in forward is already visible to its owner."""
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """Accepted for PyTorch programs: backward always receives a gradient array per output
+        (zeros for outputs nobody used), which is PyTorch's default, ``True``."""
+
     @property
     def saved_tensors(self) -> tuple:
         if self.freed:
@@ -186,10 +199,30 @@ _NO_GRAD_NEEDS: dict[int, tuple] = {}  # number of inputs -> (False, ...) (for n
 
 
 class Function:
-    """Base class of every differentiable op. Subclasses define static forward/backward."""
+    """Base class of every differentiable op. Subclasses define static forward/backward.
+
+    Two contracts, chosen per subclass by ``tensor_api``:
+
+    - tinyflow's ops (classes defined in the tinyflow packages, ``tensor_api = False``): forward
+      and backward get and return raw NumPy/CuPy arrays (docs/autograd.md);
+    - PyTorch's ``torch.autograd.Function`` (``tensor_api = True``, the default for classes
+      defined anywhere else, i.e. user code): forward gets Tensors (outside autograd, as in
+      PyTorch) and returns Tensors; ``ctx.save_for_backward(*tensors)``, ``ctx.saved_tensors``,
+      ``ctx.needs_input_grad``, ``ctx.mark_non_differentiable`` work as there; backward gets and
+      returns Tensors (None for inputs without a gradient). Backward runs without recording, so
+      its result is not differentiable again (tinyflow has no higher-order gradients).
+
+    Set ``tensor_api`` in a class body to choose explicitly.
+    """
 
     moves_device = False  # True for ops whose outputs live on another device than their inputs
     returns_view = False  # True for ops whose output is a view of the first input's data
+    tensor_api = False  # see the class docstring; set per subclass by __init_subclass__
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "tensor_api" not in cls.__dict__:
+            cls.tensor_api = not cls.__module__.startswith(("tinyflow.", "tinyflow_cuda."))
 
     @staticmethod
     def forward(ctx: Context, *args: Any, **kwargs: Any) -> Any:
@@ -206,6 +239,8 @@ class Function:
         This runs once per op call, so it is written for speed: one pass over the arguments,
         the node built directly, the output Tensors made without going through a constructor.
         """
+        if cls.tensor_api:
+            return _apply_tensor_function(cls, args, kwargs)
         Tensor = _TENSOR if _TENSOR is not None else _tensor_class()
         raw = []
         first = None
@@ -289,6 +324,74 @@ class Function:
             if ctx._saved:
                 ctx.versions = _saved_versions(ctx._saved, ctx.inputs, results)
         return tuple(results) if multi else results[0]
+
+
+# ------------------------------------------------------------------------------ PyTorch-style Functions
+def _apply_tensor_function(cls: type[Function], args: tuple, kwargs: dict) -> Any:
+    """``apply`` of a Function with PyTorch's contract: run through an array-level twin made once
+    per class (``_array_twin``), then drop the outputs forward marked non-differentiable."""
+    twin = cls.__dict__.get("_array_twin")
+    if twin is None:
+        twin = _make_array_twin(cls)
+        type.__setattr__(cls, "_array_twin", twin)
+    out = twin.apply(*args, **kwargs)
+    outs = out if type(out) is tuple else (out,)
+    ctx = next((o._ctx for o in outs if o._ctx is not None), None)
+    marked = getattr(ctx, "non_differentiable_outputs", ())
+    for i in marked:
+        outs[i]._requires_grad = False
+        outs[i]._ctx = None
+    return out
+
+
+def _make_array_twin(cls: type[Function]) -> type[Function]:
+    """An array-level Function that wraps ``cls``'s Tensor-level forward and backward."""
+    user_forward, user_backward = cls.forward, cls.backward
+    Tensor = _tensor_class()
+
+    def wrap(a: Any) -> Any:
+        return Tensor._from_array(a, device=device_of(a)) if hasattr(a, "dtype") and hasattr(a, "shape") else a
+
+    def unwrap(name: str, what: str, value: Any) -> Any:
+        if value is None or not isinstance(value, Tensor):
+            if value is not None and not isinstance(value, (int, float, bool)):
+                raise TypeError(f"{name}.{what}: expected Tensors (or None) to be returned, got "
+                                f"{type(value).__name__}")
+            return value
+        return value.array
+
+    def forward(ctx: Context, *raw: Any, **kw: Any) -> Any:
+        with set_grad_enabled(False):
+            out = user_forward(ctx, *(wrap(a) for a in raw), **kw)
+        marked = ctx.__dict__.pop("non_differentiable", None)
+        if type(out) is tuple:
+            if marked:
+                ctx.non_differentiable_outputs = [i for i, o in enumerate(out) if id(o) in marked]
+            return tuple(unwrap(cls.__name__, "forward", o) for o in out)
+        if marked and id(out) in marked:
+            ctx.non_differentiable_outputs = [0]
+        return unwrap(cls.__name__, "forward", out)
+
+    def backward(ctx: Context, *grads: Any) -> Any:
+        with set_grad_enabled(False):
+            result = user_backward(ctx, *(wrap(g) for g in grads))
+        if type(result) is tuple:
+            return tuple(unwrap(cls.__name__, "backward", g) for g in result)
+        return unwrap(cls.__name__, "backward", result)
+
+    return type(cls.__name__, (Function,), {
+        "__module__": __name__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__, "tensor_api": False,
+        "moves_device": cls.moves_device, "forward": staticmethod(forward), "backward": staticmethod(backward),
+    })
+
+
+def once_differentiable(fn: Any) -> Any:
+    """``torch.autograd.function.once_differentiable``: tinyflow's backward passes are never
+    differentiated again, so the function is returned as it is."""
+    return fn
+
+
+FunctionCtx = Context  # torch.autograd.function.FunctionCtx, for type annotations
 
 
 def _memory_root(a: Any) -> Any:
@@ -663,3 +766,19 @@ def Variable(data: Any, requires_grad: bool = False, volatile: bool = False) -> 
 
 
 __all__ += ["Variable"]
+
+
+# ``from torch.autograd.function import once_differentiable`` (and Function, FunctionCtx): this
+# module is not a package, so its ``function`` submodule is a module object registered by name.
+def _function_module() -> Any:
+    import sys
+    import types
+
+    module = types.ModuleType(f"{__name__}.function", "torch.autograd.function's names in tinyflow.")
+    module.Function, module.once_differentiable, module.FunctionCtx = Function, once_differentiable, FunctionCtx
+    sys.modules[module.__name__] = module
+    return module
+
+
+function = _function_module()
+__all__ += ["once_differentiable", "FunctionCtx", "function"]
