@@ -283,7 +283,7 @@ class LayoutMethods:
 
     def diagonal_scatter(self, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
         """A copy of self with ``self.diagonal(offset, dim1, dim2)`` replaced by src."""
-        return _layout_ops().DiagonalScatter.apply(self, src, offset, dim1, dim2)
+        return _layout_ops().DiagonalScatter.apply(self, src.to(self.dtype), offset, dim1, dim2)
 
     def fill_diagonal_(self, fill_value: Any, wrap: bool = False) -> Tensor:
         """Fill the main diagonal (all indices equal) with ``fill_value``, in place. A tensor of
@@ -547,6 +547,8 @@ def logspace(start: Any, end: Any, steps: int, base: float = 10.0, *, dtype: Any
     then cast to ``dtype``, the default float dtype unless given)."""
     tf = _tf()
     lo, hi = float(start), float(end)
+    if steps < 0:
+        raise RuntimeError(f"logspace: number of steps must be non-negative, got {steps}")
 
     def values(xp: Any, shape: Any, dt: Any) -> Any:
         out = np.power(float(base), np.linspace(lo, hi, int(steps), dtype=np.float64))

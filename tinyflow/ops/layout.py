@@ -221,8 +221,6 @@ class DiagonalScatter(Function):
             )
         ctx.offset, ctx.dims = offset, (d1, d2)
         out = a.copy()
-        if src.dtype != a.dtype:
-            src = src.astype(a.dtype)
         _diagonal_view_set(xp, out, offset, (d1, d2), src)
         return out
 
