@@ -29,6 +29,16 @@ def _linalg() -> Any:
     return linalg
 
 
+def _decomposition() -> Any:
+    from tinyflow.ops import decomposition
+
+    return decomposition
+
+
+def _check_factor(op: str, factor: Tensor) -> None:
+    _linalg()._check_matrix(op, factor, name="input2" if op == "cholesky_solve" else "A")
+
+
 def _real_only(op: str, t: Tensor) -> None:
     from tinyflow.dtypes import is_complex
 
@@ -86,23 +96,16 @@ class LinalgMethods:
         return _linalg().cholesky(self, upper=upper)
 
     def cholesky_solve(self, input2: Tensor, upper: bool = False) -> Tensor:
-        """The solution X of ``A X = self`` where A = L L^T and ``input2`` is L (or U = L^T when ``upper``)."""
-        linalg = _linalg()
-        if upper:
-            y = linalg.solve_triangular(input2.mT, self, upper=False)  # U^T y = b
-            return linalg.solve_triangular(input2, y, upper=True)  # U x = y
-        y = linalg.solve_triangular(input2, self, upper=False)  # L y = b
-        return linalg.solve_triangular(input2.mT, y, upper=True)  # L^T x = y
+        """The solution X of ``A X = self`` for A = L L^T given its factor ``input2`` = L (lower
+        triangular; U with A = U^T U when ``upper``). Batch dims broadcast."""
+        _check_factor("cholesky_solve", input2)
+        _linalg()._check_matrix("cholesky_solve", self, square=False)
+        return _decomposition().CholeskySolve.apply(self, input2, upper)
 
     def cholesky_inverse(self, upper: bool = False) -> Tensor:
-        """The inverse of A = L L^T (or U^T U when ``upper``) from its Cholesky factor ``self``."""
-        linalg = _linalg()
-        eye = linalg._eye(self.shape[-1], self)
-        if upper:
-            u_inv = linalg.solve_triangular(self, eye, upper=True)  # A^-1 = U^-1 U^-T
-            return u_inv @ u_inv.mT
-        l_inv = linalg.solve_triangular(self, eye, upper=False)  # A^-1 = L^-T L^-1
-        return l_inv.mT @ l_inv
+        """The inverse of A = L L^T (U^T U when ``upper``) from its Cholesky factor ``self``."""
+        _check_factor("cholesky_inverse", self)
+        return _decomposition().CholeskyInverse.apply(self, upper)
 
     # ------------------------------------------------------------ matrix functions
     def matrix_power(self, n: int) -> Tensor:

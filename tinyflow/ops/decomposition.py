@@ -19,7 +19,8 @@ from tinyflow.autograd import Context, Function
 from tinyflow.device import to_host
 
 __all__ = [
-    "LinAlgError", "Inverse", "Solve", "SolveTriangular", "Det", "SlogDet", "Cholesky", "QR", "SVD", "Eigh",
+    "LinAlgError", "Inverse", "Solve", "SolveTriangular", "Det", "SlogDet", "Cholesky", "CholeskySolve",
+    "CholeskyInverse", "QR", "SVD", "Eigh",
     "PInverse", "MatrixExp", "Cross", "VectorNorm", "inverse_with_info", "cholesky_with_info",
 ]
 
@@ -355,6 +356,57 @@ class Cholesky(Function):
         ga = solve_triangular_array(xp, _mT(low), phi, True)  # L^{-T} phi
         ga = _mT(solve_triangular_array(xp, _mT(low), _mT(ga), True))  # (.) L^{-1}
         return ga, None, None, None
+
+
+class CholeskySolve(Function):
+    """``X = A^{-1} B`` for ``A = L L^T`` (``U^T U`` when ``upper``) from its factor (only its
+    triangle is read). As PyTorch's, the factor's gradient ``-(gB X^T + X gB^T) L`` is that of
+    ``A = L L^T`` with the whole factor (not projected onto its triangle)."""
+
+    @staticmethod
+    def forward(ctx: Context, b: Any, factor: Any, upper: bool) -> Any:
+        xp = ctx.xp
+        f_b, b_b = _broadcast_batch(xp, factor, b)
+        low = _mT(xp.triu(f_b)) if upper else xp.tril(f_b)
+        y = solve_triangular_array(xp, low, b_b, False)  # L y = B
+        x = solve_triangular_array(xp, _mT(low), y, True)  # L^T x = y
+        ctx.save_for_backward(f_b, low, x)
+        ctx.upper = upper
+        return x
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        xp = ctx.xp
+        factor, low, x = ctx.saved_tensors
+        gb = solve_triangular_array(xp, _mT(low), solve_triangular_array(xp, low, g, False), True)  # A^{-1} G
+        g_factor = None
+        if ctx.needs_input_grad[1]:
+            common = gb @ _mT(x)
+            common = common + _mT(common)
+            g_factor = -(factor @ common) if ctx.upper else -(common @ factor)
+        return gb, g_factor, None
+
+
+class CholeskyInverse(Function):
+    """``A^{-1}`` for ``A = L L^T`` (``U^T U`` when ``upper``) from its factor (only its triangle
+    is read); the factor's gradient is PyTorch's ``-(A^{-1} (G + G^T) A^{-1}) L``."""
+
+    @staticmethod
+    def forward(ctx: Context, factor: Any, upper: bool) -> Any:
+        xp = ctx.xp
+        low = _mT(xp.triu(factor)) if upper else xp.tril(factor)
+        eye = xp.broadcast_to(xp.eye(factor.shape[-1], dtype=factor.dtype), factor.shape)
+        l_inv = solve_triangular_array(xp, low, eye, False)
+        inverse = _mT(l_inv) @ l_inv  # A^{-1} = L^{-T} L^{-1}
+        ctx.save_for_backward(factor, inverse)
+        ctx.upper = upper
+        return inverse
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        factor, inverse = ctx.saved_tensors
+        common = inverse @ (g + _mT(g)) @ inverse
+        return (-(factor @ common) if ctx.upper else -(common @ factor)), None
 
 
 class QR(Function):
