@@ -106,3 +106,18 @@ def test_size_returns_a_size_like_torch():
     s = x.size()
     assert isinstance(s, tf.Size) and s == (2, 3, 4) and s.numel() == 24 and repr(s) == "tinyflow.Size([2, 3, 4])"
     assert x.size(1) == 3 and x.size(-1) == 4
+
+
+def test_set_printoptions_precision_threshold_profile():
+    try:
+        tf.set_printoptions(precision=2)
+        assert repr(tf.tensor([1.23456, 2.5])) == "tensor([1.23, 2.50])"
+        tf.set_printoptions(threshold=5, edgeitems=1)
+        assert repr(tf.arange(10.0)) == "tensor([0., ..., 9.])"
+        tf.set_printoptions(sci_mode=True)
+        assert "e+00" in repr(tf.tensor([1.5]))
+        with pytest.raises(ValueError, match="unknown profile 'long'"):
+            tf.set_printoptions(profile="long")
+    finally:
+        tf.set_printoptions(profile="default")
+    assert tf.get_printoptions()["precision"] == 4 and repr(tf.tensor([1.23456])) == "tensor([1.2346])"

@@ -7,6 +7,7 @@ method here is a thin call into an op in ``tinyflow.ops``; the maths lives there
 """
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -75,6 +76,49 @@ def set_default_dtype(dtype: Any) -> None:
     if not is_floating(dtype):
         raise TypeError(f"set_default_dtype: only floating dtypes can be the default, got {dtype}")
     _default_dtype = dtype
+
+
+# ------------------------------------------------------------------------------ printing
+_PRINT_DEFAULTS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
+_PRINT_PROFILES = {"default": _PRINT_DEFAULTS, "short": {**_PRINT_DEFAULTS, "precision": 2, "edgeitems": 2},
+                   "full": {**_PRINT_DEFAULTS, "threshold": float("inf")}}
+_print_options = dict(_PRINT_DEFAULTS)
+
+
+def set_printoptions(precision: int | None = None, threshold: float | None = None, edgeitems: int | None = None,
+                     linewidth: int | None = None, profile: str | None = None, sci_mode: bool | None = None) -> None:
+    """``torch.set_printoptions``: how tensors print. ``profile`` ("default", "short", "full")
+    resets every option first; ``sci_mode`` True/False forces/suppresses scientific notation
+    (None: chosen from the values)."""
+    if profile is not None:
+        if profile not in _PRINT_PROFILES:
+            raise ValueError(f"set_printoptions: unknown profile {profile!r}; choose from {sorted(_PRINT_PROFILES)}")
+        _print_options.update(_PRINT_PROFILES[profile])
+    for name, value in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems),
+                        ("linewidth", linewidth)):
+        if value is not None:
+            _print_options[name] = value
+    if sci_mode is not None or profile is not None:
+        _print_options["sci_mode"] = sci_mode
+
+
+def get_printoptions() -> dict[str, Any]:
+    """The current print options (``torch._tensor_str.PRINT_OPTS`` as a dict)."""
+    return dict(_print_options)
+
+
+def _format_array(a: Any) -> str:
+    opts = _print_options
+    threshold = opts["threshold"]
+    kwargs: dict[str, Any] = {
+        "separator": ", ", "prefix": "tensor(", "precision": opts["precision"], "edgeitems": opts["edgeitems"],
+        "threshold": sys.maxsize if threshold == float("inf") else int(threshold), "max_line_width": opts["linewidth"],
+    }
+    if opts["sci_mode"] is True and a.dtype.kind == "f":
+        kwargs["formatter"] = {"float_kind": lambda x: np.format_float_scientific(x, precision=opts["precision"])}
+    elif opts["sci_mode"] is False:
+        kwargs["suppress_small"] = True
+    return np.array2string(a, **kwargs)
 
 
 def _resolve_dtype(dtype: Any) -> np.dtype | None:
@@ -229,7 +273,7 @@ class Tensor(TensorMethods):
         return (self[i] for i in range(len(self)))
 
     def __repr__(self) -> str:
-        body = np.array2string(self._read("repr"), separator=", ", precision=4, prefix="tensor(")
+        body = _format_array(self._read("repr"))
         extra = []
         if self.dtype != _default_dtype and is_floating(self.dtype) or self.dtype.kind not in "fib":
             extra.append(f"dtype={self.dtype}")
