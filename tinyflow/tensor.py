@@ -118,6 +118,10 @@ def _format_array(a: Any) -> str:
         kwargs["formatter"] = {"float_kind": lambda x: np.format_float_scientific(x, precision=opts["precision"])}
     elif opts["sci_mode"] is False:
         kwargs["suppress_small"] = True
+    if a.dtype.kind == "f" and "formatter" not in kwargs:
+        finite = a[np.isfinite(a)]
+        if finite.size and not np.all(finite == np.round(finite)):
+            kwargs["floatmode"] = "fixed"  # PyTorch: every element with `precision` digits (2.5000, not 2.5)
     return np.array2string(a, **kwargs)
 
 
