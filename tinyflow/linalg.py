@@ -480,9 +480,9 @@ def matrix_norm(A: Tensor, ord: Any = "fro", dim: tuple[int, int] = (-2, -1), ke
         raise RuntimeError(f"{op}: Order {ord} not supported.")
     if dtype is not None:
         A = A.to(dtype)
-    d0, d1 = _norm_dims(op, dim, A.ndim) if len(tuple(dim)) == 2 else (None, None)
-    if d0 is None:
-        raise RuntimeError(f"{op}: dim must be a 2-tuple. Got {tuple(dim)}")
+    if isinstance(dim, (int, np.integer)) or len(tuple(dim)) != 2:
+        raise RuntimeError(f"{op}: dim must be a 2-tuple. Got {dim}")
+    d0, d1 = _norm_dims(op, dim, A.ndim)
     if ord == "fro":
         return vector_norm(A, 2, (d0, d1), keepdim)
     if ord in ("nuc", 2, -2):

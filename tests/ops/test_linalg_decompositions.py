@@ -202,6 +202,16 @@ def test_det_gradient_of_a_singular_matrix_is_finite_and_matches_torch(rank):
     parity(L.det, torch.linalg.det, a, atol=1e-12)
 
 
+def test_slogdet_gradient_of_a_singular_matrix_is_infinite_not_an_error():
+    a = np.stack([np.eye(2), [[1.0, 2.0], [2.0, 4.0]]])
+    x = leaf(a)
+    L.slogdet(x).logabsdet.sum().backward()
+    ref = torch.tensor(a, requires_grad=True)
+    torch.linalg.slogdet(ref).logabsdet.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy()[0], ref.grad.numpy()[0])
+    np.testing.assert_array_equal(np.isinf(x.grad.numpy()), np.isinf(ref.grad.numpy()))  # signs: rounding's
+
+
 def test_slogdet_is_a_named_tuple_with_torch_fields():
     a = tf.tensor([[2.0, 0.0], [0.0, -3.0]])
     sign, logabsdet = L.slogdet(a)
@@ -393,6 +403,17 @@ def test_lstsq(batch, n, extra, k, seed, driver):
            a, b, rtol=1e-6, atol=1e-8)
     if not batch:  # a vector right-hand side
         parity(lambda x, y: L.lstsq(x, y).solution, lambda x, y: torch.linalg.lstsq(x, y).solution, a, b[:, 0])
+
+
+def test_lstsq_of_a_rank_deficient_matrix_is_the_minimum_norm_solution_as_torch():
+    a = normal((5, 2), 0) @ normal((2, 3), 1)
+    b = normal((5, 2), 2)
+    for driver in (None, "gelsd", "gelss"):
+        got = L.lstsq(tf.tensor(a), tf.tensor(b), driver=driver)
+        ref = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=driver)
+        np.testing.assert_allclose(got.solution.numpy(), ref.solution.numpy(), rtol=1e-6, atol=1e-9)
+        assert int(got.rank) == int(ref.rank) == 2
+        assert tuple(got.residuals.shape) == tuple(ref.residuals.shape) == (0,)  # not full rank: none
 
 
 @few

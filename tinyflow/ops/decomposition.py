@@ -158,13 +158,6 @@ def cholesky_with_info(xp: Any, a: Any) -> tuple[Any, Any]:
     return low, xp.asarray(info)
 
 
-def _inverse(op: str, xp: Any, a: Any) -> Any:
-    inv, info = inverse_with_info(xp, a)
-    if bool(to_host(info.any(), "linalg error check")):
-        raise singular_inverse_error(op, tuple(a.shape), to_host(info))
-    return inv
-
-
 def _solve(xp: Any, a: Any, b: Any) -> Any:
     """``a^{-1} b`` for (..., n, n) and (..., n, k) arrays of the same batch shape."""
     return xp.linalg.solve(a, b)
@@ -219,6 +212,16 @@ def _exclusive_products(s: Any, xp: Any) -> Any:
     right_rev = xp.cumprod(s[..., ::-1][..., :-1], axis=-1) if n > 1 else None
     right = xp.concatenate([ones, right_rev], axis=-1)[..., ::-1] if n > 1 else ones
     return left * right
+
+
+def cofactor_matrix(xp: Any, a: Any) -> Any:
+    """``adj(A)^T`` (the gradient of det A) of each matrix of ``a``, from the SVD, so it is right
+    for singular matrices too: A = U S Vh gives adj(A)^T = det(U) det(Vh) U diag(prod_{j != i} s_j) Vh."""
+    if a.shape[-1] == 0:
+        return xp.zeros_like(a)
+    u, s, vh = xp.linalg.svd(a)
+    sign = xp.linalg.det(u) * xp.linalg.det(vh)
+    return sign[..., None, None] * ((u * _exclusive_products(s, xp)[..., None, :]) @ vh)
 
 
 # ------------------------------------------------------------------------------------ ops
@@ -307,13 +310,7 @@ class Det(Function):
     def backward(ctx: Context, g: Any) -> Any:
         xp = ctx.xp
         (a,) = ctx.saved_tensors
-        if a.shape[-1] == 0:
-            return xp.zeros_like(a)
-        u, s, vh = xp.linalg.svd(a)
-        # A = U S Vh, adj(A) = det(U) det(Vh) Vh^T adj(S) U^T, adj(S) = diag(prod_{j != i} s_j)
-        sign = xp.linalg.det(u) * xp.linalg.det(vh)
-        cofactor = (u * _exclusive_products(s, xp)[..., None, :]) @ vh
-        return (g * sign)[..., None, None] * cofactor
+        return g[..., None, None] * cofactor_matrix(xp, a)
 
 
 class SlogDet(Function):
@@ -327,9 +324,15 @@ class SlogDet(Function):
 
     @staticmethod
     def backward(ctx: Context, g_sign: Any, g: Any) -> Any:
+        xp = ctx.xp
         (a,) = ctx.saved_tensors
-        inv = _inverse("linalg.slogdet (backward)", ctx.xp, a)
-        return g[..., None, None] * _mT(inv)
+        inv, info = inverse_with_info(xp, a)
+        grad = _mT(inv)
+        if bool(to_host(info.any(), "slogdet backward")):  # singular: cofactor / 0, infinite as PyTorch's
+            bad = info != 0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                grad[bad] = cofactor_matrix(xp, a[bad]) / xp.linalg.det(a[bad])[..., None, None]
+        return g[..., None, None] * grad
 
 
 class Cholesky(Function):
