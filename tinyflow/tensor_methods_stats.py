@@ -162,6 +162,8 @@ def _quantile(x: Tensor, q: Any, dim: int | None, keepdim: bool, interpolation: 
     if x.numel() == 0:
         raise RuntimeError(f"{op}() input tensor must be non-empty, got shape {tuple(x.shape)}")
     d = None if dim is None else _dim(op, dim, x.ndim)
+    if x.ndim == 0:
+        d = None  # one entry: the result keeps no dim
     rows, batch = _sorted_last(x, d)
     s = rows.sort(-1).values  # (*batch, n), NaN last
     xp = _xp(x)
@@ -281,7 +283,7 @@ class StatsMethods:
         if self.ndim == 0:
             return nanmedian(self.clone(), _tf().zeros((), dtype="int64", device=self.device))
         if self.shape[d] == 0:
-            raise IndexError(f"nanmedian(): cannot compute the median along dim {dim} of size 0 "
+            raise IndexError(f"nanmedian(): Expected reduction dim {dim} to have non-zero size "
                              f"(shape {tuple(self.shape)})")
         order = self.argsort(d)  # NaN last
         valid = self.isnan().logical_not().sum(d, keepdim=True)
@@ -312,7 +314,7 @@ class StatsMethods:
         if self.ndim == 0:
             return return_types.mode(self.clone(), _tf().zeros((), dtype="int64", device=self.device))
         if self.shape[d] == 0:
-            raise IndexError(f"mode(): cannot compute the mode along dim {dim} of size 0 (shape {tuple(self.shape)})")
+            raise IndexError(f"mode(): Expected reduction dim {dim} to have non-zero size (shape {tuple(self.shape)})")
         rows, batch = _sorted_last(self.detach(), d)
         index = _mode_index(_xp(self), rows.array.reshape(-1, rows.shape[-1]))
         index = _wrap(index.reshape(batch), self).unsqueeze(d)
@@ -737,6 +739,12 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
     return _ops().VectorNormFunction.apply(diff, float(p), -1, False)
 
 
+def _dim_of_samples(op: str, y: Tensor, dim: int) -> int:
+    if y.ndim == 0:
+        raise IndexError(f"{op}: y must have at least one dimension (the samples), got a 0-d tensor")
+    return _dim(op, dim, y.ndim)
+
+
 def _trapezoid_widths(y: Tensor, x: Tensor, d: int) -> Tensor:
     """The widths x[i+1] - x[i] along dim d, shaped to broadcast against y's intervals."""
     if x.ndim == 1:
@@ -762,10 +770,9 @@ def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None, di
     constant spacing ``dx`` (default 1)."""
     if x is not None and dx is not None:
         raise TypeError("trapezoid: give the sample points x or the spacing dx, not both")
-    d = _dim("trapezoid", dim, y.ndim)
+    d = _dim_of_samples("trapezoid", y, dim)
     if y.shape[d] == 0:
-        out_shape = tuple(s for i, s in enumerate(y.shape) if i != d)
-        return _tf().zeros(*out_shape, dtype=_float_dtype(y), device=y.device)
+        return y.sum(d)  # zeros (in y.sum's dtype, as PyTorch)
     if x is None:
         spacing = 1 if dx is None else dx
         return (y.sum(d) - (y.select(d, 0) + y.select(d, -1)) * 0.5) * spacing
@@ -781,17 +788,12 @@ def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None
     """The running trapezoidal integral along ``dim`` (one entry fewer than y there)."""
     if x is not None and dx is not None:
         raise TypeError("cumulative_trapezoid: give the sample points x or the spacing dx, not both")
-    d = _dim("cumulative_trapezoid", dim, y.ndim)
+    d = _dim_of_samples("cumulative_trapezoid", y, dim)
     if x is None:
         areas = _intervals(y, d) * ((1 if dx is None else dx) / 2.0)
     else:
         areas = _trapezoid_widths(y, x, d) * _intervals(y, d) / 2
     return areas.cumsum(d)
-
-
-def _float_dtype(t: Tensor) -> Any:
-    """t's dtype when floating, else the default float dtype."""
-    return t.dtype if is_floating(t.dtype) else _tf().get_default_dtype()
 
 
 def initial_seed() -> int:

@@ -192,6 +192,9 @@ def test_quantile_of_float32_scalars_and_0d_q():
     parity(lambda x: x.quantile(0.5, -1, True), lambda x: x.quantile(0.5, -1, True), a)
     parity(lambda x: x.quantile(0.7, keepdim=True), lambda x: x.quantile(0.7, keepdim=True), a)
     parity(lambda x: x.quantile(0.7, 0), lambda x: x.quantile(0.7, 0), np.array(2.5))
+    parity(lambda x: x.quantile(0.7, 0, True), lambda x: x.quantile(0.7, 0, True), np.array(2.5))
+    parity(lambda x: x.nanquantile(tf.tensor([0.5, 0.2], dtype=tf.float64), 0, True),
+           lambda x: x.nanquantile(torch.tensor([0.5, 0.2], dtype=torch.float64), 0, True), np.array(2.5))
 
 
 @pytest.mark.parametrize("how", INTERPOLATIONS)
@@ -239,8 +242,11 @@ def test_mode_of_0d_and_return_type():
     parity(lambda x: tuple(x.mode()), lambda x: tuple(x.mode()), np.array(3.0))
     m = tf.tensor([[1, 2, 2, 1, 3, 1, 2], [3, 3, 0, 0, 5, 5, 5]]).mode()
     assert type(m).__name__ == "mode" and m.values.tolist() == [1, 5] and m.indices.tolist() == [5, 6]
-    with pytest.raises(IndexError, match="mode"):
+    with pytest.raises(IndexError, match="non-zero size"):
         tf.zeros(2, 0).mode(1)
+    with pytest.raises(IndexError, match="non-zero size"):
+        tf.zeros(2, 0).nanmedian(1)
+    assert math.isnan(tf.zeros(0).nanmedian().item())
 
 
 @few
@@ -556,6 +562,10 @@ def test_trapezoid_errors_and_empty():
     with pytest.raises(TypeError, match="not both"):
         tf.trapezoid(tf.ones(3), tf.ones(3), dx=1.0)
     parity(lambda a: tf.trapezoid(a), lambda a: torch.trapezoid(a), np.zeros((2, 0)))
+    parity(lambda a: tf.trapezoid(a, dim=0), lambda a: torch.trapezoid(a, dim=0), np.zeros((0, 3), dtype=np.int64))
+    for fn in ("trapezoid", "cumulative_trapezoid"):
+        with pytest.raises(IndexError, match="0-d"):
+            getattr(tf, fn)(tf.tensor(2.0))
 
 
 # ---------------------------------------------------------------------------------------- aliases
