@@ -121,10 +121,11 @@ class SpecialMethods:
         return _special().Sinc.apply(_floating(self))
 
     def sgn(self) -> Tensor:
-        """The sign of x (-1, 0, 1) for real tensors, with a zero gradient."""
+        """The sign of x (-1, 0, 1; 0 for NaN) for real tensors, with a zero gradient."""
         if is_complex(self.dtype):
             raise NotImplementedError("sgn: complex tensors are not supported; use x / x.abs() where x != 0")
-        return self.sign()
+        out = self.sign()
+        return out.masked_fill(out.isnan(), 0) if is_floating(self.dtype) else out  # sgn(NaN) is 0, as PyTorch
 
     def deg2rad(self) -> Tensor:
         """Degrees to radians: x * pi / 180."""

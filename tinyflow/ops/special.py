@@ -254,8 +254,9 @@ def erf_small_array(xp: Any, x: Any) -> Any:
 
 def _exp_square(xp: Any, x: Any, sign: float) -> Any:
     """exp(sign * x^2) without the rounding error of x^2 (Cephes' expx2): x = m + f with m a
-    multiple of 1/128, so m^2 is exact and exp(m^2) exp(2mf + f^2) carries the rest."""
-    ax = xp.abs(x)
+    multiple of 1/128, so m^2 is exact and exp(m^2) exp(2mf + f^2) carries the rest. ``sign`` is
+    +-1 or +-1/2 (exact products)."""
+    ax = xp.minimum(xp.abs(x), 1e300)
     m = xp.floor(ax * 128 + 0.5) / 128
     f = ax - m
     return xp.exp(sign * (m * m)) * xp.exp(sign * (2 * m * f + f * f))
@@ -280,6 +281,7 @@ def erfc_array(xp: Any, a: Any) -> Any:
     tail = _exp_square(xp, ax, -1.0) * _erfcx_rational(xp, xp.maximum(ax, 1.0))
     tail = xp.where(x < 0, 2 - tail, tail)
     out = xp.where(ax < 1, near, tail)
+    out = xp.where(xp.isinf(x), 1 - xp.sign(x), out)
     return _narrow(xp.where(xp.isnan(x), x, out), a)
 
 
@@ -295,18 +297,24 @@ def erfcx_array(xp: Any, a: Any) -> Any:
     tail = _erfcx_rational(xp, xp.maximum(ax, 1.0))
     tail = xp.where(x < 0, 2 * _exp_square(xp, ax, 1.0) - tail, tail)
     out = xp.where(ax < 1, near, tail)
+    out = xp.where(x == -math.inf, math.inf, xp.where(x == math.inf, 0.0, out))
     return _narrow(xp.where(xp.isnan(x), x, out), a)
 
 
 @_quiet
 def ndtr_array(xp: Any, a: Any) -> Any:
-    """The standard normal CDF, as PyTorch's calc_ndtr: 1/2 + erf(x/sqrt2)/2 near 0, erfc in the tails."""
+    """The standard normal CDF, as PyTorch's calc_ndtr: 1/2 + erf(x/sqrt2)/2 near 0, erfc(|x|/sqrt2)/2
+    in the tails, there as exp(-x^2/2) erfcx(|x|/sqrt2) / 2 with x^2/2 split exactly (x/sqrt2 would
+    round, costing x^2 * 1e-16 relative deep in the tail)."""
     x = _wide(xp, a)
     t = x * math.sqrt(0.5)
     near = 0.5 + 0.5 * erf_small_array(xp, xp.clip(t, -1.0, 1.0))
-    half_tail = 0.5 * erfc_array(xp, xp.abs(t))
+    at = xp.abs(t)
+    deep = _exp_square(xp, x, -0.5) * _erfcx_rational(xp, xp.maximum(at, 1.0))
+    half_tail = 0.5 * xp.where(at < 1, 1 - erf_small_array(xp, xp.minimum(at, 1.0)), deep)
     tail = xp.where(x > 0, 1 - half_tail, half_tail)
     out = xp.where(xp.abs(t) < math.sqrt(0.5), near, tail)
+    out = xp.where(xp.isinf(x), (1 + xp.sign(x)) / 2, out)
     return _narrow(xp.where(xp.isnan(x), x, out), a)
 
 
@@ -318,7 +326,8 @@ def log_ndtr_array(xp: Any, a: Any) -> Any:
     t = x * math.sqrt(0.5)
     left = xp.log(erfcx_array(xp, -t) / 2) - t * t
     right = xp.log1p(-erfc_array(xp, t) / 2)
-    return _narrow(xp.where(x < -1, left, right), a)
+    out = xp.where(x < -1, left, right)
+    return _narrow(xp.where(x == -math.inf, -math.inf, out), a)
 
 
 # Acklam's rational approximation of the normal quantile (relative error < 1.2e-9).
@@ -528,8 +537,14 @@ def _sinc_slope(xp: Any, a: Any, out: Any) -> Any:
     return xp.where(a == 0, 0.0, (xp.cos(math.pi * a) - out) * _safe_reciprocal(xp, a))
 
 
+@_quiet
+def _sinc(xp: Any, a: Any) -> Any:
+    """sin(pi x) / (pi x), 1 at 0 (NaN at +-inf, as PyTorch)."""
+    return xp.sinc(a)
+
+
 class Sinc(UnaryFunction):
-    f = staticmethod(lambda xp, a: xp.sinc(a))
+    f = staticmethod(_sinc)
     df = staticmethod(_sinc_slope)
 
 
@@ -698,15 +713,19 @@ class Heaviside(Function):
 
 
 class NextAfter(Function):
-    """The next float after a toward b. As PyTorch, the gradient passes to a unchanged."""
+    """The next float after a toward b. As PyTorch, the gradient passes to a unchanged where
+    a != b (0 where they are equal) and b gets none."""
 
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
+        ctx.save_for_backward(a, b)
         return ctx.xp.nextafter(a, b)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
-        return g, (ctx.xp.zeros_like(g) if ctx.needs_input_grad[1] else None)
+        xp = ctx.xp
+        a, b = ctx.saved_tensors
+        return xp.where(a == b, 0, g), (xp.zeros_like(g) if ctx.needs_input_grad[1] else None)
 
 
 class Zeta(Function):
@@ -745,4 +764,4 @@ class Frexp(Function):
     @staticmethod
     def backward(ctx: Context, g: Any, _g_exponent: Any) -> Any:
         (exponent,) = ctx.saved_tensors
-        return g / ctx.xp.exp2(exponent.astype(g.dtype))
+        return ctx.xp.ldexp(g, -exponent)  # g / 2^exponent, exact and without overflow
