@@ -224,9 +224,9 @@ def _bin_counts(xp: Any, a: Any, edges: Any, weight: Any = None) -> Any:
     return xp.bincount(index, weights=w, minlength=bins)[:bins]
 
 
-def _data_range(op: str, t: Tensor, low: float, high: float, pad: float) -> tuple[float, float]:
-    """[low, high], or the data's range when both are equal; widened by ``pad`` when still empty."""
-    if low == high and t.numel():
+def _data_range(op: str, t: Tensor, low: float, high: float, pad: float, from_data: bool) -> tuple[float, float]:
+    """[low, high], or the data's range when ``from_data``; widened by ``pad`` when empty (low == high)."""
+    if from_data and t.numel():
         values = _host(t)
         low, high = float(values.min()), float(values.max())
     if not (math.isfinite(low) and math.isfinite(high)):
@@ -246,8 +246,9 @@ def _continuous(op: str, t: Tensor, error: type[Exception] = RuntimeError) -> No
         raise error(f"{op}: a continuous distribution needs a floating point tensor, got dtype {t.dtype}")
 
 
-def _draw(t: Tensor, sampler: Callable[..., Any], generator: Any) -> np.ndarray:
-    """Standard samples in t's dtype (float32/float64 drawn directly) from ``generator``'s stream."""
+def _draw(t: Tensor, sampler: str, generator: Any) -> np.ndarray:
+    """Samples of the NumPy Generator method ``sampler`` (standard_normal, ...) in t's shape and
+    dtype (float32/float64 drawn directly), from ``generator``'s stream (the default one when None)."""
     from tinyflow.random import rng
 
     return _tf()._draw(getattr(rng(generator), sampler), tuple(t.shape), as_dtype(t.dtype))
@@ -339,7 +340,7 @@ class StatsMethods:
             raise RuntimeError(f"histc: bins must be > 0, but got {bins}")
         if min > max:
             raise RuntimeError(f"histc: max must be larger than min, got min {min} and max {max}")
-        low, high = _data_range("histc", self, float(min), float(max), 1.0)
+        low, high = _data_range("histc", self, float(min), float(max), 1.0, from_data=min == max)
         xp = _xp(self)
         edges = _linear_edges(xp, low, high, int(bins), self.dtype)
         return _wrap(_bin_counts(xp, self.array, edges).astype(self.dtype), self)
@@ -364,7 +365,7 @@ class StatsMethods:
             low, high = (0.0, 0.0) if range is None else (float(range[0]), float(range[1]))
             if low > high:
                 raise RuntimeError(f"histogram: min should not exceed max, but got min {low} max {high}")
-            low, high = _data_range("histogram", self, low, high, 0.5)
+            low, high = _data_range("histogram", self, low, high, 0.5, from_data=range is None)
             edges = _linear_edges(xp, low, high, int(bins), self.dtype)
         if weight is not None:
             if tuple(weight.shape) != tuple(self.shape) or weight.dtype != self.dtype:

@@ -295,6 +295,10 @@ def test_histc_and_histogram_match_torch(shape, seed, bins, data):
 def test_histc_of_constant_data_and_histogram_return_type():
     parity(lambda x: x.histc(4), lambda x: x.histc(4), np.array([1.0, 1.0]), grad=False)
     parity(lambda x: tuple(x.histogram(4)), lambda x: tuple(x.histogram(4)), np.array([1.0, 1.0]), grad=False)
+    a = np.array([1.0, 2.0, 3.0])  # an empty range given: histc takes the data's, histogram widens it
+    parity(lambda x: x.histc(3, min=2, max=2), lambda x: x.histc(3, min=2, max=2), a, grad=False)
+    parity(lambda x: tuple(x.histogram(3, range=(2.0, 2.0))), lambda x: tuple(x.histogram(3, range=(2.0, 2.0))), a,
+           grad=False)
     h = tf.tensor([0.0, 1.0, 1.0]).histogram(2)
     assert type(h).__name__ == "histogram" and h.hist.tolist() == [1.0, 2.0] and h.bin_edges is h[1]
 
