@@ -352,6 +352,17 @@ def test_torch_svd_returns_v(batch, m, n, some, seed):
     np.testing.assert_allclose(s.numpy(), ref.S.numpy())
 
 
+@pytest.mark.parametrize("a", [np.eye(3), np.diag([2.0, 2.0, 1.0]), np.ones((4, 3)), np.zeros((2, 3))],
+                         ids=["identity", "repeated", "rank-1", "zero"])
+def test_singular_value_and_eigenvalue_gradients_at_repeated_values_match_torch(a):
+    """Only S (or the eigenvalues) used: PyTorch's gradient U diag(gS) Vh is finite there."""
+    parity(L.svdvals, torch.linalg.svdvals, a, atol=1e-12)
+    parity(lambda x: L.svd(x).S, lambda x: torch.linalg.svd(x).S, a, atol=1e-12)
+    parity(lambda x: L.matrix_norm(x, "nuc"), lambda x: torch.linalg.matrix_norm(x, "nuc"), a + 0.5 * np.eye(*a.shape))
+    if a.shape[0] == a.shape[1]:
+        parity(L.eigvalsh, torch.linalg.eigvalsh, a, atol=1e-12)
+
+
 def _eigh_invariants(eigh_fn):
     """Eigenvalues, V diag(w) V^T and the squared eigenvector entries (sign-free)."""
     def f(x):

@@ -38,10 +38,6 @@ def _mT(x: Any) -> Any:
     return x.swapaxes(-1, -2)
 
 
-def _eye_like(xp: Any, n: int, dtype: Any) -> Any:
-    return xp.eye(n, dtype=dtype)
-
-
 def _batch_prefix(shape: tuple[int, ...], flat_index: int) -> str:
     """PyTorch's "(Batch element k): " prefix of an error in one matrix of a batch."""
     return f"(Batch element {flat_index}): " if len(shape) > 2 else ""
@@ -158,11 +154,6 @@ def cholesky_with_info(xp: Any, a: Any) -> tuple[Any, Any]:
     return low, xp.asarray(info)
 
 
-def _solve(xp: Any, a: Any, b: Any) -> Any:
-    """``a^{-1} b`` for (..., n, n) and (..., n, k) arrays of the same batch shape."""
-    return xp.linalg.solve(a, b)
-
-
 def _tri(xp: Any, a: Any, upper: bool, unit: bool) -> Any:
     """The upper or lower triangle of ``a`` (strict, with a unit diagonal, if ``unit``)."""
     t = xp.triu(a, 1 if unit else 0) if upper else xp.tril(a, -1 if unit else 0)
@@ -202,6 +193,14 @@ def _broadcast_batch(xp: Any, a: Any, b: Any) -> tuple[Any, Any]:
     """``a`` (..., n, n) and ``b`` (..., n, k) broadcast to one batch shape."""
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     return xp.broadcast_to(a, batch + a.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])
+
+
+def _quotient(xp: Any, num: Any, den: Any) -> Any:
+    """``num / den`` with 0 / 0 taken as 0. The engine hands an unused output of a multi-output op
+    exact zeros (PyTorch: no gradient), so SVD / eigh backward with unused U, V or eigenvectors
+    stay finite at repeated or zero singular values and eigenvalues, as PyTorch's."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return xp.where(num == 0, 0, num / den).astype(np.result_type(num.dtype, den.dtype))
 
 
 def _exclusive_products(s: Any, xp: Any) -> Any:
@@ -255,7 +254,7 @@ class Solve(Function):
         a_b, b_b = _broadcast_batch(xp, a, b)
         err = LinAlgError("torch.linalg.solve: The solver failed because the input matrix is singular.")
         try:
-            x = _solve(xp, a_b, b_b)
+            x = xp.linalg.solve(a_b, b_b)
         except np.linalg.LinAlgError:
             raise err from None
         if not _is_numpy(xp) and not _all_finite(xp, x):
@@ -266,7 +265,7 @@ class Solve(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         a, x = ctx.saved_tensors
-        gb = _solve(ctx.xp, _mT(a), g)  # A^{-T} G
+        gb = ctx.xp.linalg.solve(_mT(a), g)  # A^{-T} G
         ga = -gb @ _mT(x) if ctx.needs_input_grad[0] else None
         return ga, gb
 
@@ -492,18 +491,18 @@ def svd_backward(xp: Any, u: Any, s: Any, vh: Any, gu: Any, gs: Any, gvh: Any) -
     e = s2[..., None, :] - s2[..., :, None]  # E[j, l] = s_l^2 - s_j^2
     idx = np.arange(k)
     e[..., idx, idx] = 1
-    inner = ((uhgu - _mT(uhgu)) * s[..., None, :] + s[..., :, None] * (vhgv - _mT(vhgv))) / e
+    inner = _quotient(xp, (uhgu - _mT(uhgu)) * s[..., None, :] + s[..., :, None] * (vhgv - _mT(vhgv)), e)
     inner[..., idx, idx] = gs
     if m > k:
         # gA = [U inner + (I - U U^T) gU S^{-1}] Vh
         ga = u @ inner
-        gu_sinv = gu / s[..., None, :]
+        gu_sinv = _quotient(xp, gu, s[..., None, :])
         ga = ga + gu_sinv - u @ (_mT(u) @ gu_sinv)
         return ga @ vh
     if n > k:
         # gA = U [inner Vh + S^{-1} gVh (I - V Vh)]
         ga = inner @ vh
-        sinv_gvh = gvh / s[..., :, None]
+        sinv_gvh = _quotient(xp, gvh, s[..., :, None])
         ga = ga + sinv_gvh - (sinv_gvh @ _mT(vh)) @ vh
         return u @ ga
     return u @ inner @ vh
@@ -526,7 +525,7 @@ class Eigh(Function):
         e = w[..., None, :] - w[..., :, None]  # E[i, j] = w_j - w_i
         idx = np.arange(w.shape[-1])
         e[..., idx, idx] = 1
-        inner = vhgv / e
+        inner = _quotient(ctx.xp, vhgv, e)
         inner[..., idx, idx] = gw
         return v @ inner @ _mT(v)
 
