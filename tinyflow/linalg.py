@@ -141,27 +141,22 @@ def _is_vector_rhs(A: Tensor, B: Tensor) -> bool:  # noqa: N803
 
 def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:  # noqa: N803
     """The solution X of ``A X = B`` (``X A = B`` with ``left=False``); A (..., n, n), B (..., n, k)
-    or a batch of vectors (..., n); batch dims broadcast."""
+    (or (..., k, n) with ``left=False``) or a batch of vectors (..., n) (``left=True`` only, as
+    PyTorch); batch dims broadcast."""
     _check_matrix("linalg.solve", A)
     _check_dtype("linalg.solve", B)
     _check_same_dtype("linalg.solve", A, B)
     vector = _is_vector_rhs(A, B)
-    rhs = B.unsqueeze(-1) if vector else B
+    rhs = B.unsqueeze(-1) if vector else B  # a vector is a column, also with left=False (as PyTorch)
     n = A.shape[-1]
-    rows = rhs.shape[-2] if left else rhs.shape[-1]
-    if vector and not left:
-        rhs = B.unsqueeze(-2)
-        rows = rhs.shape[-1]
-    if rows != n:
+    if rhs.ndim < 2 or (rhs.shape[-2] if left else rhs.shape[-1]) != n:
+        b_shape = "x".join(str(s) for s in rhs.shape[-2:])
         raise RuntimeError(
             f"linalg.solve: Incompatible shapes of A and B for the equation {'AX = B' if left else 'XA = B'} "
-            f"({A.shape[-2]}x{n} and {'x'.join(str(s) for s in B.shape)})"
+            f"({A.shape[-2]}x{n} and {b_shape})"
         )
-    if left:
-        x = _dec.Solve.apply(A, rhs)
-        return x.squeeze(-1) if vector else x
-    x = _dec.Solve.apply(A.mT, rhs.mT).mT  # X A = B  <=>  A^T X^T = B^T
-    return x.squeeze(-2) if vector else x
+    x = _dec.Solve.apply(A, rhs) if left else _dec.Solve.apply(A.mT, rhs.mT).mT  # X A = B <=> A^T X^T = B^T
+    return x.squeeze(-1) if vector else x
 
 
 def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,  # noqa: N803

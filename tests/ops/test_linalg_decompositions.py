@@ -162,8 +162,12 @@ def test_inverse_errors_match_torch():
     with pytest.raises(RuntimeError, match=r"linalg.solve: Expected A and B to have the same dtype, but found A of "
                                            r"type Float and B of type Double"):
         L.solve(tf.tensor(np.eye(3), dtype=tf.float32), tf.tensor(np.ones(3)))
-    with pytest.raises(RuntimeError, match=r"linalg.solve: Incompatible shapes"):
+    with pytest.raises(RuntimeError, match=r"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+                                           r"\(3x3 and 4x2\)"):
         L.solve(tf.tensor(np.eye(3)), tf.tensor(np.ones((4, 2))))
+    with pytest.raises(RuntimeError, match=r"linalg.solve: Incompatible shapes of A and B for the equation XA = B "
+                                           r"\(3x3 and 3x1\)"):  # vectors are columns, also with left=False
+        L.solve(tf.tensor(np.eye(3)), tf.tensor(np.ones(3)), left=False)
 
 
 def test_inv_ex_info_matches_torch():
