@@ -47,6 +47,15 @@ def _is_numpy(xp: Any) -> bool:
     return xp is np
 
 
+def _host(xp: Any, a: Any, why: str) -> np.ndarray:
+    """``a`` on the host: itself on the CPU (no host read counted), a copy from a GPU."""
+    return a if _is_numpy(xp) else to_host(a, why)
+
+
+def _any_failed(xp: Any, info: Any) -> bool:
+    return bool(_host(xp, info.any(), "linalg error check"))
+
+
 def _all_finite(xp: Any, a: Any) -> bool:
     """Whether every entry of ``a`` is finite (one host read on a GPU)."""
     return bool(to_host(xp.isfinite(a).all(), "linalg error check"))
@@ -114,6 +123,19 @@ def not_positive_definite_error(op: str, shape: tuple[int, ...], info: np.ndarra
     )
 
 
+def _fill_where_ok(fn: Any, a: Any, out: Any, info: np.ndarray, fallback: int) -> None:
+    """``out[k] = fn(a[k])`` for each matrix k of the batch whose ``info`` is 0 (the error path
+    only: one call per matrix). A matrix that ``fn`` still rejects (LAPACK in float32 can meet
+    a zero pivot that the float64 diagnosis did not) gets ``info`` = ``fallback``."""
+    n = a.shape[-1]
+    flat_a, flat_out, flat_info = a.reshape(-1, n, n), out.reshape(-1, n, n), info.reshape(-1)
+    for k in np.flatnonzero(flat_info == 0):
+        try:
+            flat_out[k] = fn(flat_a[k])
+        except np.linalg.LinAlgError:
+            flat_info[k] = fallback
+
+
 def inverse_with_info(xp: Any, a: Any) -> tuple[Any, Any]:
     """``(inv(a), info)`` for a batch (..., n, n): ``info`` (int32, batch-shaped) is 0 where the
     matrix is invertible and LAPACK's index of the zero pivot where it is singular; those
@@ -126,11 +148,8 @@ def inverse_with_info(xp: Any, a: Any) -> tuple[Any, Any]:
     except np.linalg.LinAlgError:
         pass
     info = _lu_zero_pivots(to_host(a, "linalg singular matrix diagnosis"))
-    good = info == 0
     inv = xp.full(a.shape, np.nan, dtype=a.dtype)
-    if good.any():
-        mask = xp.asarray(good)
-        inv[mask] = xp.linalg.inv(a[mask])
+    _fill_where_ok(xp.linalg.inv, a, inv, info, a.shape[-1])
     return inv, xp.asarray(info)
 
 
@@ -147,10 +166,7 @@ def cholesky_with_info(xp: Any, a: Any) -> tuple[Any, Any]:
         pass
     info, partial = _cholesky_failures(to_host(a, "linalg cholesky diagnosis"))
     low = xp.asarray(partial.astype(a.dtype))
-    good = info == 0
-    if good.any():
-        mask = xp.asarray(good)
-        low[mask] = xp.linalg.cholesky(a[mask])
+    _fill_where_ok(xp.linalg.cholesky, a, low, info, a.shape[-1])
     return low, xp.asarray(info)
 
 
@@ -233,8 +249,8 @@ class Inverse(Function):
     def forward(ctx: Context, a: Any, op: str, check_errors: bool) -> tuple[Any, Any]:
         xp = ctx.xp
         inv, info = inverse_with_info(xp, a)
-        if check_errors and bool(to_host(info.any(), "linalg error check")):
-            raise singular_inverse_error(op, tuple(a.shape), to_host(info))
+        if check_errors and _any_failed(xp, info):
+            raise singular_inverse_error(op, tuple(a.shape), _host(xp, info, "linalg error"))
         ctx.save_for_backward(inv)
         return inv, info
 
@@ -327,7 +343,7 @@ class SlogDet(Function):
         (a,) = ctx.saved_tensors
         inv, info = inverse_with_info(xp, a)
         grad = _mT(inv)
-        if bool(to_host(info.any(), "slogdet backward")):  # singular: cofactor / 0, infinite as PyTorch's
+        if _any_failed(xp, info):  # singular: cofactor / 0, infinite as PyTorch's
             bad = info != 0
             with np.errstate(divide="ignore", invalid="ignore"):
                 grad[bad] = cofactor_matrix(xp, a[bad]) / xp.linalg.det(a[bad])[..., None, None]
@@ -341,8 +357,8 @@ class Cholesky(Function):
     def forward(ctx: Context, a: Any, upper: bool, op: str, check_errors: bool) -> tuple[Any, Any]:
         xp = ctx.xp
         low, info = cholesky_with_info(xp, a)
-        if check_errors and bool(to_host(info.any(), "linalg error check")):
-            raise not_positive_definite_error(op, tuple(a.shape), to_host(info))
+        if check_errors and _any_failed(xp, info):
+            raise not_positive_definite_error(op, tuple(a.shape), _host(xp, info, "linalg error"))
         ctx.save_for_backward(low)
         ctx.upper = upper
         return (_mT(low).copy() if upper else low), info
@@ -595,7 +611,7 @@ def expm_array(xp: Any, a: Any) -> Any:
     u = x @ (x6 @ (b[13] * x6 + b[11] * x4 + b[9] * x2) + b[7] * x6 + b[5] * x4 + b[3] * x2 + b[1] * eye)
     v = x6 @ (b[12] * x6 + b[10] * x4 + b[8] * x2) + b[6] * x6 + b[4] * x4 + b[2] * x2 + b[0] * eye
     r = xp.linalg.solve(v - u, v + u)
-    steps = int(to_host(s.max(), "matrix_exp squarings")) if s.size else 0
+    steps = int(_host(xp, s.max(), "matrix_exp squarings")) if s.size else 0
     for i in range(steps):
         r = xp.where((s > i)[..., None, None], r @ r, r)
     return r
