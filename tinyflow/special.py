@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 __all__ = [
     "expit", "logit", "erf", "erfc", "erfcx", "erfinv", "gammaln", "digamma", "psi", "polygamma", "multigammaln",
     "i0", "i0e", "i1", "i1e", "ndtr", "ndtri", "log_ndtr", "log1p", "expm1", "exp2", "sinc", "round", "softmax",
-    "log_softmax", "logsumexp", "xlogy", "xlog1py", "entr", "zeta",
+    "log_softmax", "logsumexp", "xlogy", "xlog1py", "entr", "zeta", "bessel_j0", "bessel_j1", "modified_bessel_i0",
+    "modified_bessel_i1", "spherical_bessel_j0",
 ]
 
 
@@ -194,3 +195,39 @@ def zeta(input: Any, other: Any) -> Tensor:  # noqa: A002
     """The Hurwitz zeta function sum_k (k + other)^-input; either may be a number. Differentiable
     in ``other`` only, as PyTorch. Its cost grows with -min(other) for negative ``other``."""
     return _ops().Zeta.apply(*binary_operands("special.zeta", input, other, floating=True))
+
+
+# ------------------------------------------------------------------ Bessel functions without gradients
+
+
+def _no_grad_kernel(op: str, kernel: str, input: Any) -> Tensor:  # noqa: A002
+    """``kernel`` of ops/special.py on a detached ``input``: PyTorch records no gradient for these."""
+    from tinyflow.ops.math import NoGradient
+
+    array_fn = getattr(_ops(), kernel)
+    return NoGradient.apply(lambda xp, a: array_fn(xp, a), _float(op, input).detach())
+
+
+def bessel_j0(input: Tensor) -> Tensor:  # noqa: A002
+    """The Bessel function of the first kind, order 0 (no gradient, as PyTorch)."""
+    return _no_grad_kernel("bessel_j0", "bessel_j0_array", input)
+
+
+def bessel_j1(input: Tensor) -> Tensor:  # noqa: A002
+    """The Bessel function of the first kind, order 1 (no gradient, as PyTorch)."""
+    return _no_grad_kernel("bessel_j1", "bessel_j1_array", input)
+
+
+def modified_bessel_i0(input: Tensor) -> Tensor:  # noqa: A002
+    """The modified Bessel function of the first kind, order 0: i0 without a gradient, as PyTorch."""
+    return _no_grad_kernel("modified_bessel_i0", "i0_array", input)
+
+
+def modified_bessel_i1(input: Tensor) -> Tensor:  # noqa: A002
+    """The modified Bessel function of the first kind, order 1: i1 without a gradient, as PyTorch."""
+    return _no_grad_kernel("modified_bessel_i1", "i1_array", input)
+
+
+def spherical_bessel_j0(input: Tensor) -> Tensor:  # noqa: A002
+    """The spherical Bessel function of the first kind, order 0: sin(x) / x (no gradient, as PyTorch)."""
+    return _no_grad_kernel("spherical_bessel_j0", "spherical_bessel_j0_array", input)

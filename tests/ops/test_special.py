@@ -468,3 +468,28 @@ def test_errors_of_bad_input():
         tf.polygamma(1, 2.0)
     with pytest.raises(NotImplementedError, match="sgn: complex tensors are not supported"):
         tf.tensor(np.array([1 + 1j])).sgn()
+
+
+# ------------------------------------------------------------------ Bessel functions without gradients
+
+
+@pytest.mark.parametrize("name", ["bessel_j0", "bessel_j1", "modified_bessel_i0", "modified_bessel_i1",
+                                  "spherical_bessel_j0"])
+def test_bessel_functions_without_gradients(name):
+    """PyTorch records no gradient for these; its float64 bessel_j0/j1 are good to about 1e-6 only
+    on [2, 10], so mpmath is the tight oracle (absolute error, as near the functions' zeros)."""
+    mp = pytest.importorskip("mpmath")
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.uniform(-40, 40, 200), rng.uniform(-2.5, 2.5, 50), [0.0, 2.0, -25.0, 1e4]])
+    out = getattr(tf.special, name)(tf.tensor(x, requires_grad=True))
+    ref = getattr(torch.special, name)(torch.tensor(x, requires_grad=True))
+    assert not out.requires_grad and not ref.requires_grad
+    assert out.dtype == tf.float64
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
+    if name.startswith("bessel_j"):
+        order = int(name[-1])
+        with mp.workdps(30):
+            exact = np.array([float(mp.besselj(order, mp.mpf(float(v)))) for v in x])
+        np.testing.assert_allclose(out.numpy(), exact, rtol=0, atol=5e-16)
+    assert getattr(tf.special, name)(tf.tensor([1, 2])).dtype == tf.float32
+    _same(getattr(tf.special, name)(tf.tensor(EDGE)).numpy(), getattr(torch.special, name)(torch.tensor(EDGE)).numpy())
