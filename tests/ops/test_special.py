@@ -116,6 +116,9 @@ UNARY = {
     "special_exp2": (lambda x: tf.special.exp2(x), torch.special.exp2, (-2, 2), None, 1e-12),
     "special_log1p": (lambda x: tf.special.log1p(x), torch.special.log1p, (-0.5, 2), None, 1e-12),
     "special_expm1": (lambda x: tf.special.expm1(x), torch.special.expm1, (-2, 2), None, 1e-12),
+    "sgn": (lambda x: x.sgn(), torch.sgn, (-2, 2), lambda a: np.abs(a) < 0.05, 1e-12),
+    "frexp_mantissa": (lambda x: x.frexp().mantissa, lambda x: torch.frexp(x).mantissa, (-9, 9),
+                       lambda a: _near_int(np.log2(np.abs(a)), 0.01) | (np.abs(a) < 0.01), 1e-12),
 }
 
 # The digamma's zeros (near 1.4616 and -0.5, -1.57, -2.61, -3.64): both libraries lose relative
@@ -152,6 +155,7 @@ BINARY = {
     "fmin": (lambda a, b: a.fmin(b), torch.fmin, (-3, 3)),
     "float_power": (lambda a, b: tf.float_power(a, b), torch.float_power, (0.3, 3)),
     "ldexp": (lambda a, b: a.ldexp(b), torch.ldexp, (-3, 3)),
+    "nextafter": (lambda a, b: a.nextafter(b), torch.nextafter, (-3, 3)),
 }
 
 
@@ -173,6 +177,16 @@ def test_binary_matches_torch(name):
     rng = np.random.default_rng(2)
     a, b = rng.uniform(low, high, size=(3, 4)), rng.uniform(low, high, size=(4,))
     parity(ours, theirs, a, b)
+
+
+@given(shapes=shapes2, seed=seeds)
+@few
+def test_zeta_gradcheck_in_q(shapes, seed):
+    x = make(shapes.input_shapes[0], seed, 1.5, 6).detach()
+    q = make(shapes.input_shapes[1], seed + 1, -2.5, 4, avoid=lambda a: (a < 0.05) & _near_int(a, 0.1))
+    x = x.round() if seed % 2 else x  # integer x allows a negative q
+    q = q if seed % 2 else tf.tensor(np.abs(q.numpy()) + 0.1, requires_grad=True)
+    gradcheck(lambda b: tf.special.zeta(x, b), [q])
 
 
 def test_zeta_matches_torch_and_differentiates_in_q_only():

@@ -539,11 +539,15 @@ def spherical_bessel_j0_array(xp: Any, a: Any) -> Any:
 
 
 class Lgamma(UnaryFunction):
+    """log|Gamma(x)|; its derivative is digamma(x)."""
+
     f = staticmethod(lambda xp, a: lgamma_array(xp, a))
     df = staticmethod(lambda xp, a, out: digamma_array(xp, a))
 
 
 class Digamma(UnaryFunction):
+    """digamma(x); its derivative is polygamma(1, x)."""
+
     f = staticmethod(lambda xp, a: digamma_array(xp, a))
     df = staticmethod(lambda xp, a, out: polygamma_array(xp, 1, a))
 
@@ -564,21 +568,29 @@ class Polygamma(Function):
 
 
 class Erfc(UnaryFunction):
+    """erfc(x); its derivative is -2/sqrt(pi) exp(-x^2)."""
+
     f = staticmethod(lambda xp, a: erfc_array(xp, a))
     df = staticmethod(lambda xp, a, out: (-2 / _SQRT_PI) * xp.exp(-a * a))
 
 
 class Erfcx(UnaryFunction):
+    """erfcx(x) = exp(x^2) erfc(x); its derivative is 2x erfcx(x) - 2/sqrt(pi)."""
+
     f = staticmethod(lambda xp, a: erfcx_array(xp, a))
     df = staticmethod(lambda xp, a, out: 2 * a * out - 2 / _SQRT_PI)
 
 
 class Ndtr(UnaryFunction):
+    """The standard normal CDF; its derivative is the normal density."""
+
     f = staticmethod(lambda xp, a: ndtr_array(xp, a))
     df = staticmethod(lambda xp, a, out: xp.exp(-a * a / 2) / math.sqrt(2 * math.pi))
 
 
 class Ndtri(UnaryFunction):
+    """The normal quantile; its derivative is sqrt(2 pi) exp(ndtri(p)^2 / 2)."""
+
     f = staticmethod(lambda xp, a: ndtri_array(xp, a))
     df = staticmethod(lambda xp, a, out: math.sqrt(2 * math.pi) * xp.exp(out * out / 2))
 
@@ -591,11 +603,15 @@ class LogNdtr(UnaryFunction):
 
 
 class I0(UnaryFunction):
+    """i0(x); its derivative is i1(x)."""
+
     f = staticmethod(lambda xp, a: i0_array(xp, a))
     df = staticmethod(lambda xp, a, out: i1_array(xp, a))
 
 
 class I0e(UnaryFunction):
+    """i0e(x); its derivative is i1e(x) - sign(x) i0e(x)."""
+
     f = staticmethod(lambda xp, a: i0e_array(xp, a))
     df = staticmethod(lambda xp, a, out: i1e_array(xp, a) - xp.sign(a) * out)
 
@@ -631,6 +647,8 @@ def _sinc(xp: Any, a: Any) -> Any:
 
 
 class Sinc(UnaryFunction):
+    """sin(pi x) / (pi x); its derivative (cos(pi x) - sinc(x)) / x, 0 at 0."""
+
     f = staticmethod(_sinc)
     df = staticmethod(_sinc_slope)
 
