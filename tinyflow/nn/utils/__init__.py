@@ -1,10 +1,15 @@
 """``nn.utils`` as in PyTorch: gradient clipping (it lives in tinyflow.optim, re-exported here),
-parameters as one flat vector and back, weight_norm / spectral_norm, and ``nn.utils.rnn``."""
+parameters as one flat vector and back, weight_norm / spectral_norm, ``nn.utils.rnn``, and
+``nn.utils.parametrize`` / ``nn.utils.parametrizations``."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tinyflow.nn.utils import rnn  # noqa: F401
+from tinyflow.nn.utils import (
+    parametrizations,  # noqa: F401
+    parametrize,  # noqa: F401
+    rnn,  # noqa: F401
+)
 from tinyflow.nn.utils.weight_norm import (  # noqa: F401
     remove_spectral_norm,
     remove_weight_norm,
@@ -16,7 +21,7 @@ from tinyflow.tensor import Tensor, cat
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "parameters_to_vector",
            "vector_to_parameters", "rnn", "weight_norm", "remove_weight_norm", "spectral_norm",
-           "remove_spectral_norm"]
+           "remove_spectral_norm", "parametrize", "parametrizations"]
 
 
 def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
