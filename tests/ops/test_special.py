@@ -280,6 +280,16 @@ def test_error_and_bessel_functions_against_scipy(name):
     assert _rel_err(got, ref).max() < 5e-14
 
 
+def test_log_ndtr_gradient_deep_in_the_left_tail():
+    """pdf/cdf without cancellation: about -x at x = -1e10 (exp(-x^2/2 - log_ndtr) would be noise)."""
+    special = pytest.importorskip("scipy.special")
+    x = np.array([-1e10, -1e5, -300.0, -40.0, -5.0, -1.5])
+    t = tf.tensor(x, requires_grad=True)
+    tf.special.log_ndtr(t).sum().backward()
+    expected = math.sqrt(2 / math.pi) / special.erfcx(-x / math.sqrt(2))
+    np.testing.assert_allclose(t.grad.numpy(), expected, rtol=1e-13)
+
+
 def test_erfc_is_not_one_minus_erf():
     x = np.array([5.0, 10.0, 20.0, 26.0])
     got = tf.tensor(x).erfc().numpy()

@@ -595,11 +595,20 @@ class Ndtri(UnaryFunction):
     df = staticmethod(lambda xp, a, out: math.sqrt(2 * math.pi) * xp.exp(out * out / 2))
 
 
+def _log_ndtr_slope(xp: Any, a: Any, out: Any) -> Any:
+    """pdf / cdf: exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi) as PyTorch for x >= -1; below, where
+    that difference of two large numbers would cancel, sqrt(2/pi) / erfcx(-x/sqrt2) (about -x)."""
+    near = xp.maximum(a, -1.0)
+    direct = xp.exp(-near * near / 2 - xp.where(a < -1, 0.0, out)) / math.sqrt(2 * math.pi)
+    scaled = math.sqrt(2 / math.pi) / erfcx_array(xp, -xp.minimum(a, -1.0) * math.sqrt(0.5))
+    return xp.where(a < -1, scaled, direct)
+
+
 class LogNdtr(UnaryFunction):
-    """log ndtr(x); its derivative pdf / cdf = exp(-x^2/2 - log_ndtr(x)) / sqrt(2 pi), as PyTorch."""
+    """log ndtr(x); its derivative is pdf(x) / ndtr(x)."""
 
     f = staticmethod(lambda xp, a: log_ndtr_array(xp, a))
-    df = staticmethod(lambda xp, a, out: xp.exp(-a * a / 2 - out) / math.sqrt(2 * math.pi))
+    df = staticmethod(_log_ndtr_slope)
 
 
 class I0(UnaryFunction):
