@@ -188,7 +188,7 @@ def _default_deepcopy(self: Module, memo: dict) -> Module:
         return found
     replica = self.__new__(self.__class__)
     memo[id(self)] = replica
-    replica.__dict__ = copy.deepcopy(self.__dict__, memo)
+    object.__setattr__(replica, "__dict__", copy.deepcopy(self.__dict__, memo))
     return replica
 
 
