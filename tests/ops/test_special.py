@@ -418,6 +418,23 @@ def test_result_dtypes(name, dtype):
     np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-6 if single else 1e-12, atol=1e-6 if single else 1e-14)
 
 
+@pytest.mark.parametrize("name", ["lgamma", "digamma", "erfc", "i0", "sinc", "logit", "deg2rad"])
+def test_half_precision_keeps_its_dtype(name):
+    values = np.array([0.25, 0.75, 1.5, 3.0], dtype=np.float16)
+    ours, ref = getattr(tf.tensor(values), name)(), getattr(torch.tensor(values), name)()
+    assert ours.dtype == tf.float16
+    np.testing.assert_allclose(ours.numpy().astype(np.float64), ref.numpy().astype(np.float64), rtol=2e-3, atol=2e-3)
+
+
+def test_float_power_with_a_number_as_base_or_exponent():
+    e = np.array([1.0, 2.0, -0.5])
+    parity(lambda t: tf.float_power(2.5, t), lambda t: torch.float_power(2.5, t), e)
+    parity(lambda t: tf.float_power(t, 3), lambda t: torch.float_power(t, 3), e + 2)
+    parity(lambda t: t.float_power(-1.5), lambda t: t.float_power(-1.5), e.astype(np.float32) + 2, rtol=1e-6)
+    with pytest.raises(TypeError, match="float_power: expected at least one Tensor"):
+        tf.float_power(2.0, 3.0)
+
+
 # ------------------------------------------------------------------ integer and bit-level ops
 
 

@@ -797,8 +797,8 @@ def _sinc_slope(xp: Any, a: Any, out: Any) -> Any:
 
 @_quiet
 def _sinc(xp: Any, a: Any) -> Any:
-    """sin(pi x) / (pi x), 1 at 0 (NaN at +-inf, as PyTorch)."""
-    return xp.sinc(a)
+    """sin(pi x) / (pi x), 1 at 0 (NaN at +-inf, as PyTorch); half precision computes in float64."""
+    return xp.sinc(a) if a.dtype.itemsize >= 4 else _narrow(xp.sinc(_wide(xp, a)), a)
 
 
 class Sinc(UnaryFunction):
