@@ -346,7 +346,10 @@ def init_process_group(
     seconds = _timeout_seconds(timeout)
     existing = getattr(_thread_state, "group", None) if _thread_comm() is not None else _process_group
     if existing is not None:
-        raise ValueError("trying to initialize the default process group twice!")
+        hint = ""
+        if _thread_comm() is None and threading.current_thread() is not threading.main_thread():
+            hint = " (thread ranks of run_local: call tinyflow.parallel.set_world(comm) in each before init_process_group)"
+        raise ValueError("trying to initialize the default process group twice!" + hint)
     comm, per_thread = _choose_comm(name, world_size, seconds)
     if world_size not in (None, -1) and int(world_size) != comm.size:
         raise ValueError(

@@ -140,6 +140,7 @@ def test_ddp_script_trains_like_one_process_on_the_full_batch(world):
 
 
 def test_single_process_group_without_launcher():
+    assert tf.distributed is dist and tf.nn.parallel.DistributedDataParallel is DDP
     dist.init_process_group("gloo")
     assert dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1
     assert dist.get_backend() == "gloo" and dist.group.WORLD.size() == 1
@@ -447,6 +448,20 @@ def test_launch_errors_say_how_to_launch(monkeypatch):
             dist.init_process_group("nccl")
     dist.init_process_group("cpu:gloo,cuda:nccl")
     assert dist.get_backend() == "gloo"
+
+
+def test_thread_ranks_without_set_world_are_told_to_call_it():
+    def fn(comm):  # forgot set_world(comm): one rank makes a single-rank process group, the other fails
+        try:
+            dist.init_process_group("gloo")
+        except ValueError as exc:
+            return str(exc)
+        return "initialized"
+
+    outcomes = sorted(run_local(fn, 2, timeout=20))
+    assert outcomes[0] == "initialized", outcomes
+    assert "twice" in outcomes[1] and "set_world(comm)" in outcomes[1], outcomes
+    assert dist.get_world_size() == 1  # the process-wide group the first rank made
 
 
 def test_thread_ranks_world_size_must_match():
