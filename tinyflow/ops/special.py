@@ -1,12 +1,13 @@
 """Special functions (torch.special and the extra elementwise maths of torch.*): the gamma family
-(lgamma, digamma, polygamma, Hurwitz zeta), the error-function family (erfc, erfcx, ndtr, ndtri,
-log_ndtr), the modified Bessel functions i0, i0e, i1, i1e, and binary ops (xlogy, hypot,
-logaddexp2, fmax/fmin, heaviside, nextafter, ...).
+(lgamma, digamma, polygamma, Hurwitz zeta, the regularized incomplete gammas), the error-function
+family (erfc, erfcx, ndtr, ndtri, log_ndtr), the Bessel functions i0, i0e, i1, i1e, j0, j1, and
+binary ops (xlogy, hypot, logaddexp2, fmax/fmin, heaviside, nextafter, ...).
 
 NumPy has none of the special functions and SciPy is not a dependency, so each has an array
 kernel ``<name>_array(xp, ...)`` written with ``xp`` ufuncs only (it runs on NumPy and CuPy alike).
 Kernels compute in float64 and return the input's dtype; the algorithms are Cephes' (the
 library behind PyTorch's CPU kernels) or series whose error terms are below float64 rounding.
+Iterative kernels (zeta, incomplete gamma) loop until every element has converged.
 """
 from __future__ import annotations
 
@@ -481,7 +482,8 @@ def _bessel_j_miller(xp: Any, ax: Any) -> tuple[Any, Any]:
 
 def _bessel_j_asymptotic(xp: Any, ax: Any, nu: int) -> Any:
     """J_nu(x) for x > 25 (Hankel): sqrt(2/(pi x)) (P cos chi - Q sin chi), chi = x - (nu/2 + 1/4) pi,
-    P and Q the even and odd terms of sum_k (-1)^... a_k(nu) / x^k (30 terms, the last < 1e-18)."""
+    P = a_0 - a_2/x^2 + a_4/x^4 - ..., Q = a_1/x - a_3/x^3 + ..., a_k = prod_{j<=k} (4 nu^2 - (2j-1)^2) / (k! 8^k)
+    (30 terms, the last < 1e-18)."""
     p = xp.zeros_like(ax)
     q = xp.zeros_like(ax)
     term = xp.ones_like(ax)
