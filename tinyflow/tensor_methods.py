@@ -764,9 +764,13 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
         return self @ vec
 
     def addmm(self, mat1: Tensor, mat2: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
-        """beta * self + alpha * (mat1 @ mat2)."""
+        """beta * self + alpha * (mat1 @ mat2); with beta = 0 self is ignored (its NaN and inf do not
+        propagate), as in PyTorch."""
         prod = mat1.mm(mat2)
-        return (self if beta == 1 else self * beta) + (prod if alpha == 1 else prod * alpha)
+        prod = prod if alpha == 1 else prod * alpha
+        if beta == 0:  # self only broadcasts to the product's shape: the result is the product
+            return prod
+        return (self if beta == 1 else self * beta) + prod
 
     def addcmul(self, tensor1: Tensor, tensor2: Tensor, *, value: float = 1) -> Tensor:
         return self + value * tensor1 * tensor2
