@@ -45,10 +45,10 @@ from tinyflow.tensor import Tensor
 __all__ = [
     "Backend", "GroupMember", "ProcessGroup", "ReduceOp", "Work", "all_gather", "all_gather_into_tensor",
     "all_gather_object", "all_reduce", "barrier", "broadcast", "broadcast_object_list", "destroy_process_group",
-    "gather", "gather_object", "get_backend", "get_process_group_ranks", "get_rank", "get_world_size", "group",
-    "init_process_group", "is_available", "is_gloo_available", "is_initialized", "is_mpi_available",
-    "is_nccl_available", "is_torchelastic_launched", "new_group", "recv", "reduce", "reduce_scatter",
-    "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
+    "gather", "gather_object", "get_backend", "get_node_local_rank", "get_process_group_ranks", "get_rank",
+    "get_world_size", "group", "init_process_group", "is_available", "is_gloo_available", "is_initialized",
+    "is_mpi_available", "is_nccl_available", "is_torchelastic_launched", "new_group", "recv", "reduce",
+    "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
 ]
 
 _ALGORITHM = "ring"  # all ranks end with bit-identical sums, on every transport
@@ -322,6 +322,18 @@ def _choose_comm(backend: str, world_size: int, timeout: float | None) -> tuple[
     )
 
 
+def _check_not_initialized() -> None:
+    """torch's error for a second init_process_group (in the scope the new group would live in)."""
+    per_thread = _thread_comm() is not None
+    existing = getattr(_thread_state, "group", None) if per_thread else _process_group
+    if existing is None:
+        return
+    hint = ""
+    if not per_thread and threading.current_thread() is not threading.main_thread():
+        hint = " (thread ranks of run_local: call tinyflow.parallel.set_world(comm) in each before init_process_group)"
+    raise ValueError("trying to initialize the default process group twice!" + hint)
+
+
 def init_process_group(
     backend: str | None = None,
     init_method: str | None = None,
@@ -344,12 +356,7 @@ def init_process_group(
     global _process_group
     name = _backend_name(backend)
     seconds = _timeout_seconds(timeout)
-    existing = getattr(_thread_state, "group", None) if _thread_comm() is not None else _process_group
-    if existing is not None:
-        hint = ""
-        if _thread_comm() is None and threading.current_thread() is not threading.main_thread():
-            hint = " (thread ranks of run_local: call tinyflow.parallel.set_world(comm) in each before init_process_group)"
-        raise ValueError("trying to initialize the default process group twice!" + hint)
+    _check_not_initialized()
     comm, per_thread = _choose_comm(name, world_size, seconds)
     if world_size not in (None, -1) and int(world_size) != comm.size:
         raise ValueError(
@@ -417,6 +424,15 @@ def get_world_size(group: Any = None) -> int:
 def get_backend(group: Any = None) -> str:
     """The group's backend name ("gloo", "mpi" or "nccl")."""
     return _resolve(group).backend
+
+
+def get_node_local_rank(fallback_rank: int | None = None) -> int:
+    """This rank's index among the ranks on its host: ``LOCAL_RANK`` if set (torchrun), else the MPI
+    launcher's local rank or the thread rank (``tinyflow.parallel.world().local_rank``)."""
+    env = os.environ.get("LOCAL_RANK", "").strip()
+    if env.isdigit():
+        return int(env)
+    return _world_module().world().local_rank
 
 
 def get_process_group_ranks(group: Any) -> list[int]:

@@ -364,7 +364,7 @@ def test_send_recv_and_world_groups():
     def fn(rank):
         assert dist.new_group() is dist.group.WORLD and dist.new_group([1, 0]) is dist.group.WORLD
         assert dist.get_rank(dist.group.WORLD) == rank and dist.get_world_size(dist.group.WORLD) == 2
-        assert dist.get_process_group_ranks(dist.group.WORLD) == [0, 1]
+        assert dist.get_process_group_ranks(dist.group.WORLD) == [0, 1] and dist.get_node_local_rank() == rank
         t = tf.tensor([rank + 0.5, 2.0])
         if rank == 0:
             dist.send(t, dst=1)
