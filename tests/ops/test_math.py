@@ -149,6 +149,12 @@ def test_integer_inputs_keep_their_dtype(name):
     parity(ours, theirs, np.array([-3, 0, 2], dtype=np.int32))
 
 
+def test_sign_of_nan_and_inf_as_torch():
+    x = np.array([np.nan, -np.inf, -2.0, -0.0, 0.0, 3.0, np.inf])
+    parity(lambda t: t.sign(), torch.sign, x.astype(np.float32), grad=False)
+    parity(lambda t: t.sign(), torch.sign, x, grad=False)
+
+
 def test_frac_of_integers_is_an_error_as_in_torch():
     with pytest.raises(RuntimeError, match="frac"):
         tf.tensor([1, 2]).frac()

@@ -252,9 +252,14 @@ class Round(_Stepwise):
 
 
 class Sign(_Stepwise):
+    """-1, 0 or 1; NaN gives 0, as PyTorch's sign (NumPy's gives NaN)."""
+
     @staticmethod
     def forward(ctx: Context, a: Any) -> Any:
-        return ctx.xp.sign(a)
+        out = ctx.xp.sign(a)
+        if out.dtype.kind == "f":
+            ctx.xp.nan_to_num(out, copy=False, nan=0.0, posinf=1.0, neginf=-1.0)
+        return out
 
 
 # ------------------------------------------------------------------ binary maths
