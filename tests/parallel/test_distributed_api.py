@@ -148,7 +148,8 @@ def test_single_process_group_without_launcher():
     work = dist.all_reduce(t, op=dist.ReduceOp.SUM, async_op=True)
     assert work.wait() and work.is_completed() and work.result()[0] is t
     assert t.tolist() == [1.0, -2.0]
-    ddp = DDP(_mlp(seed=3))
+    ddp = DDP(_mlp(seed=3), process_group=dist.group.WORLD)
+    assert ddp.process_group.size() == 1 and ddp.process_group.backend == "gloo"
     assert list(ddp.state_dict()) == [f"module.{k}" for k in ddp.module.state_dict()]
     ddp.load_state_dict(ddp.state_dict())
     dist.destroy_process_group()
