@@ -258,7 +258,7 @@ class Sign(_Stepwise):
     def forward(ctx: Context, a: Any) -> Any:
         out = ctx.xp.sign(a)
         if out.dtype.kind == "f":
-            ctx.xp.nan_to_num(out, copy=False, nan=0.0, posinf=1.0, neginf=-1.0)
+            out = ctx.xp.nan_to_num(out, nan=0.0)
         return out
 
 
