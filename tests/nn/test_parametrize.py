@@ -495,3 +495,17 @@ def test_gradcheck_orthogonal(seed, omap, shape):
         m.parametrizations.weight.original.add_(
             tf.tensor(0.3 * np.random.default_rng(seed).standard_normal(shape)))
     assert gradcheck_originals(m, "weight", np.random.default_rng(seed).standard_normal((2, shape[1])))
+
+
+def test_transfer_parametrizations_and_params():
+    src, tsrc = lin_pair(seed=12)
+    P.register_parametrization(src, "weight", Symmetric())
+    TP.register_parametrization(tsrc, "weight", TSymmetric())
+    dst, tdst = lin_pair(seed=13)
+    P.transfer_parametrizations_and_params(src, dst)
+    TP.transfer_parametrizations_and_params(tsrc, tdst)
+    assert type(dst).__name__ == "ParametrizedLinear"
+    assert dst.parametrizations.weight.original is src.parametrizations.weight.original  # shared, as PyTorch
+    assert list(dst.state_dict()) == list(tdst.state_dict())
+    close(dst.weight, tdst.weight)
+    assert P.transfer_parametrizations_and_params(tf.nn.Linear(2, 2), dst) is dst  # nothing to transfer
