@@ -354,3 +354,11 @@ def cuda_backend() -> ModuleType:
     import tinyflow_cuda
 
     return tinyflow_cuda
+
+
+def nccl_communicator(**kwargs: Any) -> Any:
+    """``tinyflow_cuda.nccl.NcclCommunicator(**kwargs)``: an NCCL communicator for this rank's GPU
+    (``tinyflow.distributed``'s "nccl" backend makes its process group with this)."""
+    from tinyflow_cuda.nccl import NcclCommunicator
+
+    return NcclCommunicator(**kwargs)

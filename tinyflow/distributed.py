@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.device import array_module, cuda_backend, nccl_communicator
 from tinyflow.parallel.allreduce import all_gather as _all_gather_arrays
 from tinyflow.parallel.allreduce import all_gather_object as _all_gather_objects
 from tinyflow.parallel.allreduce import allreduce as _allreduce
@@ -239,10 +239,10 @@ def is_gloo_available() -> bool:
 def is_nccl_available() -> bool:
     """True when tinyflow's CUDA backend (CuPy with a visible GPU) can make an NCCL communicator."""
     try:
-        import tinyflow_cuda
+        backend = cuda_backend()
     except ImportError:
         return False
-    return bool(tinyflow_cuda.is_available())
+    return bool(backend.is_available())
 
 
 def is_torchelastic_launched() -> bool:
@@ -288,15 +288,11 @@ def _requested_size(world_size: int) -> int:
 
 def _nccl_comm(timeout: float | None) -> Communicator:
     if not is_nccl_available():
-        import tinyflow_cuda
-
         raise RuntimeError(
-            f"init_process_group: backend 'nccl' needs CUDA ({tinyflow_cuda.unavailable_reason()}); "
+            f"init_process_group: backend 'nccl' needs CUDA ({cuda_backend().unavailable_reason()}); "
             f"use backend='gloo' for CPU tensors"
         )
-    from tinyflow_cuda.nccl import NcclCommunicator
-
-    return NcclCommunicator(timeout=timeout)
+    return nccl_communicator(timeout=timeout)
 
 
 def _choose_comm(backend: str, world_size: int, timeout: float | None) -> tuple[Communicator, bool]:

@@ -1,6 +1,6 @@
 """Optimizers, learning-rate schedulers and gradient clipping (``torch.optim``-compatible)."""
 
-from tinyflow.optim import lr_scheduler
+from tinyflow.optim import lr_scheduler, swa_utils
 from tinyflow.optim.adadelta import Adadelta
 from tinyflow.optim.adagrad import Adagrad
 from tinyflow.optim.adam import Adam, AdamW
@@ -32,6 +32,8 @@ from tinyflow.optim.rprop import ASGD, Rprop
 from tinyflow.optim.sgd import SGD
 
 __all__ = [
+    "lr_scheduler",
+    "swa_utils",
     "Optimizer",
     "SGD",
     "Adam",
