@@ -32,7 +32,6 @@ from tinyflow.optim.rprop import ASGD, Rprop
 from tinyflow.optim.sgd import SGD
 
 __all__ = [
-    "lr_scheduler",
     "swa_utils",
     "Optimizer",
     "SGD",
