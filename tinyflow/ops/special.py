@@ -854,46 +854,42 @@ class Logit(Function):
 # ------------------------------------------------------------------ binary Functions
 
 
-class Xlogy(Function):
+class _XLog(Function):
+    """x f(y) for f = log (Xlogy) or log1p (Xlog1py): 0 where x == 0 (unless y is NaN), as
+    PyTorch's xlogy and special.xlog1py. The subclass names ``log`` (the ufunc) and ``shift``
+    (f'(y) = 1 / (y + shift))."""
+
+    log = "log"
+    shift = 0
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, b: Any) -> Any:
+        xp = ctx.xp
+        ctx.save_for_backward(a, b)
+        with np.errstate(all="ignore"):
+            out = xp.where(a == 0, 0, a * getattr(xp, ctx.fn.log)(b))
+        return xp.where(xp.isnan(b), b, out).astype(out.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        xp = ctx.xp
+        a, b = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        with np.errstate(all="ignore"):
+            ga = g * xp.where(xp.isnan(b), b, xp.where(a == 0, 0, getattr(xp, ctx.fn.log)(b))) if need[0] else None
+            gb = g * a / (b + ctx.fn.shift) if need[1] else None
+        return ga, gb
+
+
+class Xlogy(_XLog):
     """x log(y), 0 where x == 0 (unless y is NaN), as PyTorch's xlogy."""
 
-    @staticmethod
-    def forward(ctx: Context, a: Any, b: Any) -> Any:
-        xp = ctx.xp
-        ctx.save_for_backward(a, b)
-        with np.errstate(all="ignore"):
-            out = xp.where(a == 0, 0, a * xp.log(b))
-        return xp.where(xp.isnan(b), b, out).astype(out.dtype, copy=False)
 
-    @staticmethod
-    def backward(ctx: Context, g: Any) -> tuple:
-        xp = ctx.xp
-        a, b = ctx.saved_tensors
-        with np.errstate(all="ignore"):
-            ga = g * xp.where(xp.isnan(b), b, xp.where(a == 0, 0, xp.log(b))) if ctx.needs_input_grad[0] else None
-            gb = g * a / b if ctx.needs_input_grad[1] else None
-        return ga, gb
-
-
-class Xlog1py(Function):
+class Xlog1py(_XLog):
     """x log1p(y), 0 where x == 0 (unless y is NaN), as PyTorch's special.xlog1py."""
 
-    @staticmethod
-    def forward(ctx: Context, a: Any, b: Any) -> Any:
-        xp = ctx.xp
-        ctx.save_for_backward(a, b)
-        with np.errstate(all="ignore"):
-            out = xp.where(a == 0, 0, a * xp.log1p(b))
-        return xp.where(xp.isnan(b), b, out).astype(out.dtype, copy=False)
-
-    @staticmethod
-    def backward(ctx: Context, g: Any) -> tuple:
-        xp = ctx.xp
-        a, b = ctx.saved_tensors
-        with np.errstate(all="ignore"):
-            ga = g * xp.where(xp.isnan(b), b, xp.where(a == 0, 0, xp.log1p(b))) if ctx.needs_input_grad[0] else None
-            gb = g * a / (1 + b) if ctx.needs_input_grad[1] else None
-        return ga, gb
+    log = "log1p"
+    shift = 1
 
 
 class Hypot(Function):
