@@ -183,3 +183,69 @@ def test_float32_conv_pool_lrn_chain_matches_cpu():
         return F.max_pool2d(y, 3, 2)
 
     _compare(net, [x, w], rtol=2e-4, atol=2e-5)
+
+
+# ---- linalg, special functions, statistics, layout (tinyflow/linalg.py, ops/special.py, ...) -----
+def spd(n: int, seed: int = 0) -> np.ndarray:
+    """A well-conditioned symmetric positive-definite matrix."""
+    m = rand(n, n, seed=seed)
+    return m @ m.T + n * np.eye(n)
+
+
+def positive(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.abs(rand(*shape, seed=seed)) + 0.5
+
+
+NEWER_OPS: dict[str, tuple[Callable[..., Any], Callable[[], list[np.ndarray]]]] = {
+    "linalg_inv_solve": (lambda a, b: tf.linalg.inv(a) + tf.linalg.solve(a, b), lambda: [spd(4), rand(4, 4)]),
+    "linalg_det_slogdet": (lambda a: tf.linalg.det(a) + tf.linalg.slogdet(a).logabsdet, lambda: [spd(3)]),
+    "linalg_cholesky": (lambda a: tf.linalg.cholesky(a), lambda: [spd(4)]),
+    "linalg_qr": (lambda a: tf.linalg.qr(a).R.abs(), lambda: [rand(5, 3)]),
+    "linalg_svdvals_eigvalsh": (lambda a, s: tf.linalg.svdvals(a).sum() + tf.linalg.eigvalsh(s).sum(),
+                                lambda: [rand(4, 3), spd(3)]),
+    "linalg_matrix_exp_pinv": (lambda a, b: tf.linalg.matrix_exp(a * 0.3) + tf.linalg.pinv(b).sum(),
+                               lambda: [rand(3, 3), rand(3, 4)]),
+    "linalg_norms": (lambda a: tf.linalg.matrix_norm(a, "nuc") + tf.linalg.vector_norm(a, 3.0), lambda: [rand(3, 4)]),
+    "special_gamma_family": (lambda x: x.lgamma() + x.digamma() + tf.polygamma(1, x) + tf.special.gammaln(x),
+                             lambda: [positive(3, 5)]),
+    "special_erfc_bessel": (lambda x: x.erfc() + x.i0() + tf.special.i0e(x) + tf.special.i1(x) + tf.special.erfcx(x),
+                            lambda: [rand(3, 5)]),
+    "special_ndtr_logit": (lambda x, p: tf.special.ndtr(x) + tf.special.log_ndtr(x) + tf.special.ndtri(p.sigmoid())
+                           + p.sigmoid().logit(), lambda: [rand(3, 5), rand(3, 5, seed=1)]),
+    "special_xlogy_entr_sinc": (lambda x, y: tf.xlogy(x, y) + tf.special.entr(y) + x.sinc() + tf.hypot(x, y),
+                                lambda: [rand(3, 5), positive(3, 5)]),
+    "stats_nan_reductions": (lambda x: x.nansum(1) + x.nanmean(1) + x.quantile(0.3, dim=1), lambda: [rand(4, 6)]),
+    "stats_cov_corrcoef": (lambda x: tf.cov(x).sum() + tf.corrcoef(x).sum(), lambda: [rand(3, 8)]),
+    "stats_products": (lambda a, b: tf.kron(a, b).sum() + tf.tensordot(a, b.T, 1).sum() + tf.cdist(a, b).sum(),
+                       lambda: [rand(3, 4), rand(2, 4)]),
+    "stats_trapezoid_aminmax": (lambda y: tf.trapezoid(y, dim=1) + tf.aminmax(y, dim=1).max, lambda: [rand(3, 7)]),
+    "layout_stack_split_rot": (lambda a, b: tf.hstack([a, b]).rot90(1, (0, 1))[:, :2] + a.tensor_split(2, 1)[0].sum(),
+                               lambda: [rand(4, 3), rand(4, 2)]),
+    "layout_diag_embed_scatter": (lambda a, d: a.diagonal_scatter(d) + tf.diag_embed(d)[0],
+                                  lambda: [rand(3, 3), rand(3)]),
+    "layout_index_put_copy": (lambda a, s: a.index_put((tf.tensor([0, 2], device=a.device),), s)
+                              + a.index_copy(0, tf.tensor([1, 0], device=a.device), s)[:2].sum(),
+                              lambda: [rand(3, 4), rand(2, 4)]),
+    "layout_masked_slice_scatter": (lambda a, s: a.masked_scatter(a > 0, s).sum() + a.slice_scatter(s[:1], 0, 1, 2),
+                                    lambda: [rand(3, 4), rand(3, 4, seed=1)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEWER_OPS))
+def test_linalg_special_stats_layout_ops(name):
+    op, make = NEWER_OPS[name]
+    _compare(op, make(), rtol=1e-8, atol=1e-9)
+
+
+def test_searchsorted_isin_unique_consecutive_histc():
+    seq, vals = np.sort(rand(10)), rand(6, seed=3)
+    for device in ("cpu", "cuda:0"):
+        s, v = tf.tensor(seq, device=device), tf.tensor(vals, device=device)
+        got = (tf.searchsorted(s, v), tf.isin(v, v[:3]), tf.tensor([1, 1, 2, 2, 3], device=device).unique_consecutive(),
+               tf.histc(v, bins=4, min=-2, max=2))
+        if device == "cpu":
+            ref = [g.numpy() for g in got]
+        else:
+            for r, g in zip(ref, got):
+                assert g.device == tf.Device(device)
+                np.testing.assert_array_equal(g.numpy(), r)
