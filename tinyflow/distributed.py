@@ -185,6 +185,24 @@ class Work:
 
 
 # ---- the default group ----------------------------------------------------------------------
+def export_launcher_env() -> dict[str, str]:
+    """Under an MPI launcher, set torchrun's variables from the launcher's own (unless already set):
+    RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE, so that a DDP script's
+    ``int(os.environ["LOCAL_RANK"])`` works under ``mpirun`` / ``tinyflow launch``. Runs when this
+    module is imported; returns what it set."""
+    w = _world_module()
+    if not w.launched_by_mpi():
+        return {}
+    here = w.world()
+    local_size = w._env_int(("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"), here.size)
+    values = {"RANK": here.rank, "WORLD_SIZE": here.size, "LOCAL_RANK": here.local_rank, "LOCAL_WORLD_SIZE": local_size}
+    exported = {}
+    for name, value in values.items():
+        if name not in os.environ:
+            os.environ[name] = exported[name] = str(value)
+    return exported
+
+
 _thread_state = threading.local()
 _process_group: ProcessGroup | None = None
 
@@ -783,3 +801,6 @@ def scatter_object_list(scatter_object_output_list: list[Any], scatter_object_in
     holder = [list(scatter_object_input_list) if comm.rank == root else None]
     broadcast_object_list(holder, src=root, group=group)
     scatter_object_output_list[0] = holder[0][comm.rank]
+
+
+export_launcher_env()

@@ -3,6 +3,7 @@ DDP script run on 1, 2 and 3 thread ranks trains exactly like one process on the
 against torch), every collective gives the reduction numpy computes, and misuse fails clearly."""
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -451,6 +452,25 @@ def test_launch_errors_say_how_to_launch(monkeypatch):
     assert dist.get_backend() == "gloo"
 
 
+def test_launcher_env_gives_torchruns_variables(monkeypatch):
+    world_module = importlib.import_module("tinyflow.parallel.world")
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.setenv(name, "")  # records the original, so that teardown restores it ...
+        monkeypatch.delenv(name)  # ... after export_launcher_env wrote into os.environ
+    assert dist.export_launcher_env() == {}  # not under a launcher: nothing set
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "3")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "7")  # the user's own value wins
+    monkeypatch.setattr(world_module, "_process_world", None)
+    try:
+        assert dist.export_launcher_env() == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"}
+        assert os.environ["LOCAL_RANK"] == "7"
+    finally:
+        world_module._process_world = None
+
+
 def test_thread_ranks_without_set_world_are_told_to_call_it():
     def fn(comm):  # forgot set_world(comm): one rank makes a single-rank process group, the other fails
         try:
@@ -490,13 +510,16 @@ def test_ddp_argument_errors():
 
 # ---- a real mpirun ----------------------------------------------------------------------------------
 MPI_SCRIPT = """
+import os
 import numpy as np
 import tinyflow as torch
 import tinyflow.distributed as dist
 from tinyflow.nn.parallel import DistributedDataParallel as DDP
 
+local_rank = int(os.environ["LOCAL_RANK"])  # torchrun's variables, set from mpirun's
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
+assert (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), local_rank) == (rank, world, rank)
 model = torch.nn.Linear(3, 2).double()
 rng = np.random.default_rng(rank)  # ranks start different: DDP broadcasts rank 0's weights
 model.load_state_dict({k: rng.standard_normal(v.shape) for k, v in model.state_dict().items()})
