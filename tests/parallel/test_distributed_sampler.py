@@ -63,3 +63,23 @@ def test_with_dataloader():
         for (batch,) in loader:
             seen.extend(batch.numpy().tolist())
     assert sorted(seen) == list(np.arange(12.0))
+
+
+def test_program_driven_set_epoch_is_respected_by_the_loader():
+    """PyTorch's idiom: sampler.set_epoch(epoch) before each epoch. The loader must not override it
+    with its own counter (resuming at epoch 5 sees epoch 5's order, twice if asked twice)."""
+    from tinyflow.utils.data import DataLoader, TensorDataset
+
+    ds = TensorDataset(tf.arange(16))
+    sampler = DistributedSampler(ds, num_replicas=2, rank=1, shuffle=True, seed=3)
+    loader = DataLoader(ds, batch_size=16, sampler=sampler)
+
+    def order(epoch):
+        reference = DistributedSampler(ds, num_replicas=2, rank=1, shuffle=True, seed=3)
+        reference.set_epoch(epoch)
+        return list(reference)
+
+    for epoch in (5, 5, 6, 2):
+        sampler.set_epoch(epoch)
+        (batch,) = list(loader)
+        assert batch[0].tolist() == order(epoch)

@@ -250,6 +250,8 @@ class DataLoader:
         self.skipped: list[tuple[str, str]] = []  # (path, reason) of every sample skipped so far
         self._reported: set[str] = set()
         self._epoch = 0
+        self._epoch_given = 0  # the sampler epoch this loader set last (samplers start at 0)
+        self._program_sets_epoch = False  # see _drive_epoch
         self._start_batch = 0
         self._skip = 0  # samples of the first batch to leave out (set_epoch's start_sample)
 
@@ -269,13 +271,25 @@ class DataLoader:
         if start_sample is not None:
             self._start_batch, self._skip = divmod(int(start_sample), self.batch_size)
 
+    def _drive_epoch(self, sampler: Any, epoch: int) -> None:
+        """Give ``sampler`` this loader's epoch (tinyflow's samplers take their order from it),
+        unless the program sets the sampler's epoch itself, as PyTorch programs do with
+        ``DistributedSampler.set_epoch(epoch)``: once the sampler's ``epoch`` differs from what the
+        loader last gave it, the loader leaves it alone for good (PyTorch's loader never sets it)."""
+        if not hasattr(sampler, "set_epoch") or self._program_sets_epoch:
+            return
+        current = getattr(sampler, "epoch", None)
+        if current is not None and current != self._epoch_given:
+            self._program_sets_epoch = True
+            return
+        sampler.set_epoch(epoch)
+        self._epoch_given = getattr(sampler, "epoch", epoch)
+
     def _batches(self, epoch: int) -> list[list[int]]:
         if self.batch_sampler is not None:
-            if hasattr(self.batch_sampler, "set_epoch"):
-                self.batch_sampler.set_epoch(epoch)
+            self._drive_epoch(self.batch_sampler, epoch)
             return [[int(i) for i in batch] for batch in self.batch_sampler]
-        if hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(epoch)
+        self._drive_epoch(self.sampler, epoch)
         batches, current = [], []
         for i in self.sampler:
             current.append(int(i))
