@@ -119,3 +119,30 @@ def test_out_keyword_errors_and_resize_warning():
     with pytest.warns(UserWarning, match="was resized since it had shape \\[5\\]"):
         tf.mul(a, a, out=out)
     assert out.tolist() == [1.0, 4.0]
+
+
+def test_memory_formats_pin_memory_anomaly_and_distance_functions():
+    torch = pytest.importorskip("torch")
+    x = tf.randn(1, 2, 4, 4)
+    assert x.to(memory_format=tf.channels_last) is x and x.contiguous(memory_format=tf.contiguous_format) is x
+    y = x.to(copy=True)
+    assert y is not x and np.array_equal(y.numpy(), x.numpy())
+    conv = tf.nn.Conv2d(2, 2, 3).to(memory_format=tf.channels_last)
+    assert tuple(conv(x).shape) == (1, 2, 2, 2) and repr(tf.channels_last) == "tinyflow.channels_last"
+    assert x.pin_memory() is x and not x.is_pinned() and x.share_memory_() is x
+    a, b = np.random.default_rng(0).standard_normal((2, 3, 4))
+    np.testing.assert_allclose(tf.cosine_similarity(tf.tensor(a), tf.tensor(b)).numpy(),
+                               torch.cosine_similarity(torch.tensor(a), torch.tensor(b)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(tf.pairwise_distance(tf.tensor(a), tf.tensor(b)).numpy(),
+                               torch.pairwise_distance(torch.tensor(a), torch.tensor(b)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(tf.pdist(tf.tensor(a)).numpy(), torch.pdist(torch.tensor(a)).numpy(), rtol=1e-6)
+    assert not tf.autograd.is_anomaly_enabled()
+    with tf.autograd.set_detect_anomaly(True):
+        assert tf.autograd.is_anomaly_enabled()
+        with pytest.raises(RuntimeError, match="NaN or Inf"):
+            (tf.tensor([-1.0], requires_grad=True).log() * 0).sum().backward()
+    assert not tf.autograd.is_anomaly_enabled()
+    tf.autograd.set_detect_anomaly(True)  # a plain call switches it on until switched off
+    assert tf.autograd.is_anomaly_enabled()
+    tf.autograd.set_detect_anomaly(False)
+    assert not tf.autograd.is_anomaly_enabled()

@@ -98,6 +98,26 @@ class detect_anomaly(contextlib.ContextDecorator):
         _state.anomaly = self.prev
 
 
+class set_detect_anomaly:
+    """``torch.autograd.set_detect_anomaly(mode)``: switches anomaly detection on or off from the
+    call on (as a plain call), or for a ``with`` block (the previous setting comes back at its end)."""
+
+    def __init__(self, mode: bool, check_nan: bool = True) -> None:
+        self.prev = _state.anomaly
+        _state.anomaly = bool(mode)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        _state.anomaly = self.prev
+
+
+def is_anomaly_enabled() -> bool:
+    """Whether anomaly detection is on (``detect_anomaly`` / ``set_detect_anomaly``)."""
+    return bool(_state.anomaly)
+
+
 def _check_finite(op: str, phase: str, arrays: Sequence[Any]) -> None:
     for i, a in enumerate(arrays):
         if a is None or not hasattr(a, "dtype") or not is_floating_or_complex(a.dtype):
@@ -781,4 +801,18 @@ def _function_module() -> Any:
 
 
 function = _function_module()
-__all__ += ["once_differentiable", "FunctionCtx", "function"]
+
+
+def _functional_module() -> Any:
+    """``torch.autograd.functional`` (jacobian, vjp, jvp, ...), in tinyflow/autograd_functional.py."""
+    import sys
+
+    from tinyflow import autograd_functional
+
+    sys.modules[f"{__name__}.functional"] = autograd_functional
+    return autograd_functional
+
+
+functional = _functional_module()
+__all__ += ["once_differentiable", "FunctionCtx", "function", "functional", "set_detect_anomaly",
+            "is_anomaly_enabled"]

@@ -137,6 +137,45 @@ for _name in METHOD_FUNCTIONS:
     globals()[_name] = _method_function(_name)
 
 
+class memory_format:
+    """``torch.memory_format``: the name of a tensor layout. tinyflow keeps every array in the
+    default (contiguous, NCHW) layout, so ``x.to(memory_format=tinyflow.channels_last)`` and
+    ``model.to(memory_format=...)`` accept these names and change nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"tinyflow.{self.name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """``torch.cosine_similarity``: ``tinyflow.nn.functional.cosine_similarity``."""
+    from tinyflow.nn import functional as F
+
+    return F.cosine_similarity(x1, x2, dim, eps)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """``torch.pairwise_distance``: ``tinyflow.nn.functional.pairwise_distance``."""
+    from tinyflow.nn import functional as F
+
+    return F.pairwise_distance(x1, x2, p, eps, keepdim)
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:  # noqa: A002
+    """``torch.pdist``: ``tinyflow.nn.functional.pdist``."""
+    from tinyflow.nn import functional as F
+
+    return F.pdist(input, p)
+
+
 def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001, A002
     """input ** exponent (either may be a number)."""
     return input**exponent
@@ -408,7 +447,8 @@ for _name, _fn in list(globals().items()):
         globals()[_name] = accept_axis_alias(_fn)
 
 __all__ = [
-    *METHOD_FUNCTIONS, *_EXTRA_FUNCTIONS, "pow", "max", "min", "is_tensor", "Size", "tril_indices", "triu_indices", "concat", "concatenate", "einsum", "eye", "from_numpy",
+    *METHOD_FUNCTIONS, *_EXTRA_FUNCTIONS, "memory_format", "contiguous_format", "preserve_format", "channels_last",
+    "channels_last_3d", "cosine_similarity", "pairwise_distance", "pdist", "pow", "max", "min", "is_tensor", "Size", "tril_indices", "triu_indices", "concat", "concatenate", "einsum", "eye", "from_numpy",
     "meshgrid", "broadcast_shapes", "broadcast_tensors", "randint_like", "normal", "bernoulli",
     "inference_mode", "compile", "set_num_threads", "get_num_threads", "set_num_interop_threads",
     "get_num_interop_threads", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",

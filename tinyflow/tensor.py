@@ -343,12 +343,17 @@ class Tensor(TensorMethods):
     def clone(self) -> Tensor:
         return _ops().Clone.apply(self)
 
-    def contiguous(self) -> Tensor:
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        """The tensor itself: tinyflow's arrays are always in the default (contiguous) layout."""
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
-        """Move and/or cast: ``to("cuda:0")``, ``to(tf.float64)``, ``to(device, dtype)``."""
+        """Move and/or cast: ``to("cuda:0")``, ``to(tf.float64)``, ``to(device, dtype)``. PyTorch's
+        ``non_blocking``, ``copy`` and ``memory_format`` are accepted (the layout stays the default
+        contiguous one; see ``tinyflow.channels_last``)."""
         device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None), kwargs.pop("memory_format", None)
+        copy = kwargs.pop("copy", False)
         if kwargs:
             raise TypeError(f"to(): unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
@@ -363,7 +368,7 @@ class Tensor(TensorMethods):
             out = _ops().Cast.apply(out, _resolve_dtype(dtype))
         if device is not None and Device(device) != self._device:
             out = _ops().ToDevice.apply(out, Device(device))
-        return out
+        return out.clone() if copy and out is self else out
 
     def cpu(self) -> Tensor:
         return self.to("cpu")

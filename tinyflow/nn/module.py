@@ -326,8 +326,10 @@ class Module:
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Module:
-        """Move (``to("cuda:0")``) and/or cast floating state (``to(tf.float64)``) in place."""
+        """Move (``to("cuda:0")``) and/or cast floating state (``to(tf.float64)``) in place.
+        ``non_blocking`` and ``memory_format`` are accepted (the layout stays the default one)."""
         device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None), kwargs.pop("memory_format", None)
         for a in args:
             if isinstance(a, Device) or (isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda")):
                 device = a
