@@ -117,6 +117,48 @@ def _no_grad(fn: Callable[..., Any], *args: Any) -> Tensor:
     return _ops().NoGradient.apply(fn, *args)
 
 
+class NarrowRangeError(RuntimeError, IndexError):
+    """narrow's start + length past the end of its dim: PyTorch's RuntimeError, and an IndexError
+    as tinyflow raised before (for its own callers)."""
+
+
+def _no_bool(op: str, t: Tensor) -> None:
+    """PyTorch's NotImplementedError for ops without a bool kernel (median, kthvalue, trace)."""
+    if as_dtype(t.dtype) == np.bool_:
+        raise NotImplementedError(f"{op}: not implemented for bool tensors; convert with .int() first")
+
+
+def _same_dtype_source(op: str, t: Tensor, src: Any) -> None:
+    """The scatters and index_add write ``src`` into ``t``: PyTorch wants the same dtype."""
+    if hasattr(src, "dtype") and as_dtype(src.dtype) != as_dtype(t.dtype):
+        raise RuntimeError(
+            f"{op}: self ({t.dtype}) and src ({src.dtype}) must have the same dtype; convert src with .to(self.dtype)"
+        )
+
+
+def _as_vector(t: Tensor, fn: Callable[..., Tensor], index: Tensor, *more: Any) -> Tensor:
+    """``fn(t, index, *more)``, with a 0-d ``t`` (and its 0-d index and src) as 1-element vectors."""
+    if t.ndim:
+        return fn(t, index, *more)
+    return fn(t.reshape(1), index.reshape(-1), *(m.reshape(-1) for m in more)).reshape(())
+
+
+def _lower_median(t: Tensor, d: int, keepdim: bool) -> tuple[Tensor, Tensor]:
+    """(values, indices) of the lower median along dim ``d`` (non-empty), NaN first if any."""
+    n = t.shape[d]
+    order = t.argsort(d)  # stable, NaN last: the first NaN of a slice sorts to n - (its NaN count)
+    if is_floating(t.dtype):
+        nans = t.isnan().sum(d, keepdim=True)
+        pos = _tf().where(nans > 0, n - nans, (n - 1) // 2)
+        index = order.gather(d, pos)
+    else:
+        index = order.narrow(d, (n - 1) // 2, 1)
+    values = t.gather(d, index)
+    if not keepdim:
+        values, index = values.squeeze(d), index.squeeze(d)
+    return values, index
+
+
 class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
     """Mixed into Tensor; see the module docstring. Grouped as the sections below; the bases add
     the linalg, special, layout and statistics methods (tinyflow/tensor_methods_*.py)."""
@@ -414,21 +456,31 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
                 src = self.new_full(index.shape, src)
             return self.scatter_reduce(dim, index, src, kind)
         if hasattr(src, "shape") and hasattr(src, "device"):
-            return _ops().Scatter.apply(self, dim, index, src.to(self.dtype))
-        return _ops().Scatter.apply(self, dim, index, src)
+            _same_dtype_source("scatter", self, src)
+            return _as_vector(self, lambda x, i, s: _ops().Scatter.apply(x, dim, i, s), index, src)
+        return _as_vector(self, lambda x, i: _ops().Scatter.apply(x, dim, i, src), index)
 
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
-        return _ops().ScatterAdd.apply(self, dim, index, src.to(self.dtype))
+        _same_dtype_source("scatter_add", self, src)
+        return _as_vector(self, lambda x, i, s: _ops().ScatterAdd.apply(x, dim, i, s), index, src)
 
     def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, *, include_self: bool = True) -> Tensor:
         """src reduced into self at the indexed positions: 'sum', 'prod', 'mean', 'amax' or 'amin'."""
-        return _ops().ScatterReduce.apply(self, dim, index, src.to(self.dtype), reduce, include_self)
+        _same_dtype_source("scatter_reduce", self, src)
+        return _as_vector(self, lambda x, i, s: _ops().ScatterReduce.apply(x, dim, i, s, reduce, include_self), index,
+                          src)
 
     def index_select(self, dim: int, index: Any) -> Tensor:
-        return _ops().IndexSelect.apply(self, dim, _index_tensor(self, index))
+        """The slices ``index`` (a vector of int64) of ``dim``, in index order."""
+        index = _index_tensor(self, index)
+        if self.ndim == 0 and index.numel() != 1:
+            raise RuntimeError(f"index_select: the index into a 0-d tensor can have only 1 value, got {index.numel()}")
+        return _ops().IndexSelect.apply(self, dim, index)
 
     def index_add(self, dim: int, index: Tensor, source: Tensor, *, alpha: float = 1) -> Tensor:
-        return _ops().IndexAdd.apply(self, dim, _index_tensor(self, index), source.to(self.dtype), alpha)
+        """A copy with ``alpha * source`` added to the slices ``index`` of ``dim``."""
+        _same_dtype_source("index_add", self, source)
+        return _ops().IndexAdd.apply(self, dim, _index_tensor(self, index), source, alpha)
 
     def masked_select(self, mask: Tensor) -> Tensor:
         """The entries where mask is True (self and mask broadcast), as a 1-d tensor."""
@@ -502,6 +554,8 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
         """The k largest (or smallest) entries along ``dim`` and their indices, largest first."""
         d = _dim("topk", dim, self.ndim)
         n = self.shape[d] if self.ndim else 1
+        if as_dtype(self.dtype) == np.bool_:
+            raise RuntimeError("topk: does not support bool tensors; convert with .int() first")
         if not 0 <= k <= n:
             raise RuntimeError(f"topk: k ({k}) is out of range for dimension {dim} of size {n} (shape {tuple(self.shape)})")
         index = self.argsort(d, descending=largest)
@@ -513,6 +567,9 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
         """The k-th smallest entry (k from 1) along ``dim`` and its index."""
         d = _dim("kthvalue", dim, self.ndim)
         n = self.shape[d] if self.ndim else 1
+        _no_bool("kthvalue", self)
+        if n == 0:
+            raise IndexError(f"kthvalue: expected reduction dim {dim} to have non-zero size (shape {tuple(self.shape)})")
         if not 1 <= k <= n:
             raise RuntimeError(f"kthvalue: k ({k}) is out of range for dimension {dim} of size {n} (shape {tuple(self.shape)})")
         if self.ndim == 0:
@@ -524,13 +581,24 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
         return return_types.kthvalue(values, index)
 
     def median(self, dim: int | None = None, keepdim: bool = False) -> Any:
-        """The lower median: of all entries (a 0-d tensor) or along ``dim`` (values, indices)."""
+        """The lower median: of all entries (a 0-d tensor) or along ``dim`` (values, indices). NaN
+        propagates: a slice holding NaN has median NaN, at the index of its first NaN, as PyTorch.
+        The median of an empty floating tensor is NaN."""
+        _no_bool("median", self)
         if dim is None:
             flat = self.reshape(-1)
-            return flat.kthvalue((flat.shape[0] + 1) // 2, 0).values
-        n = self.shape[_dim("median", dim, self.ndim)] if self.ndim else 1
-        values, index = self.kthvalue((n + 1) // 2, dim, keepdim)
-        return return_types.median(values, index)
+            if flat.shape[0] == 0:
+                if not is_floating(self.dtype):
+                    raise RuntimeError(f"median: an empty {self.dtype} tensor has no median")
+                return _tf().full((), float("nan"), dtype=self.dtype, device=self.device)
+            return _lower_median(flat, 0, False)[0]
+        d = _dim("median", dim, self.ndim)
+        if self.ndim == 0:
+            values, index = self.kthvalue(1, dim, keepdim)
+            return return_types.median(values, index)
+        if self.shape[d] == 0:
+            raise IndexError(f"median: expected reduction dim {dim} to have non-zero size (shape {tuple(self.shape)})")
+        return return_types.median(*_lower_median(self, d, keepdim))
 
     def unique(self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
                dim: int | None = None) -> Any:
@@ -580,19 +648,18 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
         return (self != 0).sum(dim)
 
     def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
-        """The p-norm over ``dim`` (all entries when None): 'fro' and 2 are Euclidean, inf the max."""
-        x = _floating(self if dtype is None else self.to(dtype))
+        """The p-norm over ``dim`` (all entries when None): 'fro' and 2 are Euclidean, inf the max.
+        Floating point input only, as PyTorch; the gradient is 0 where the norm is 0."""
+        if not is_floating(self.dtype):
+            raise RuntimeError(f"norm: expected a floating point tensor as input, got {self.dtype}; use .float() first")
+        x = self if dtype is None else self.to(dtype)
         if p in ("fro", 2, 2.0):
-            return (x * x).sum(dim, keepdim).sqrt()
-        if p in (float("inf"), "inf"):
-            return x.abs().amax(dim, keepdim)
-        if p in (float("-inf"), "-inf"):
-            return x.abs().amin(dim, keepdim)
+            return _ops().VectorNorm.apply(x, 2.0, dim, keepdim)
+        if p in ("inf", "-inf"):
+            p = float(p)
         if p == 0:
             return (x != 0).to(x.dtype).sum(dim, keepdim)
-        if p == 1:
-            return x.abs().sum(dim, keepdim)
-        return (x.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
+        return _ops().VectorNorm.apply(x, float(p), dim, keepdim)
 
     # ------------------------------------------------------------ shape
     def flip(self, *args: Any, dims: Any = None) -> Tensor:
@@ -600,7 +667,7 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
         dims = tuple(_dim("flip", d, self.ndim) for d in _dims(args if dims is None else (dims,)))
         if len(set(dims)) != len(dims):
             raise RuntimeError(f"flip: dims {dims} name a dim more than once")
-        return _ops().Flip.apply(self, dims)
+        return _ops().Flip.apply(self, dims if self.ndim else ())
 
     def fliplr(self) -> Tensor:
         return self.flip(1)
@@ -618,10 +685,14 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
         dims = (dims,) if isinstance(dims, int) else tuple(dims)
         if len(dims) != len(shifts):
             raise RuntimeError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+        if self.ndim == 0:
+            raise IndexError(f"roll: dims {dims} given but the tensor has no dimensions (shape ())")
         return _ops().Roll.apply(self, shifts, tuple(_dim("roll", d, self.ndim) for d in dims))
 
     def repeat(self, *sizes: Any) -> Tensor:
         """Tile ``sizes[d]`` copies along each dim (more sizes than dims add leading dims)."""
+        if not sizes:
+            raise TypeError("repeat: missing the repeat sizes, one per dim (x.repeat(2, 1))")
         return _ops().Repeat.apply(self, _dims(sizes))
 
     def tile(self, *args: Any, dims: Any = None) -> Tensor:
@@ -631,6 +702,8 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
 
     def repeat_interleave(self, repeats: Any, dim: int | None = None, *, output_size: int | None = None) -> Tensor:
         """Repeat each entry (or each slice along ``dim``) ``repeats`` times, in place order."""
+        if dim is not None and self.ndim == 0:
+            raise IndexError(f"repeat_interleave: dim {dim} given but the tensor has no dimensions (shape ())")
         x = self.reshape(-1) if dim is None else self
         d = 0 if dim is None else _dim("repeat_interleave", dim, self.ndim)
         if x.ndim == 0:
@@ -641,6 +714,8 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
 
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
         """Split dim ``dim`` into ``sizes`` (one of them may be -1)."""
+        if self.ndim == 0:
+            raise RuntimeError("unflatten: cannot be applied to a 0-d tensor")
         d = _dim("unflatten", dim, self.ndim)
         sizes = tuple(int(s) for s in sizes)
         known = 1
@@ -659,14 +734,20 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
 
     def narrow(self, dim: int, start: Any, length: int) -> Tensor:
         """The slice [start, start + length) of ``dim`` (a view); start may be negative."""
+        if self.ndim == 0:
+            raise RuntimeError("narrow: cannot be applied to a 0-d tensor")
         d = _dim("narrow", dim, self.ndim)
         n = self.shape[d]
         start = int(start)
+        if not -n <= start <= n:
+            raise IndexError(f"narrow: start {start} is out of range for dim {dim} of size {n} (expected [{-n}, {n}])")
         if start < 0:
             start += n
-        if not (0 <= start <= n and 0 <= length and start + length <= n):
-            raise IndexError(f"narrow: start {start} and length {length} do not fit dim {dim} of size {n} "
-                             f"(shape {tuple(self.shape)})")
+        if length < 0:
+            raise RuntimeError(f"narrow: length must be non-negative, got {length}")
+        if start + length > n:
+            raise NarrowRangeError(f"narrow: start ({start}) + length ({length}) exceeds dim {dim} of size {n} "
+                               f"(shape {tuple(self.shape)})")
         return self[(slice(None),) * d + (slice(start, start + length),)]
 
     def select(self, dim: int, index: int) -> Tensor:
@@ -681,10 +762,13 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
         return tuple(self.select(d, i) for i in range(self.shape[d]))
 
     def movedim(self, source: Any, destination: Any) -> Tensor:
+        """The dims ``source`` moved to positions ``destination``, the others keeping their order."""
         src = (source,) if isinstance(source, int) else tuple(source)
         dst = (destination,) if isinstance(destination, int) else tuple(destination)
         src = tuple(_dim("movedim", s, self.ndim) for s in src)
         dst = tuple(_dim("movedim", s, self.ndim) for s in dst)
+        if self.ndim == 0:
+            return self.permute(())
         order = [d for d in range(self.ndim) if d not in src]
         for s, t in sorted(zip(dst, src)):
             order.insert(s, t)
@@ -723,6 +807,8 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
         return _ops().Diagonal.apply(self, offset, d1, d2)
 
     def trace(self) -> Tensor:
+        """The sum of the main diagonal of a matrix."""
+        _no_bool("trace", self)
         if self.ndim != 2:
             raise RuntimeError(f"trace: expects a matrix, got shape {tuple(self.shape)}")
         return self.diagonal().sum()

@@ -283,7 +283,8 @@ class IndexSelect(Function):
         if index.ndim > 1:
             raise IndexError(f"index_select: index must be a vector (0-d or 1-d), got shape {tuple(index.shape)}")
         size = a.shape[dim] if a.ndim else 1
-        _check_index("index_select", xp, index, size, dim, tuple(a.shape), IndexError)
+        # PyTorch: IndexError for an index out of range, RuntimeError when the input is empty
+        _check_index("index_select", xp, index, size, dim, tuple(a.shape), IndexError if a.size else RuntimeError)
         ctx.save_for_backward(index)
         ctx.dim, ctx.shape = dim, a.shape
         if a.ndim == 0:

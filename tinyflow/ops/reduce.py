@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tinyflow.autograd import Context, Function
 from tinyflow.errors import ShapeError
 
-__all__ = ["Sum", "Mean", "Var", "Max", "Min", "MaxDim"]
+__all__ = ["Sum", "Mean", "Var", "Max", "Min", "MaxDim", "VectorNorm"]
 
 Axis = int | tuple[int, ...] | None
 
@@ -28,7 +30,32 @@ def normalize_axis(op: str, axis: Axis, ndim: int) -> tuple[int, ...] | None:
                 f"a dim in [{-max(ndim, 1)}, {max(ndim, 1) - 1}])"
             )
         out.append(a % max(ndim, 1))
-    return () if ndim == 0 else tuple(sorted(set(out)))
+    if len(set(out)) != len(out):
+        dup = next(a for a in out if out.count(a) > 1)
+        raise RuntimeError(f"{op}: dim {dup} appears multiple times in the list of dims {tuple(axes)}")
+    return () if ndim == 0 else tuple(sorted(out))
+
+
+def _need_floating(op: str, a: Any, what: str) -> None:
+    """PyTorch's refusal of integer and bool input for reductions that have no integer result."""
+    if a.dtype.kind not in "fc":
+        raise RuntimeError(
+            f"{op}: {what}, got dtype {a.dtype}; convert the input with .float() (or pass dtype=)"
+        )
+
+
+def _check_reduced_sizes(op: str, shape: tuple[int, ...], axes: tuple[int, ...] | None) -> None:
+    """max/min-like reductions have no identity: every reduced dim must be non-empty (IndexError,
+    as PyTorch; without a dim, an empty tensor is a RuntimeError)."""
+    if axes is None:
+        if 0 in shape:
+            raise ShapeError(
+                f"{op}: cannot reduce an empty tensor of shape {shape} over all dims; give a dim whose size is not 0"
+            )
+        return
+    for a in axes:
+        if shape[a] == 0:
+            raise IndexError(f"{op}: expected reduction dim {a} to have non-zero size (input of shape {shape})")
 
 
 def _expand_back(xp: Any, g: Any, shape: tuple[int, ...], axes: tuple[int, ...] | None, keepdim: bool) -> Any:
@@ -56,6 +83,7 @@ class Sum(Function):
 class Mean(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False) -> Any:
+        _need_floating("mean", a, "could not infer the output dtype: the input must be floating point or complex")
         ctx.shape = a.shape
         ctx.axes = normalize_axis("mean", axis, a.ndim)
         ctx.keepdim = keepdim
@@ -79,6 +107,7 @@ class Var(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Any:
+        _need_floating("var", a, "std and var only support floating point and complex dtypes")
         axes = normalize_axis("var", axis, a.ndim)
         n = a.size if axes is None else _count(a.shape, axes)
         mean = a.mean(axis=axes, keepdims=True)
@@ -92,22 +121,23 @@ class Var(Function):
     def backward(ctx: Context, g: Any) -> Any:
         (centered,) = ctx.saved_tensors
         g = _expand_back(ctx.xp, g, ctx.shape, ctx.axes, ctx.keepdim)
-        return g * centered * (2.0 / ctx.denom) if ctx.denom else g * centered * ctx.xp.nan
+        with np.errstate(divide="ignore", invalid="ignore"):  # inf / NaN entries; no dof left: inf, as PyTorch
+            if ctx.denom:
+                return g * centered * (2.0 / ctx.denom)
+            return g * centered * 2.0 / ctx.xp.zeros((), dtype=centered.dtype)
 
 
 class _Extreme(Function):
-    """max/min over dims: the gradient is split evenly between tied extremes."""
+    """max/min over dims: the gradient is split evenly between tied extremes. Over all dims (``max()``)
+    a NaN result sends the gradient to the NaN entries, as PyTorch's max(); over given dims it
+    follows amax, whose gradient is NaN there."""
 
     reducer = "max"
 
     @classmethod
     def forward(cls, ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False) -> Any:  # type: ignore[override]
         axes = normalize_axis(cls.reducer, axis, a.ndim)
-        if a.size == 0:
-            raise ShapeError(
-                f"{cls.reducer}: cannot reduce an empty tensor of shape {a.shape} over all dims; give a dim "
-                "whose size is not 0"
-            )
+        _check_reduced_sizes(cls.reducer, tuple(a.shape), axes)
         out = getattr(a, cls.reducer)(axis=axes, keepdims=True)
         ctx.save_for_backward(a, out)
         ctx.axes, ctx.keepdim = axes, keepdim
@@ -117,10 +147,13 @@ class _Extreme(Function):
     def backward(ctx: Context, g: Any) -> Any:
         a, out = ctx.saved_tensors
         mask = a == out
+        if ctx.axes is None and a.dtype.kind == "f":
+            mask = mask | (ctx.xp.isnan(a) & ctx.xp.isnan(out))
         count = mask.sum(axis=ctx.axes, keepdims=True)
         if not ctx.keepdim:
             g = g.reshape(out.shape)
-        return g * mask / count
+        with np.errstate(invalid="ignore", divide="ignore"):  # a NaN amax: 0 / 0, NaN as PyTorch's amax
+            return g * mask / count
 
 
 class Max(_Extreme):
@@ -142,7 +175,9 @@ class MaxDim(Function):
             ctx.dim, ctx.keepdim, ctx.shape = None, keepdim, a.shape
             ctx.save_for_backward(None)
             return a.copy(), xp.zeros((), dtype="int64")
-        (dim,) = normalize_axis("max" if largest else "min", dim, a.ndim)
+        op = "max" if largest else "min"
+        (dim,) = normalize_axis(op, dim, a.ndim)
+        _check_reduced_sizes(op, tuple(a.shape), (dim,))
         idx = (a.argmax if largest else a.argmin)(axis=dim)
         idx = xp.expand_dims(idx, dim)
         values = xp.take_along_axis(a, idx, axis=dim)
@@ -165,3 +200,51 @@ class MaxDim(Function):
         grids[ctx.dim] = idx
         out[tuple(grids)] = g
         return out
+
+
+class VectorNorm(Function):
+    """The p-norm (sum |a|^p)^(1/p) over ``axis`` (all entries when None) for p > 0; p = inf (-inf)
+    is the largest (smallest) |a|.
+
+    Gradients as PyTorch's: sign(a) |a|^(p-1) / norm^(p-1), and 0 where the norm is 0 (no inf or
+    NaN for a zero vector); for p = 1 the sign of a NaN is 0; for p = +-inf the gradient is split
+    between the entries whose |a| equals the norm (none when it is NaN).
+    """
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, p: float, axis: Axis = None, keepdim: bool = False) -> Any:
+        xp = ctx.xp
+        axes = normalize_axis("norm", axis, a.ndim)
+        absa = xp.abs(a)
+        if p in (np.inf, -np.inf):
+            if any(n == 0 for i, n in enumerate(a.shape) if axes is None or i in axes):
+                raise RuntimeError(
+                    f"norm: the {p} norm of an empty slice is undefined (input of shape {tuple(a.shape)}, dim {axis})"
+                )
+            out = (absa.max if p > 0 else absa.min)(axis=axes, keepdims=True)
+        elif p == 2.0:
+            out = xp.sqrt((absa * absa).sum(axis=axes, keepdims=True))
+        else:
+            out = (absa**p).sum(axis=axes, keepdims=True) ** (1.0 / p)
+        ctx.save_for_backward(a, out)
+        ctx.p, ctx.axes = p, axes
+        if keepdim:
+            return out
+        return out.reshape(()) if axes is None else out.reshape([n for i, n in enumerate(out.shape) if i not in axes])
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> Any:
+        xp = ctx.xp
+        a, out = ctx.saved_tensors
+        g = g.reshape(out.shape)
+        p = ctx.p
+        sign = xp.where(xp.isnan(a), 0, xp.sign(a))
+        if p in (np.inf, -np.inf):
+            mask = xp.abs(a) == out
+            count = mask.sum(axis=ctx.axes, keepdims=True)
+            return g * sign * mask / xp.maximum(count, 1)
+        if p == 1.0:
+            return g * sign
+        safe = xp.where(out == 0, 1, out)
+        scale = a / safe if p == 2.0 else sign * xp.abs(a) ** (p - 1) / safe ** (p - 1)
+        return xp.where(out == 0, 0, g * scale)

@@ -146,7 +146,14 @@ class Cat(Function):
         if not arrays:
             raise ShapeError("cat: expected a non-empty sequence of tensors")
         ndim = arrays[0].ndim
-        d = dim % max(ndim, 1)
+        for i, a in enumerate(arrays):
+            if a.ndim == 0:
+                raise RuntimeError(f"cat: zero-dimensional tensor (at position {i}) cannot be concatenated; "
+                                   "unsqueeze it or use stack")
+        if not -ndim <= dim < ndim:
+            raise IndexError(f"cat: dim {dim} is out of range for tensors with {ndim} dimension(s) "
+                             f"(expected a dim in [{-ndim}, {ndim - 1}])")
+        d = dim % ndim
         for i, a in enumerate(arrays):
             if a.ndim != ndim or a.shape[:d] + a.shape[d + 1 :] != arrays[0].shape[:d] + arrays[0].shape[d + 1 :]:
                 raise ShapeError(

@@ -38,6 +38,28 @@ class Argsort(Function):
         raise RuntimeError("argsort has no gradient")
 
 
+def _unique_dim(a: Any, dim: int) -> int:
+    """``dim`` checked as torch.unique(dim=...) does: a 0-d tensor has none; empty dims other than
+    ``dim`` leave no slices to compare."""
+    if a.ndim == 0:
+        raise IndexError(f"unique: dim {dim} given but the tensor has no dimensions (shape ())")
+    dim = normalize_dim("unique", dim, a.ndim)
+    if any(n == 0 for d, n in enumerate(a.shape) if d != dim):
+        raise RuntimeError(
+            f"unique: the input of shape {tuple(a.shape)} has 0-sized dims other than dim {dim}, so there are "
+            "no slices to compare"
+        )
+    return dim
+
+
+def _unique(xp: Any, a: Any, dim: int | None) -> tuple[Any, Any, Any]:
+    """values, inverse and counts; NaNs are all distinct, as in PyTorch (NumPy merges them)."""
+    try:
+        return xp.unique(a, return_inverse=True, return_counts=True, axis=dim, equal_nan=False)
+    except TypeError:  # an array module without equal_nan
+        return xp.unique(a, return_inverse=True, return_counts=True, axis=dim)
+
+
 class Unique(Function):
     """The sorted distinct values (of the flattened input, or the distinct slices along ``dim``),
     with the inverse indices and the counts when asked, as torch.unique."""
@@ -47,8 +69,8 @@ class Unique(Function):
                 dim: int | None = None) -> Any:
         xp = ctx.xp
         if dim is not None:
-            dim = normalize_dim("unique", dim, a.ndim)
-        values, inverse, counts = xp.unique(a, return_inverse=True, return_counts=True, axis=dim)
+            dim = _unique_dim(a, dim)
+        values, inverse, counts = _unique(xp, a, dim)
         if dim is None:
             inverse = inverse.reshape(a.shape)
         extra = ([inverse.astype("int64")] if return_inverse else []) + ([counts.astype("int64")] if return_counts else [])
