@@ -9,6 +9,7 @@ from tinyflow.nn.utils import (
     parametrizations,  # noqa: F401
     parametrize,  # noqa: F401
     rnn,  # noqa: F401
+    stateless,  # noqa: F401
 )
 from tinyflow.nn.utils.weight_norm import (  # noqa: F401
     remove_spectral_norm,
