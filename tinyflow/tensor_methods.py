@@ -488,6 +488,8 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
 
     def masked_fill(self, mask: Any, value: Any) -> Tensor:
         """A copy with ``value`` (a number or a 0-d tensor, cast to self's dtype) where mask is True."""
+        if as_dtype(getattr(mask, "dtype", np.bool_)) != np.bool_:
+            raise RuntimeError(f"masked_fill: only supports bool masks, got a mask of dtype {mask.dtype}; use mask.bool()")
         if hasattr(value, "dtype") and hasattr(value, "device"):
             if value.ndim != 0:
                 raise RuntimeError(

@@ -16,11 +16,14 @@ Axis = int | tuple[int, ...] | None
 def normalize_axis(op: str, axis: Axis, ndim: int) -> tuple[int, ...] | None:
     """Turn ``dim`` (int, tuple or None) into a sorted tuple of non-negative axes.
 
-    A 0-d tensor accepts dim 0 and -1, as in PyTorch, and has no axis to reduce: ``()``.
+    A 0-d tensor accepts dim 0 and -1, as in PyTorch, and has no axis to reduce: ``()``. An empty
+    list of dims reduces all of them, as PyTorch's ``sum(dim=())``.
     """
     if axis is None:
         return None
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if not axes:
+        return () if ndim == 0 else None
     out = []
     for a in axes:
         a = int(a)
@@ -141,13 +144,14 @@ class _Extreme(Function):
         out = getattr(a, cls.reducer)(axis=axes, keepdims=True)
         ctx.save_for_backward(a, out)
         ctx.axes, ctx.keepdim = axes, keepdim
+        ctx.nan_gets_gradient = axis is None  # max() (no dim): its NaN entries get the gradient
         return out if keepdim else (out.reshape(()) if axes is None else out.squeeze(axes))
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> Any:
         a, out = ctx.saved_tensors
         mask = a == out
-        if ctx.axes is None and a.dtype.kind == "f":
+        if ctx.nan_gets_gradient and a.dtype.kind == "f":
             mask = mask | (ctx.xp.isnan(a) & ctx.xp.isnan(out))
         count = mask.sum(axis=ctx.axes, keepdims=True)
         if not ctx.keepdim:
