@@ -292,6 +292,12 @@ def _split_aux(name: str, out: Any, has_aux: bool) -> tuple[Any, Any]:
         return out, None
     if not (isinstance(out, tuple) and len(out) == 2):
         raise RuntimeError(f"{name}: output of function f should be a tuple: (output, aux) if has_aux is True")
+    from tinyflow.tensor import Tensor
+
+    for leaf in tree_flatten(out[1])[0]:
+        if not isinstance(leaf, Tensor):
+            raise RuntimeError(f"{name}: Expected tensors in aux, got unsupported type {type(leaf)} (aux must be a "
+                               "tensor or a tuple/list/dict of tensors)")
     return out[0], _detach_tree(out[1])
 
 
