@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import amp, ops
+from tinyflow import amp, ops, promotion
 from tinyflow.errors import ShapeError
 from tinyflow.kernels.shapes import IntPair, _pair, conv_output_size, pool_output_shape
 from tinyflow.ops.interpolate import output_size as resampled_size
@@ -375,6 +375,7 @@ def _identity_kernels(k: tuple[int, int]) -> Any:
 # ``inplace=True`` is accepted everywhere PyTorch has it; tinyflow returns a new tensor and leaves
 # the input alone (see docs/pytorch.md), which is what ``x = F.relu(x, inplace=True)`` needs.
 def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    """max(x, 0); keeps the input's dtype (bool input is an error, as in PyTorch)."""
     return ops.ReLUFunction.apply(input)
 
 
@@ -461,7 +462,7 @@ def selu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
     """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
     if alpha == 0:
-        raise ZeroDivisionError("celu: alpha cannot be 0 (it divides the input)")
+        raise RuntimeError("celu: alpha cannot be 0 (it divides the input)")
     _floating("celu", input)
     return ops.ELUFunction.apply(input, float(alpha), 1.0, 1.0 / alpha)
 
@@ -483,8 +484,10 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 
 def softsign(input: Tensor) -> Tensor:  # noqa: A002
-    _floating("softsign", input)
-    return ops.SoftsignFunction.apply(input)
+    """x / (1 + |x|); integer input gives the default float dtype, as PyTorch's composite."""
+    if input.dtype == np.bool_:
+        raise NotImplementedError('"softsign" not implemented for bool inputs (abs of bool); convert with .float()')
+    return ops.SoftsignFunction.apply(promotion.float_operand(input))
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
@@ -532,26 +535,42 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:  # noqa: A002
-    """x where x > threshold, else value."""
-    return where(input > threshold, input, value)
+    """x where x > threshold, else value, in the input's dtype (NaN stays NaN, as PyTorch)."""
+    if input.dtype == np.bool_:
+        raise NotImplementedError('"threshold" not implemented for bool inputs; convert with .float() or .long()')
+    return where(input <= threshold, tensor(value, dtype=input.dtype, device=input.device), input)
+
+
+def _nan_or_zero(input: Tensor) -> Tensor:  # noqa: A002
+    """0 where ``input`` is a number, NaN (without a gradient) where it is NaN: the shrink
+    functions' middle branch, which lets NaN through as PyTorch does."""
+    return where(input.isnan(), input.detach(), tensor(0.0, dtype=input.dtype, device=input.device))
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
-    return where((input > lambd) | (input < -lambd), input, 0.0)
+    """x where |x| > lambd, else 0."""
+    _floating("hardshrink", input)
+    return where((input > lambd) | (input < -lambd), input, _nan_or_zero(input))
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
+    """x - lambd where x > lambd, x + lambd where x < -lambd, else 0."""
     if lambd < 0:
         raise FunctionalError(f"softshrink: lambda must be >= 0, got {lambd}")
-    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
+    _floating("softshrink", input)
+    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, _nan_or_zero(input)))
 
 
 def tanhshrink(input: Tensor) -> Tensor:  # noqa: A002
+    """x - tanh(x)."""
+    if input.dtype == np.bool_:
+        raise RuntimeError("tanhshrink: subtraction of bool tensors is not supported; convert with .float()")
     return input - input.tanh()
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
     """a * sigmoid(b) for the two halves a, b of ``input`` along ``dim``."""
+    _floating("glu", input)
     if input.ndim == 0 or input.shape[dim] % 2:
         raise FunctionalError(f"glu: halving dimension {dim} of input {tuple(input.shape)} needs an even size")
     a, b = input.chunk(2, dim)
@@ -599,7 +618,7 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: 
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:  # noqa: A002
     dim = _softmax_dim("softmin", input.ndim) if dim is None else dim
-    return ops.SoftmaxFunction.apply(*amp.float32_inputs(-_softmax_input(input, dtype)), dim)
+    return ops.SoftmaxFunction.apply(*amp.float32_inputs(_softmax_input(-input, dtype)), dim)
 
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:  # noqa: A002

@@ -81,9 +81,16 @@ class SigmoidFunction(Function):
         return d
 
 
+def _no_bool(op: str, a: Any) -> None:
+    """PyTorch's clamping activations refuse bool tensors (a RuntimeError)."""
+    if a.dtype.kind == "b":
+        raise RuntimeError(f"{op}: bool inputs are not supported; convert with .float() or .long() first")
+
+
 class ReLUFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any) -> Any:
+        _no_bool("relu", a)
         out = ctx.xp.maximum(a, 0)
         ctx.save_for_backward(out)
         return out
@@ -91,7 +98,7 @@ class ReLUFunction(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> Any:
         (out,) = ctx.saved_tensors
-        return g * (out > 0)
+        return g * ~(out <= 0)  # NaN passes its gradient, as PyTorch's threshold_backward
 
 
 class LeakyReLUFunction(Function):
@@ -151,6 +158,13 @@ def _erf(xp: Any, x: Any) -> Any:
     return xp.where(x >= 0, y, -y).astype(x.dtype, copy=False)
 
 
+def softmax_dim(op: str, dim: Any, ndim: int) -> int:
+    """``dim`` checked and made non-negative (a 0-d tensor has dims -1 and 0): IndexError otherwise."""
+    from tinyflow.ops.indexing import normalize_dim
+
+    return normalize_dim(op, int(dim), ndim)
+
+
 def _log_softmax(ctx: Context, x: Any, dim: int) -> Any:
     """The log_softmax kernel, or an empty result for an empty input (no reduction to run)."""
     if x.size == 0:
@@ -161,6 +175,7 @@ def _log_softmax(ctx: Context, x: Any, dim: int) -> Any:
 class SoftmaxFunction(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, dim: int = -1) -> Any:
+        dim = softmax_dim("softmax", dim, x.ndim)
         out = ctx.xp.exp(_log_softmax(ctx, x, dim))
         ctx.save_for_backward(out)
         ctx.dim = dim
@@ -181,6 +196,7 @@ class SoftmaxFunction(Function):
 class LogSoftmaxFunction(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, dim: int = -1) -> Any:
+        dim = softmax_dim("log_softmax", dim, x.ndim)
         out = _log_softmax(ctx, x, dim)
         ctx.save_for_backward(out)
         ctx.dim = dim
@@ -307,13 +323,14 @@ class SoftsignFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any) -> Any:
         d = 1 + ctx.xp.abs(a)
-        ctx.save_for_backward(d)
+        ctx.save_for_backward(a, d)
         return a / d
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> Any:
-        (d,) = ctx.saved_tensors
-        return g / (d * d)
+        a, d = ctx.saved_tensors
+        # PyTorch's composite derivative, 1/d - |x|/d^2: the same for finite x, NaN at +-inf
+        return g / d - g * ctx.xp.abs(a) / (d * d)
 
 
 class HardtanhFunction(Function):
@@ -322,6 +339,7 @@ class HardtanhFunction(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, min_val: float = -1.0, max_val: float = 1.0) -> Any:
+        _no_bool("hardtanh", a)
         ctx.save_for_backward(a)
         ctx.bounds = (min_val, max_val)
         return ctx.xp.clip(a, min_val, max_val).astype(a.dtype, copy=False)
@@ -359,8 +377,8 @@ class HardswishFunction(Function):
     def backward(ctx: Context, g: Any) -> Any:
         xp = ctx.xp
         (a,) = ctx.saved_tensors
-        middle = g * (a / 3 + 0.5)  # strictly inside (-3, 3); 0 at -3 and g at 3, as PyTorch
-        return xp.where(a <= -3, 0, xp.where(a < 3, middle, g)).astype(g.dtype, copy=False)
+        middle = g * (a / 3 + 0.5)  # strictly inside (-3, 3); 0 at -3 and g at 3 (NaN at NaN), as PyTorch
+        return xp.where(a <= -3, 0, xp.where(a >= 3, g, middle)).astype(g.dtype, copy=False)
 
 
 class LogSigmoidFunction(Function):

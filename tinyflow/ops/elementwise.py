@@ -12,7 +12,7 @@ from tinyflow.errors import ShapeError
 
 __all__ = [
     "Add", "Sub", "Mul", "Div", "Pow", "PowScalar", "Neg", "Exp", "Log", "Sqrt", "Abs", "Clip", "Where",
-    "Maximum", "Minimum", "DropoutFunction", "broadcast_error",
+    "Maximum", "Minimum", "DropoutFunction", "broadcast_error", "bool_error",
 ]
 
 
@@ -22,6 +22,12 @@ def broadcast_error(op: str, a: Any, b: Any) -> ShapeError:
         f"{op}: shapes {tuple(getattr(a, 'shape', ()))} and {tuple(getattr(b, 'shape', ()))} "
         "cannot be broadcast together (each dimension must match or be 1, counted from the right)"
     )
+
+
+def bool_error(op: str, message: str) -> RuntimeError:
+    """PyTorch's error for an arithmetic operator that bool tensors do not support."""
+    return RuntimeError(f"{op}: {message} (bool tensors); use the `~` / `^` operators or logical_not() / "
+                        "logical_xor() for masks, or convert with .long() / .float() first")
 
 
 def _binary(op: str, fn: Any, a: Any, b: Any) -> Any:
@@ -46,6 +52,8 @@ class Add(Function):
 class Sub(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
+        if a.dtype.kind == "b":
+            raise bool_error("sub", "subtraction, the `-` operator, is not supported")
         return _binary("sub", ctx.xp.subtract, a, b)
 
     @staticmethod
@@ -82,12 +90,31 @@ class Div(Function):
         return ga, gb
 
 
+def _integer_power(xp: Any, a: Any, b: Any) -> Any:
+    """a ** b for integer arrays, with PyTorch's answer for negative exponents (NumPy raises):
+    1 for a base of 1, +-1 for -1 (by the exponent's parity), 0 for any other base."""
+    if a.dtype.kind == "b" and b.dtype.kind == "b":
+        if b.ndim:
+            raise NotImplementedError("pow: not implemented for two bool tensors; convert with .long() first")
+        return a | ~b  # x ** False is 1, x ** True is x (a bool number as the exponent)
+    negative = b < 0
+    if not negative.any():
+        return _binary("pow", xp.power, a, b)
+    out = _binary("pow", xp.power, a, xp.where(negative, 0, b).astype(b.dtype, copy=False))
+    odd = (b % 2) != 0
+    special = xp.where(a == 1, 1, xp.where(a == -1, xp.where(odd, -1, 1), 0)).astype(out.dtype, copy=False)
+    return xp.where(negative, special, out)
+
+
 class Pow(Function):
     """a ** b for two tensors (b may be a 0-d tensor)."""
 
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
-        out = _binary("pow", ctx.xp.power, a, b)
+        if a.dtype.kind in "iub" and b.dtype.kind in "iub":
+            out = _integer_power(ctx.xp, a, b)
+        else:
+            out = _binary("pow", ctx.xp.power, a, b)
         ctx.save_for_backward(a, b, out)
         return out
 
@@ -108,6 +135,14 @@ class Pow(Function):
         return ga, gb
 
 
+def _scalar_power(xp: Any, a: Any, p: float) -> Any:
+    """a ** p with PyTorch's shortcut for p = -0.5 (rsqrt: NaN at -inf, -inf at -0.0, where C's pow
+    gives 0 and inf); NumPy already takes PyTorch's shortcuts for -1, 0, 0.5, 1 and 2."""
+    if p == -0.5 and a.dtype.kind in "fc":
+        return 1 / xp.sqrt(a)
+    return a**p
+
+
 class PowScalar(Function):
     """a ** p for a Python number p (the common case: cheaper than Pow)."""
 
@@ -118,9 +153,11 @@ class PowScalar(Function):
                 f"pow: integers to negative integer powers are not allowed (tensor of shape {tuple(a.shape)} "
                 f"and dtype {a.dtype}, exponent {p}); convert first, e.g. x.float() ** {p}"
             )
+        if a.dtype.kind == "b" and p >= 0:  # bool ** n counts as an integer power (int64), as PyTorch
+            a = a.astype(ctx.xp.int64)
         ctx.save_for_backward(a)
         ctx.p = p
-        return a**p
+        return _scalar_power(ctx.xp, a, p)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
@@ -130,12 +167,14 @@ class PowScalar(Function):
             return ctx.xp.zeros_like(g), None
         if p == 2:
             return g * 2 * a, None
-        return g * p * a ** (p - 1), None
+        return g * p * _scalar_power(ctx.xp, a, p - 1), None
 
 
 class Neg(Function):
     @staticmethod
     def forward(ctx: Context, a: Any) -> Any:
+        if a.dtype.kind == "b":
+            raise bool_error("neg", "negation, the `-` operator, is not supported")
         return -a
 
     @staticmethod
@@ -184,39 +223,60 @@ class Sqrt(Function):
 class Abs(Function):
     @staticmethod
     def forward(ctx: Context, a: Any) -> Any:
+        if a.dtype.kind == "b":
+            raise NotImplementedError("abs: not implemented for bool tensors; convert with .long() first")
         ctx.save_for_backward(a)
         return ctx.xp.abs(a)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> Any:
         (a,) = ctx.saved_tensors
-        return g * ctx.xp.sign(a)
+        sign = ctx.xp.sign(a)
+        if sign.dtype.kind == "f":  # sign(NaN) is 0, as PyTorch's sgn: no NaN gradient
+            sign = ctx.xp.where(sign == sign, sign, 0).astype(sign.dtype, copy=False)
+        return g * sign
 
 
 class Clip(Function):
-    """clip(a, lo, hi): the gradient flows where lo <= a <= hi."""
+    """clip(a, lo, hi) = min(max(a, lo), hi), in the dtype PyTorch's promotion gives (an int
+    tensor clamped at 0.5 is float32). lo and hi are numbers or arrays; the gradient flows to a
+    where lo <= a <= hi, to an array lo where a < lo (and lo < hi), to an array hi where a > hi
+    or hi < lo (PyTorch's rules)."""
 
     @staticmethod
-    def forward(ctx: Context, a: Any, lo: float | None = None, hi: float | None = None) -> Any:
+    def forward(ctx: Context, a: Any, lo: Any = None, hi: Any = None) -> Any:
+        from tinyflow.promotion import result_type
+
         xp = ctx.xp
+        dtype = result_type(a, lo, hi)
         ctx.save_for_backward(a)
         ctx.lo, ctx.hi = lo, hi
-        out = a
-        if lo is not None:
-            out = xp.maximum(out, lo)
-        if hi is not None:
-            out = xp.minimum(out, hi)
-        return out.astype(a.dtype, copy=False)
+        out = a.astype(dtype, copy=False)
+        try:
+            if lo is not None:
+                out = xp.maximum(out, lo)
+            if hi is not None:
+                out = xp.minimum(out, hi)
+        except ValueError:
+            raise broadcast_error("clamp", a, lo if hasattr(lo, "shape") else hi) from None
+        return out.astype(dtype, copy=False)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         (a,) = ctx.saved_tensors
+        lo, hi = ctx.lo, ctx.hi
+        need = ctx.needs_input_grad
         mask = True
-        if ctx.lo is not None:
-            mask = mask & (a >= ctx.lo)
-        if ctx.hi is not None:
-            mask = mask & (a <= ctx.hi)
-        return g * mask, None, None
+        if lo is not None:
+            mask = mask & (a >= lo)
+        if hi is not None:
+            mask = mask & (a <= hi)
+        g_lo = g_hi = None
+        if len(need) > 1 and need[1]:
+            g_lo = g * ((a < lo) & (lo < hi) if hi is not None else a < lo)
+        if len(need) > 2 and need[2]:
+            g_hi = g * ((a > hi) | (hi < lo) if lo is not None else a > hi)
+        return g * mask, g_lo, g_hi
 
 
 class Where(Function):
@@ -240,6 +300,13 @@ class Where(Function):
         return None, ga, gb
 
 
+def _extremum_grads(xp: Any, g: Any, a: Any, b: Any, a_loses: Any, b_loses: Any) -> tuple:
+    """PyTorch's maximum/minimum gradients: ties split evenly, the loser gets 0, and where a NaN
+    makes both comparisons false, both operands get the whole gradient."""
+    share = xp.where(a == b, g * 0.5, g)
+    return share * ~a_loses, share * ~b_loses
+
+
 class Maximum(Function):
     """Elementwise maximum; ties split the gradient evenly, as PyTorch does."""
 
@@ -251,8 +318,7 @@ class Maximum(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         a, b = ctx.saved_tensors
-        wa = (a > b) + 0.5 * (a == b)
-        return g * wa, g * (1 - wa)
+        return _extremum_grads(ctx.xp, g, a, b, a < b, a > b)
 
 
 class Minimum(Function):
@@ -264,8 +330,7 @@ class Minimum(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         a, b = ctx.saved_tensors
-        wa = (a < b) + 0.5 * (a == b)
-        return g * wa, g * (1 - wa)
+        return _extremum_grads(ctx.xp, g, a, b, a > b, a < b)
 
 
 class DropoutFunction(Function):

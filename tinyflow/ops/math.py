@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinyflow.autograd import Context, Function
+from tinyflow.ops.elementwise import _binary
 
 __all__ = [
     "UnaryFunction", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
@@ -142,7 +143,9 @@ class Reciprocal(UnaryFunction):
 
 
 class Square(UnaryFunction):
-    f = staticmethod(lambda xp, a: a * a)
+    """x * x; a bool tensor squares to int64, as PyTorch's pow(x, 2)."""
+
+    f = staticmethod(lambda xp, a: a * a if a.dtype.kind != "b" else a.astype(xp.int64))
     df = staticmethod(lambda xp, a, out: 2 * a)
 
 
@@ -252,10 +255,12 @@ class Round(_Stepwise):
 
 
 class Sign(_Stepwise):
-    """-1, 0 or 1; NaN gives 0, as PyTorch's sign (NumPy's gives NaN)."""
+    """-1, 0 or 1; NaN gives 0, as PyTorch's sign (NumPy's gives NaN); a bool tensor is its own sign."""
 
     @staticmethod
     def forward(ctx: Context, a: Any) -> Any:
+        if a.dtype.kind == "b":
+            return a.copy()
         out = ctx.xp.sign(a)
         if out.dtype.kind == "f":
             out = ctx.xp.nan_to_num(out, nan=0.0)
@@ -265,19 +270,28 @@ class Sign(_Stepwise):
 # ------------------------------------------------------------------ binary maths
 
 
+def _no_bool(op: str, a: Any, b: Any) -> None:
+    """PyTorch implements the division-like ops for numbers, not for two bool tensors."""
+    if a.dtype.kind == "b" and getattr(b, "dtype", a.dtype).kind == "b":
+        raise NotImplementedError(f"{op}: not implemented for bool tensors; convert with .long() or .float() first")
+
+
+
 class Atan2(Function):
     """atan2(a, b): the angle of the point (b, a)."""
 
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
         ctx.save_for_backward(a, b)
-        return ctx.xp.arctan2(a, b)
+        return _binary("atan2", ctx.xp.arctan2, a, b)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
+        xp = ctx.xp
         a, b = ctx.saved_tensors
-        scale = g / (a * a + b * b)
-        return scale * b, -scale * a
+        norm = a * a + b * b
+        scale = xp.where(norm == 0, 0, g / xp.where(norm == 0, 1, norm)).astype(g.dtype, copy=False)
+        return scale * b, -scale * a  # 0 at the origin, as PyTorch
 
 
 class Fmod(Function):
@@ -285,8 +299,9 @@ class Fmod(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
+        _no_bool("fmod", a, b)
         ctx.save_for_backward(a, b)
-        return ctx.xp.fmod(a, b)
+        return _binary("fmod", ctx.xp.fmod, a, b)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
@@ -300,13 +315,14 @@ class Remainder(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
+        _no_bool("remainder", a, b)
         ctx.save_for_backward(a, b)
-        return ctx.xp.remainder(a, b)
+        return _binary("remainder", ctx.xp.remainder, a, b)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         a, b = ctx.saved_tensors
-        gb = -g * ctx.xp.floor(a / b) if ctx.needs_input_grad[1] else None
+        gb = -g * ctx.xp.floor_divide(a, b) if ctx.needs_input_grad[1] else None
         return g, gb
 
 
@@ -324,7 +340,8 @@ class DivRounded(_Stepwise):
 
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any, mode: str) -> Any:
-        return _divide_rounded(ctx.xp, a, b, mode)
+        _no_bool(f"div(rounding_mode={mode!r})", a, b)
+        return _binary("div", lambda x, y: _divide_rounded(ctx.xp, x, y, mode), a, b)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
@@ -337,7 +354,8 @@ class FloorDivide(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
-        return ctx.xp.floor_divide(a, b)
+        _no_bool("floor_divide", a, b)
+        return _binary("floor_divide", ctx.xp.floor_divide, a, b)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
@@ -369,17 +387,20 @@ class Lerp(Function):
 
 
 class LogAddExp(Function):
+    """log(exp(a) + exp(b)); gradients g / (1 + exp(b - a)) and g / (1 + exp(a - b)), PyTorch's
+    formulas (a half each where a == b, also at -inf or huge magnitudes)."""
+
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
-        out = ctx.xp.logaddexp(a, b)
-        ctx.save_for_backward(a, b, out)
+        out = _binary("logaddexp", ctx.xp.logaddexp, a, b)
+        ctx.save_for_backward(a, b)
         return out
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         xp = ctx.xp
-        a, b, out = ctx.saved_tensors
-        return g * xp.exp(a - out), g * xp.exp(b - out)
+        a, b = ctx.saved_tensors
+        return g / (1 + xp.exp(b - a)), g / (1 + xp.exp(a - b))
 
 
 class CopySign(Function):
@@ -387,7 +408,7 @@ class CopySign(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
-        out = ctx.xp.copysign(a, b)
+        out = _binary("copysign", ctx.xp.copysign, a, b)
         ctx.save_for_backward(a, out)
         return out
 
@@ -409,7 +430,10 @@ class NoGradient(Function):
 
     @staticmethod
     def forward(ctx: Context, fn: Callable[..., Any], *arrays: Any) -> Any:
-        return fn(ctx.xp, *arrays)
+        if len(arrays) != 2:
+            return fn(ctx.xp, *arrays)
+        name = getattr(fn, "__name__", "<lambda>")
+        return _binary("elementwise op" if name == "<lambda>" else name, lambda a, b: fn(ctx.xp, a, b), *arrays)
 
     @staticmethod
     def backward(ctx: Context, *grads: Any) -> tuple:
