@@ -411,13 +411,15 @@ KNOWN = {
     **{("getitem_negative_step", i): "tensor.py getitem" for i in INPUTS},
     # tensor.py __setitem__: NumPy's OverflowError; a value of another dtype into a bool tensor by mask
     ("setitem_slice", "uint8"): "tensor.py setitem", ("setitem_mask_values", "bool"): "tensor.py setitem",
-    # ops/indexing.py ScatterReduce amax: NaN gradient not split as torch (not fixed yet)
-    ("scatter_reduce_amax", "nan_inf"): "scatter_reduce amax NaN",
 }
 
 # torch's prod backward is grad * prod / input where no input is 0: NaN wherever an input is
 # inf or NaN. tinyflow multiplies the other factors (exact), so those gradients differ.
 EXACT_GRADIENT = {("prod_dim", "nan_inf"), ("prod_keepdim", "nan_inf")}
+# torch's scatter_reduce amax/amin backward counts an excluded (include_self=False) input value
+# that equals the result among the ties, so the src entry gets only part of the gradient (-inf
+# here); tinyflow gives the src entries all of it.
+EXACT_GRADIENT |= {("scatter_reduce_amax", "nan_inf")}
 
 # Ops whose gradient torch leaves undefined at ties or NaN (the subgradient is a free choice).
 TIE_GRADIENT_FREE = {"median", "median_dim", "median_dim_keepdim", "kthvalue", "kthvalue_dim", "kthvalue_keepdim"}
@@ -596,3 +598,18 @@ def test_gradcheck(op, shape, seed):
     except (RuntimeError, IndexError):
         return  # this shape does not suit the op (torch raises too: the sweep checks that)
     gradcheck(lambda t: OPS[op](tf, t), [x])
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_amax_nan_gradient_as_torch(include_self):
+    """A NaN result has no winner: its gradient is NaN as torch's (0 * inf); a position left alone
+    keeps its gradient; with include_self=False a written input entry gets none."""
+    a = np.array([[1.0, np.nan, 2.0, 0.5], [3.0, 0.25, np.nan, 4.0]])
+    idx = np.array([[0, 0, 1, 1], [2, 2, 0, 1]])
+    grads = []
+    for m in (tf, torch):
+        x = m.tensor(a, requires_grad=True)
+        y = x.scatter_reduce(-1, m.tensor(idx), x * 2, "amax", include_self=include_self)
+        (y * m.tensor(np.arange(1.0, 9.0).reshape(2, 4))).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], equal_nan=True)

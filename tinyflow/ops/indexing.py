@@ -238,11 +238,13 @@ class ScatterReduce(Function):
             wins_src = s == out[where]
             ties = xp.zeros(a.shape, dtype=g.dtype)
             xp.add.at(ties, where, wins_src.astype(g.dtype))
-            wins_self = (a == out) if keep_self else xp.zeros(a.shape, dtype=bool)
+            # a position left alone keeps its own value; a written one counts it with include_self
+            wins_self = (a == out) & (keep_self | ~ctx.hit)
             ties = ties + wins_self
-            share = g / xp.where(ties == 0, 1, ties)
-            ga = xp.where(ctx.hit, share * wins_self, g)
-            gs_lead = share[where] * wins_src
+            with np.errstate(divide="ignore", invalid="ignore"):  # a NaN result: no winner, NaN as PyTorch
+                share = g / ties
+                ga = xp.where(ctx.hit & (not keep_self), 0, share * wins_self)
+                gs_lead = share[where] * wins_src
         gs = xp.zeros(src.shape, dtype=g.dtype)
         gs[tuple(slice(0, n) for n in index.shape)] = gs_lead
         return ga, None, None, gs, None, None
