@@ -217,6 +217,21 @@ def test_jvp_parity(shape, seed):
         tff.jvp(make(tf), x, u)
 
 
+def test_linearize_parity():
+    def make(lib):
+        return lambda x, y: {"a": lib.sin(x) * y, "b": (x * y).sum()}
+
+    (x, tx), (y, ty) = pair(arr((2, 3), 0)), pair(arr((2, 3), 1))
+    out, fn = tff.linearize(make(tf), x, y)
+    tout, tfn = tfunc.linearize(make(torch), tx, ty)
+    assert_tree_close(out, tout)
+    for seed in (2, 3):
+        (u, tu), (v, tv) = pair(arr((2, 3), seed)), pair(arr((2, 3), seed + 10))
+        assert_tree_close(fn(u, v), tfn(tu, tv))
+    with pytest.raises(RuntimeError, match="expected tangents with the structure and shapes of primals"):
+        fn(u)
+
+
 # ----------------------------------------------------------------------------------------- vmap
 @few
 @given(shape=shapes, seed=seeds, data=st.data())
@@ -376,6 +391,58 @@ def test_functional_call_values_and_gradients(seed):
     assert_tree_close(tff.functional_call(ours, split, (x,), {}), tout)
     with pytest.warns(FutureWarning, match="torch.func.functional_call"):
         assert_tree_close(tf.nn.utils.stateless.functional_call(ours, p, x), tout)
+
+
+@pytest.mark.parametrize("build", [
+    lambda lib: lib.nn.GRU(3, 4, batch_first=True),
+    lambda lib: lib.nn.MultiheadAttention(3, 1, batch_first=True),
+    lambda lib: lib.nn.Conv1d(3, 2, 2),
+], ids=["GRU", "MultiheadAttention", "Conv1d"])
+def test_functional_call_layers(build):
+    torch.manual_seed(1)
+    th = build(torch).double()
+    ours = build(tf).double()
+    ours.load_state_dict({k: v.detach().numpy() for k, v in th.state_dict().items()})
+    values = {k: arr(tuple(v.shape), i) for i, (k, v) in enumerate(th.named_parameters())}
+    p = {k: tf.tensor(v, requires_grad=True) for k, v in values.items()}
+    tp = {k: torch.tensor(v, requires_grad=True) for k, v in values.items()}
+    x, tx = pair(arr((2, 3, 3), 7))
+    n_args = 3 if isinstance(th, torch.nn.MultiheadAttention) else 1
+    out, tout = tff.functional_call(ours, p, (x,) * n_args), tfunc.functional_call(th, tp, (tx,) * n_args)
+    out, tout = (out[0], tout[0]) if isinstance(tout, tuple) else (out, tout)
+    assert_tree_close(out, tout)
+    out.sum().backward()
+    tout.sum().backward()
+    assert_tree_close({k: v.grad for k, v in p.items()}, {k: v.grad for k, v in tp.items()})
+
+
+def test_functional_call_parametrized_module():
+    """The ``parametrizations.<name>.original`` key goes through the parametrization, as PyTorch."""
+    def sym(lib):
+        class Sym(lib.nn.Module):
+            def forward(self, w):
+                return w.triu() + w.triu(1).T
+        return Sym()
+
+    th, ours = torch.nn.Linear(2, 2, bias=False).double(), tf.nn.Linear(2, 2, bias=False).double()
+    torch.nn.utils.parametrize.register_parametrization(th, "weight", sym(torch))
+    tf.nn.utils.parametrize.register_parametrization(ours, "weight", sym(tf))
+    (w, tw), (x, tx) = pair(arr((2, 2), 0)), pair(arr((3, 2), 1))
+    key = "parametrizations.weight.original"
+    original = ours.parametrizations.weight.original
+    assert_tree_close(tff.functional_call(ours, {key: w}, x), tfunc.functional_call(th, {key: tw}, tx))
+    assert ours.parametrizations.weight.original is original
+
+
+def test_replace_all_batch_norm_modules_():
+    net, tnet = tf.nn.Sequential(tf.nn.Linear(3, 3), tf.nn.BatchNorm1d(3)), torch.nn.Sequential(
+        torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))
+    assert tff.replace_all_batch_norm_modules_(net) is net
+    tfunc.replace_all_batch_norm_modules_(tnet)
+    assert [k for k, _ in net.named_buffers()] == [k for k, _ in tnet.named_buffers()] == []
+    assert net[1].track_running_stats is tnet[1].track_running_stats is False
+    x = tf.tensor(arr((4, 3), 0), dtype=tf.float32)
+    assert tff.debug_unwrap(x) is x
 
 
 def test_functional_call_restores_after_an_error():

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
 
 __all__ = ["functional_call", "stack_module_state", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd",
-           "hessian", "vmap", "functionalize"]
+           "hessian", "vmap", "functionalize", "linearize", "replace_all_batch_norm_modules_", "debug_unwrap"]
 
 
 # ------------------------------------------------------------------------------------------ pytrees
@@ -496,6 +496,60 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
     out = tree_unflatten([o.detach() for o in flat_out], out_spec)
     jvp_out = tree_unflatten(products, out_spec)
     return (out, jvp_out, aux) if has_aux else (out, jvp_out)
+
+
+def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
+    """(func(*primals), jvp_fn): ``jvp_fn(*tangents)`` is the Jacobian-vector product at
+    ``primals`` (as ``jvp``), reusable for many tangents. tinyflow computes the Jacobian once, in
+    reverse mode (one backward pass per output element), and multiplies by each tangent."""
+    import tinyflow as tf
+
+    name = "linearize(func, *primals)"
+    with _autograd_transform("linearize"), tf.enable_grad():
+        diff = tree_map(_make_differentiable, primals)
+        flat_out, out_spec = tree_flatten(func(*diff))
+        _check_outputs(name, flat_out)
+        leaves, in_spec = tree_flatten(diff)
+        blocks = _jacobian_blocks(flat_out, leaves)
+
+    def jvp_fn(*tangents: Any) -> Any:
+        from tinyflow.tensor import Tensor
+
+        flat_t, t_spec = tree_flatten(tangents)
+        if t_spec != in_spec or any(not isinstance(t, Tensor) or tuple(t.shape) != tuple(x.shape)
+                                    for t, x in zip(flat_t, leaves)):
+            raise RuntimeError(f"{name}: expected tangents with the structure and shapes of primals "
+                               f"{[tuple(x.shape) for x in leaves]}, got "
+                               f"{[tuple(getattr(t, 'shape', ())) for t in flat_t]}")
+        products = []
+        for o, row in zip(flat_out, blocks):
+            total = tf.zeros(tuple(o.shape), dtype=o.dtype)
+            for j, t in zip(row, flat_t):
+                total = total + (j.reshape(o.numel(), t.numel()) @ t.detach().reshape(-1).to(j.dtype)).reshape(o.shape)
+            products.append(total)
+        return tree_unflatten(products, out_spec)
+
+    return tree_unflatten([o.detach() for o in flat_out], out_spec), jvp_fn
+
+
+def replace_all_batch_norm_modules_(root: Module) -> Module:
+    """In place: every BatchNorm in ``root`` stops tracking running stats (they become None and
+    batch statistics are always used), so that it can run under ``vmap``; returns ``root``."""
+    from tinyflow.nn.batchnorm import _BatchNorm
+
+    for m in root.modules():
+        if isinstance(m, _BatchNorm) and m.track_running_stats:
+            m.running_mean = None
+            m.running_var = None
+            m.num_batches_tracked = None
+            m.track_running_stats = False
+    return root
+
+
+def debug_unwrap(tensor: Tensor, *, recurse: bool = True) -> Tensor:
+    """The plain tensor under a transform's wrapper: tinyflow's transforms do not wrap tensors,
+    so this returns ``tensor`` itself."""
+    return tensor
 
 
 def hessian(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
