@@ -14,6 +14,7 @@ import numpy as np
 from tinyflow.autograd import Context, Function
 from tinyflow.device import device_check
 from tinyflow.errors import ShapeError
+from tinyflow.ops.reduce import quiet
 
 __all__ = [
     "Gather", "Scatter", "ScatterAdd", "ScatterReduce", "IndexSelect", "IndexAdd", "MaskedSelect",
@@ -183,6 +184,7 @@ class ScatterReduce(Function):
     """
 
     @staticmethod
+    @quiet
     def forward(ctx: Context, a: Any, dim: int, index: Any, src: Any, reduce: str, include_self: bool = True) -> Any:
         xp = ctx.xp
         if reduce not in _REDUCTIONS:
@@ -222,6 +224,7 @@ class ScatterReduce(Function):
         return out
 
     @staticmethod
+    @quiet
     def backward(ctx: Context, g: Any) -> tuple:
         xp = ctx.xp
         a, index, src, out = ctx.saved_tensors

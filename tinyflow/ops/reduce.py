@@ -1,6 +1,8 @@
 """Reductions: sum, mean, var, max/min (and their arg versions, which need no gradient)."""
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,18 @@ from tinyflow.errors import ShapeError
 __all__ = ["Sum", "Mean", "Var", "Max", "Min", "MaxDim", "VectorNorm"]
 
 Axis = int | tuple[int, ...] | None
+
+
+def quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` without NumPy's warnings for inf and NaN arithmetic (0 / 0, inf - inf, overflow):
+    PyTorch computes those silently. (CuPy never warns; np.errstate leaves it alone.)"""
+
+    @functools.wraps(fn)
+    def silent(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+
+    return silent
 
 
 def normalize_axis(op: str, axis: Axis, ndim: int) -> tuple[int, ...] | None:
@@ -85,15 +99,19 @@ class Sum(Function):
 
 class Mean(Function):
     @staticmethod
+    @quiet
     def forward(ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False) -> Any:
         _need_floating("mean", a, "could not infer the output dtype: the input must be floating point or complex")
         ctx.shape = a.shape
         ctx.axes = normalize_axis("mean", axis, a.ndim)
         ctx.keepdim = keepdim
         ctx.n = a.size if ctx.axes is None else _count(a.shape, ctx.axes)
+        if ctx.n == 0:  # NaN, without NumPy's "mean of empty slice" warning
+            return a.sum(axis=ctx.axes, keepdims=keepdim) / ctx.xp.zeros((), dtype=a.dtype)
         return a.mean(axis=ctx.axes, keepdims=keepdim)
 
     @staticmethod
+    @quiet
     def backward(ctx: Context, g: Any) -> Any:
         return _expand_back(ctx.xp, g / ctx.n, ctx.shape, ctx.axes, ctx.keepdim)
 
@@ -109,6 +127,7 @@ class Var(Function):
     """Variance with Bessel's correction (``correction=1``) by default, as PyTorch."""
 
     @staticmethod
+    @quiet
     def forward(ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Any:
         _need_floating("var", a, "std and var only support floating point and complex dtypes")
         axes = normalize_axis("var", axis, a.ndim)
@@ -121,6 +140,7 @@ class Var(Function):
         return (centered * centered).sum(axis=axes, keepdims=keepdim) / denom
 
     @staticmethod
+    @quiet
     def backward(ctx: Context, g: Any) -> Any:
         (centered,) = ctx.saved_tensors
         g = _expand_back(ctx.xp, g, ctx.shape, ctx.axes, ctx.keepdim)
@@ -216,6 +236,7 @@ class VectorNorm(Function):
     """
 
     @staticmethod
+    @quiet
     def forward(ctx: Context, a: Any, p: float, axis: Axis = None, keepdim: bool = False) -> Any:
         xp = ctx.xp
         axes = normalize_axis("norm", axis, a.ndim)
@@ -237,6 +258,7 @@ class VectorNorm(Function):
         return out.reshape(()) if axes is None else out.reshape([n for i, n in enumerate(out.shape) if i not in axes])
 
     @staticmethod
+    @quiet
     def backward(ctx: Context, g: Any) -> Any:
         xp = ctx.xp
         a, out = ctx.saved_tensors

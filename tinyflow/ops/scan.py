@@ -11,6 +11,7 @@ from typing import Any
 
 from tinyflow.autograd import Context, Function
 from tinyflow.ops.indexing import normalize_dim
+from tinyflow.ops.reduce import quiet
 
 __all__ = ["CumSum", "CumProd", "CumExtreme", "LogCumSumExp", "Prod", "accumulate"]
 
@@ -61,6 +62,7 @@ class CumSum(Function):
 
 class CumProd(Function):
     @staticmethod
+    @quiet
     def forward(ctx: Context, a: Any, dim: int) -> Any:
         xp = ctx.xp
         ctx.dim = normalize_dim("cumprod", dim, a.ndim)
@@ -73,6 +75,7 @@ class CumProd(Function):
         return out
 
     @staticmethod
+    @quiet
     def backward(ctx: Context, g: Any) -> tuple:
         xp = ctx.xp
         if g.ndim == 0:
@@ -97,6 +100,7 @@ class CumExtreme(Function):
     values, and a NaN once seen, as PyTorch). The gradient goes to those indices."""
 
     @staticmethod
+    @quiet
     def forward(ctx: Context, a: Any, dim: int, largest: bool = True) -> tuple:
         xp = ctx.xp
         op = "cummax" if largest else "cummin"
@@ -116,6 +120,7 @@ class CumExtreme(Function):
         return values, index
 
     @staticmethod
+    @quiet
     def backward(ctx: Context, g: Any, _g_index: Any) -> tuple:
         xp = ctx.xp
         (index,) = ctx.saved_tensors
@@ -137,6 +142,7 @@ class LogCumSumExp(Function):
     """log(cumsum(exp(a))) computed pairwise in log space (no overflow, no underflow to -inf)."""
 
     @staticmethod
+    @quiet
     def forward(ctx: Context, a: Any, dim: int) -> Any:
         ctx.dim = normalize_dim("logcumsumexp", dim, a.ndim)
         if a.ndim == 0:
@@ -147,6 +153,7 @@ class LogCumSumExp(Function):
         return out
 
     @staticmethod
+    @quiet
     def backward(ctx: Context, g: Any) -> tuple:
         xp = ctx.xp
         a, out = ctx.saved_tensors
@@ -168,6 +175,7 @@ class Prod(Function):
     the others, exact with zeros. Integer and bool inputs multiply in int64, as PyTorch."""
 
     @staticmethod
+    @quiet
     def forward(ctx: Context, a: Any, dim: int | None = None, keepdim: bool = False) -> Any:
         xp = ctx.xp
         ctx.shape = a.shape
@@ -182,6 +190,7 @@ class Prod(Function):
         return a.prod(axis=ctx.dim, keepdims=keepdim)
 
     @staticmethod
+    @quiet
     def backward(ctx: Context, g: Any) -> Any:
         xp = ctx.xp
         (a,) = ctx.saved_tensors
