@@ -32,7 +32,7 @@ __all__ = ["functional_call", "stack_module_state", "grad", "grad_and_value", "v
 
 
 # ------------------------------------------------------------------------------------------ pytrees
-class TreeSpec(NamedTuple):
+class _TreeSpec(NamedTuple):
     """The structure of a nested container: ``kind`` is "leaf", "none", "tuple", "list",
     "namedtuple" or "dict"; ``keys`` the dict keys; ``children`` one spec per item."""
 
@@ -66,30 +66,30 @@ def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
-def tree_flatten(tree: Any) -> tuple[list[Any], TreeSpec]:
+def _tree_flatten(tree: Any) -> tuple[list[Any], _TreeSpec]:
     """The leaves of ``tree`` (tuples, lists, dicts nest; None holds no leaf) and its structure."""
     leaves: list[Any] = []
 
-    def walk(x: Any) -> TreeSpec:
+    def walk(x: Any) -> _TreeSpec:
         if x is None:
-            return TreeSpec("none")
+            return _TreeSpec("none")
         if isinstance(x, dict):
-            return TreeSpec("dict", type(x), tuple(x.keys()), tuple(walk(v) for v in x.values()))
+            return _TreeSpec("dict", type(x), tuple(x.keys()), tuple(walk(v) for v in x.values()))
         if isinstance(x, (tuple, list)):
             kind = "namedtuple" if _is_namedtuple(x) else "tuple" if isinstance(x, tuple) else "list"
-            return TreeSpec(kind, type(x), (), tuple(walk(v) for v in x))
+            return _TreeSpec(kind, type(x), (), tuple(walk(v) for v in x))
         leaves.append(x)
-        return TreeSpec("leaf")
+        return _TreeSpec("leaf")
 
     spec = walk(tree)
     return leaves, spec
 
 
-def tree_unflatten(leaves: Sequence[Any], spec: TreeSpec) -> Any:
+def _tree_unflatten(leaves: Sequence[Any], spec: _TreeSpec) -> Any:
     """The inverse of ``tree_flatten``: ``leaves`` put back into the structure ``spec``."""
     it = iter(leaves)
 
-    def build(s: TreeSpec) -> Any:
+    def build(s: _TreeSpec) -> Any:
         if s.kind == "leaf":
             return next(it)
         if s.kind == "none":
@@ -104,12 +104,13 @@ def tree_unflatten(leaves: Sequence[Any], spec: TreeSpec) -> Any:
     return build(spec)
 
 
-def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
-    leaves, spec = tree_flatten(tree)
-    return tree_unflatten([fn(x) for x in leaves], spec)
+def _tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
+    """``tree`` with ``fn`` applied to every leaf."""
+    leaves, spec = _tree_flatten(tree)
+    return _tree_unflatten([fn(x) for x in leaves], spec)
 
 
-def _broadcast_to_and_flatten(prefix: Any, spec: TreeSpec) -> list[Any] | None:
+def _broadcast_to_and_flatten(prefix: Any, spec: _TreeSpec) -> list[Any] | None:
     """``prefix`` (an in_dims/out_dims tree that may stop early: an int or None there covers the
     whole subtree) expanded to one value per leaf of ``spec``; None where the structures differ."""
     if prefix is None or not isinstance(prefix, (tuple, list, dict)):
@@ -259,17 +260,17 @@ def _make_differentiable(x: Any) -> Tensor:
 def _detach_tree(tree: Any) -> Any:
     from tinyflow.tensor import Tensor
 
-    return tree_map(lambda x: x.detach() if isinstance(x, Tensor) else x, tree)
+    return _tree_map(lambda x: x.detach() if isinstance(x, Tensor) else x, tree)
 
 
-def _prepare_diff_args(args: tuple, argnums: Any) -> tuple[tuple, Any, list[Tensor], TreeSpec]:
+def _prepare_diff_args(args: tuple, argnums: Any) -> tuple[tuple, Any, list[Tensor], _TreeSpec]:
     """(args with the chosen ones replaced by differentiable copies, the chosen ones as PyTorch
     hands them back (one tree for an int argnums, a tuple of trees for a tuple), their leaves, their spec)."""
     nums = _argnums_tuple(argnums, len(args))
-    chosen = tuple(tree_map(_make_differentiable, args[a]) for a in nums)
+    chosen = tuple(_tree_map(_make_differentiable, args[a]) for a in nums)
     new_args = tuple(chosen[nums.index(i)] if i in nums else a for i, a in enumerate(args))
     diff = chosen[0] if isinstance(argnums, int) else chosen
-    leaves, spec = tree_flatten(diff)
+    leaves, spec = _tree_flatten(diff)
     return new_args, diff, leaves, spec
 
 
@@ -294,7 +295,7 @@ def _split_aux(name: str, out: Any, has_aux: bool) -> tuple[Any, Any]:
         raise RuntimeError(f"{name}: output of function f should be a tuple: (output, aux) if has_aux is True")
     from tinyflow.tensor import Tensor
 
-    for leaf in tree_flatten(out[1])[0]:
+    for leaf in _tree_flatten(out[1])[0]:
         if not isinstance(leaf, Tensor):
             raise RuntimeError(f"{name}: Expected tensors in aux, got unsupported type {type(leaf)} (aux must be a "
                                "tensor or a tuple/list/dict of tensors)")
@@ -323,7 +324,7 @@ def grad_and_value(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
             if output.dim() != 0:
                 raise RuntimeError(f"{name}: Expected f(*args) to return a scalar Tensor, got tensor with "
                                    f"{output.dim()} dims. Maybe you wanted to use the vjp or jacrev APIs instead?")
-            grads = tree_unflatten(_grads([output], leaves, None, retain_graph=False), spec)
+            grads = _tree_unflatten(_grads([output], leaves, None, retain_graph=False), spec)
         value = output.detach()
         return (grads, (value, aux)) if has_aux else (grads, value)
 
@@ -371,11 +372,11 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     import tinyflow as tf
 
     with _autograd_transform("vjp"), tf.enable_grad():
-        diff = tuple(tree_map(_make_differentiable, p) for p in primals)
+        diff = tuple(_tree_map(_make_differentiable, p) for p in primals)
         output, aux = _split_aux(name, func(*diff), has_aux)
-        flat_out, out_spec = tree_flatten(output)
+        flat_out, out_spec = _tree_flatten(output)
         _check_outputs(name, flat_out)
-    leaves, in_spec = tree_flatten(diff)
+    leaves, in_spec = _tree_flatten(diff)
 
     def vjp_fn(cotangents: Any, retain_graph: bool = True, create_graph: bool | None = None) -> tuple[Any, ...]:
         from tinyflow.tensor import Tensor
@@ -383,7 +384,7 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
         if create_graph:
             raise NotImplementedError("vjp_fn(create_graph=True): tinyflow's backward passes are not differentiable "
                                       "again (no higher-order gradients); use create_graph=False")
-        flat_cot, cot_spec = tree_flatten(cotangents)
+        flat_cot, cot_spec = _tree_flatten(cotangents)
         if cot_spec != out_spec:
             raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs "
                                f"to the function. cotangents: {cot_spec!r}, primal output: {out_spec!r}")
@@ -393,9 +394,9 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
             if tuple(c.shape) != tuple(o.shape):
                 raise RuntimeError(f"Mismatch in shape: grad_output[{k}] has a shape of {tuple(c.shape)} and "
                                    f"output[{k}] has a shape of {tuple(o.shape)}.")
-        return tree_unflatten(_grads(flat_out, leaves, flat_cot, retain_graph=retain_graph), in_spec)
+        return _tree_unflatten(_grads(flat_out, leaves, flat_cot, retain_graph=retain_graph), in_spec)
 
-    detached = tree_unflatten([o.detach() for o in flat_out], out_spec)
+    detached = _tree_unflatten([o.detach() for o in flat_out], out_spec)
     return (detached, vjp_fn, aux) if has_aux else (detached, vjp_fn)
 
 
@@ -449,10 +450,10 @@ def _jacobian_transform(api: str, func: Callable[..., Any], argnums: Any, has_au
         with _autograd_transform(api), tf.enable_grad():
             new_args, _, leaves, in_spec = _prepare_diff_args(args, argnums)
             output, aux = _split_aux(name, func(*new_args, **kwargs), has_aux)
-            flat_out, out_spec = tree_flatten(output)
+            flat_out, out_spec = _tree_flatten(output)
             _check_outputs(name, flat_out)
             blocks = _jacobian_blocks(flat_out, leaves)
-        jac = tree_unflatten([tree_unflatten(row, in_spec) for row in blocks], out_spec)
+        jac = _tree_unflatten([_tree_unflatten(row, in_spec) for row in blocks], out_spec)
         return (jac, aux) if has_aux else jac
 
     wrapper.__name__ = f"{api}({getattr(func, '__name__', 'f')})"
@@ -470,8 +471,8 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
     name = "jvp(f, primals, tangents)"
     if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
         raise RuntimeError(f"{name}: Expected primals and tangents to be tuples. E.g. jvp(f, (x,), (t,))")
-    flat_p, p_spec = tree_flatten(primals)
-    flat_t, t_spec = tree_flatten(tangents)
+    flat_p, p_spec = _tree_flatten(primals)
+    flat_t, t_spec = _tree_flatten(tangents)
     if p_spec != t_spec:
         raise RuntimeError(f"{name}: Expected primals and tangents to have the same python structure. For example, "
                            f"if primals is a tuple of 3 tensors, tangents also must be. Got primals with structure "
@@ -481,11 +482,11 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
             raise RuntimeError(f"{name}: Expected primals and tangents to have the same shapes, got "
                                f"{tuple(p.shape)} and {tuple(getattr(t, 'shape', ()))}")
     with _autograd_transform("jvp"), tf.enable_grad():
-        diff = tree_map(_make_differentiable, primals)
+        diff = _tree_map(_make_differentiable, primals)
         output, aux = _split_aux(name, func(*diff), has_aux)
-        flat_out, out_spec = tree_flatten(output)
+        flat_out, out_spec = _tree_flatten(output)
         _check_outputs(name, flat_out)
-        leaves, _ = tree_flatten(diff)
+        leaves, _ = _tree_flatten(diff)
         blocks = _jacobian_blocks(flat_out, leaves)
     products = []
     for o, row in zip(flat_out, blocks):
@@ -493,8 +494,8 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
         for j, t in zip(row, flat_t):
             total = total + (j.reshape(o.numel(), t.numel()) @ t.detach().reshape(-1).to(j.dtype)).reshape(o.shape)
         products.append(total)
-    out = tree_unflatten([o.detach() for o in flat_out], out_spec)
-    jvp_out = tree_unflatten(products, out_spec)
+    out = _tree_unflatten([o.detach() for o in flat_out], out_spec)
+    jvp_out = _tree_unflatten(products, out_spec)
     return (out, jvp_out, aux) if has_aux else (out, jvp_out)
 
 
@@ -506,16 +507,16 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
 
     name = "linearize(func, *primals)"
     with _autograd_transform("linearize"), tf.enable_grad():
-        diff = tree_map(_make_differentiable, primals)
-        flat_out, out_spec = tree_flatten(func(*diff))
+        diff = _tree_map(_make_differentiable, primals)
+        flat_out, out_spec = _tree_flatten(func(*diff))
         _check_outputs(name, flat_out)
-        leaves, in_spec = tree_flatten(diff)
+        leaves, in_spec = _tree_flatten(diff)
         blocks = _jacobian_blocks(flat_out, leaves)
 
     def jvp_fn(*tangents: Any) -> Any:
         from tinyflow.tensor import Tensor
 
-        flat_t, t_spec = tree_flatten(tangents)
+        flat_t, t_spec = _tree_flatten(tangents)
         if t_spec != in_spec or any(not isinstance(t, Tensor) or tuple(t.shape) != tuple(x.shape)
                                     for t, x in zip(flat_t, leaves)):
             raise RuntimeError(f"{name}: expected tangents with the structure and shapes of primals "
@@ -527,9 +528,9 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
             for j, t in zip(row, flat_t):
                 total = total + (j.reshape(o.numel(), t.numel()) @ t.detach().reshape(-1).to(j.dtype)).reshape(o.shape)
             products.append(total)
-        return tree_unflatten(products, out_spec)
+        return _tree_unflatten(products, out_spec)
 
-    return tree_unflatten([o.detach() for o in flat_out], out_spec), jvp_fn
+    return _tree_unflatten([o.detach() for o in flat_out], out_spec), jvp_fn
 
 
 def replace_all_batch_norm_modules_(root: Module) -> Module:
@@ -588,7 +589,7 @@ def _fn_name(func: Any) -> str:
     return getattr(func, "__name__", repr(func))
 
 
-def _batch_inputs(func: Callable[..., Any], in_dims: Any, args: tuple) -> tuple[int, list[Any], list[Any], TreeSpec]:
+def _batch_inputs(func: Callable[..., Any], in_dims: Any, args: tuple) -> tuple[int, list[Any], list[Any], _TreeSpec]:
     """(batch size, in_dim per leaf (non-negative or None), the leaves, the args' spec), checked
     as PyTorch's vmap checks them."""
     from tinyflow.tensor import Tensor
@@ -600,10 +601,10 @@ def _batch_inputs(func: Callable[..., Any], in_dims: Any, args: tuple) -> tuple[
     if not args:
         raise ValueError(f"vmap({_fn_name(func)})(<inputs>): got no inputs. Maybe you forgot to add inputs, or you "
                          "are trying to vmap over a function with no inputs. The latter is unsupported.")
-    leaves, spec = tree_flatten(args)
+    leaves, spec = _tree_flatten(args)
     dims = _broadcast_to_and_flatten(in_dims, spec)
     if dims is None:
-        dim_spec = tree_flatten(in_dims)[1]
+        dim_spec = _tree_flatten(in_dims)[1]
         raise ValueError(f"{head}: in_dims is not compatible with the structure of `inputs`. in_dims has structure "
                          f"{dim_spec!r} but inputs has structure {spec!r}.")
     for i, (arg, d) in enumerate(zip(leaves, dims)):
@@ -634,7 +635,7 @@ def _stack_outputs(func: Callable[..., Any], out_dims: Any, results: list[Any]) 
     from tinyflow.tensor import Tensor
 
     name = _fn_name(func)
-    flats = [tree_flatten(r) for r in results]
+    flats = [_tree_flatten(r) for r in results]
     spec = flats[0][1]
     if isinstance(results[0], Tensor):
         if isinstance(out_dims, int) or out_dims is None:
@@ -647,7 +648,7 @@ def _stack_outputs(func: Callable[..., Any], out_dims: Any, results: list[Any]) 
         dims = _broadcast_to_and_flatten(out_dims, spec)
     if dims is None:
         raise ValueError(f"vmap({name}, ..., out_dims={out_dims})(<inputs>): out_dims is not compatible with the "
-                         f"structure of `outputs`. out_dims has structure {tree_flatten(out_dims)[1]!r} but outputs "
+                         f"structure of `outputs`. out_dims has structure {_tree_flatten(out_dims)[1]!r} but outputs "
                          f"has structure {spec!r}.")
     for _, s in flats[1:]:
         if s != spec:
@@ -677,7 +678,7 @@ def _stack_outputs(func: Callable[..., Any], out_dims: Any, results: list[Any]) 
             raise IndexError(f"vmap({name}, ..., out_dims={out_dims}): out_dim {d} is out of range for outputs of "
                              f"{nd - 1} dims (expected {-nd} <= out_dim < {nd})")
         out.append(tf.stack(items, dim=d))
-    return tree_unflatten(out, spec)
+    return _tree_unflatten(out, spec)
 
 
 def vmap(func: Callable[..., Any], in_dims: int | tuple[Any, ...] = 0, out_dims: int | tuple[Any, ...] = 0,
@@ -707,7 +708,7 @@ def vmap(func: Callable[..., Any], in_dims: int | tuple[Any, ...] = 0, out_dims:
             if randomness == "same":
                 tf_random.set_rng_state(state)
             sample = [x if d is None else x.select(d, i) for x, d in zip(leaves, dims)]
-            results.append(func(*tree_unflatten(sample, spec), **kwargs))
+            results.append(func(*_tree_unflatten(sample, spec), **kwargs))
             if randomness == "error" and tf_random.get_rng_state() != state:
                 tf_random.set_rng_state(state)
                 raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use "
