@@ -513,13 +513,29 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
         return self.reshape(-1)[_index_tensor(self, index)]
 
     def take_along_dim(self, indices: Tensor, dim: int | None = None) -> Tensor:
+        """The entries at ``indices`` along ``dim`` (input and indices broadcast in the other dims);
+        without dim, of the flattened input at the flattened indices."""
         if dim is None:
             return self.reshape(-1).gather(0, indices.reshape(-1))
-        shape = list(np.broadcast_shapes(tuple(self.shape), tuple(indices.shape)))
-        shape[dim] = self.shape[dim]
-        ishape = list(shape)
-        ishape[dim] = indices.shape[dim]
-        return self.expand(*shape).gather(dim, indices.expand(*ishape))
+        if indices.ndim != self.ndim:
+            raise RuntimeError(
+                f"take_along_dim: input and indices must have the same number of dims, got shapes "
+                f"{tuple(self.shape)} and {tuple(indices.shape)}"
+            )
+        if self.ndim == 0:
+            raise IndexError(f"take_along_dim: dim {dim} given but the input has no dimensions (shape ())")
+        d = _dim("take_along_dim", dim, self.ndim)
+        try:
+            rest = [1 if i == d else np.broadcast_shapes((n,), (m,))[0]
+                    for i, (n, m) in enumerate(zip(self.shape, indices.shape))]
+        except ValueError:
+            raise RuntimeError(
+                f"take_along_dim: input of shape {tuple(self.shape)} and indices of shape {tuple(indices.shape)} "
+                f"do not broadcast in the dims other than {dim}"
+            ) from None
+        shape = rest[:d] + [self.shape[d]] + rest[d + 1:]
+        ishape = rest[:d] + [indices.shape[d]] + rest[d + 1:]
+        return self.expand(*shape).gather(d, indices.expand(*ishape))
 
     # the in-place forms write the result into self (its history moves onto the op, as PyTorch)
     def masked_fill_(self, mask: Any, value: Any) -> Tensor:
