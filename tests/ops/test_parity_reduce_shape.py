@@ -637,3 +637,16 @@ def test_scatter_reduce_amax_nan_gradient_as_torch(include_self):
         (y * m.tensor(np.arange(1.0, 9.0).reshape(2, 4))).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_allclose(grads[0], grads[1], equal_nan=True)
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod", "logcumsumexp", "sum", "mean", "var", "norm", "logsumexp"])
+def test_float16_accumulates_in_float32_as_torch(op):
+    """Long float16 reductions and scans round each result once, as torch (a float16 running sum
+    would stop at 2048)."""
+    a = np.random.default_rng(0).uniform(0.5, 1.0, (2, 5000)).astype(np.float16)
+    if op == "cumprod":
+        a = (1 + (a - 0.75) * 1e-3).astype(np.float16)
+    ours = getattr(tf.tensor(a), op)(-1) if op != "norm" else tf.tensor(a).norm(dim=-1)
+    ref = getattr(torch.tensor(a), op)(-1) if op != "norm" else torch.tensor(a).norm(dim=-1)
+    assert str(ours.dtype) == "float16"
+    np.testing.assert_allclose(ours.numpy().astype(np.float32), ref.numpy().astype(np.float32), rtol=2e-3, atol=1e-3)

@@ -16,8 +16,23 @@ from tinyflow.ops.reduce import quiet
 __all__ = ["CumSum", "CumProd", "CumExtreme", "LogCumSumExp", "Prod", "accumulate"]
 
 
+def _cumsum(xp: Any, a: Any, axis: int) -> Any:
+    """cumsum along ``axis``; 16-bit floats accumulate in float32 (as PyTorch: a float16 running
+    sum stops growing at 2048)."""
+    if a.dtype.kind not in "iub" and a.dtype.itemsize == 2:
+        return xp.cumsum(a.astype("float32"), axis=axis).astype(a.dtype)
+    return xp.cumsum(a, axis=axis)
+
+
+def _cumprod(xp: Any, a: Any, axis: int) -> Any:
+    """cumprod along ``axis``; 16-bit floats accumulate in float32, as PyTorch."""
+    if a.dtype.kind not in "iub" and a.dtype.itemsize == 2:
+        return xp.cumprod(a.astype("float32"), axis=axis).astype(a.dtype)
+    return xp.cumprod(a, axis=axis)
+
+
 def _reverse_cumsum(xp: Any, a: Any, axis: int) -> Any:
-    return xp.flip(xp.cumsum(xp.flip(a, axis=axis), axis=axis), axis=axis)
+    return xp.flip(_cumsum(xp, xp.flip(a, axis=axis), axis), axis=axis)
 
 
 def accumulate(xp: Any, name: str, a: Any, axis: int) -> Any:
@@ -51,7 +66,7 @@ class CumSum(Function):
             a = a.astype("int64")
         if a.ndim == 0:
             return a.copy()
-        return ctx.xp.cumsum(a, axis=ctx.dim)
+        return _cumsum(ctx.xp, a, ctx.dim)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
@@ -70,7 +85,7 @@ class CumProd(Function):
             a = a.astype("int64")
         if a.ndim == 0:
             return a.copy()
-        out = xp.cumprod(a, axis=ctx.dim)
+        out = _cumprod(xp, a, ctx.dim)
         ctx.save_for_backward(a, out)
         return out
 
@@ -148,7 +163,8 @@ class LogCumSumExp(Function):
         if a.ndim == 0:
             out = a.copy()
         else:
-            out = accumulate(ctx.xp, "logaddexp", a, ctx.dim)
+            wide = a.astype("float32") if a.dtype.itemsize == 2 else a  # 16-bit floats accumulate in float32
+            out = accumulate(ctx.xp, "logaddexp", wide, ctx.dim).astype(a.dtype, copy=False)
         ctx.save_for_backward(a, out)
         return out
 
