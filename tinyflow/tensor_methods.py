@@ -1007,6 +1007,8 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
 # The in-place forms of unary maths (x.sin_() writes sin(x) into x); the history moves onto the op.
 def _inplace_form(name: str) -> Callable[..., Tensor]:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if name in ("cumsum", "cumprod"):
+            _no_bool(name + "_", self)  # an int64 running sum has no bool tensor to go back into
         return self.copy_(getattr(self, name)(*args, **kwargs))
 
     method.__name__ = method.__qualname__ = name + "_"

@@ -72,6 +72,23 @@ def _dim_size(x, d):
     return x.shape[d] if x.ndim else 1
 
 
+def _inplace(method, *args_of):
+    """y = x.clone(); y.<method>(*args) (args computed from m and x); returns y."""
+    def fn(m, x):
+        y = x.clone()
+        out = getattr(y, method)(*(f(m, x) for f in args_of))
+        assert out is y
+        return y
+
+    return fn
+
+
+def _chained_setitem(m, x):
+    y = x.clone()
+    y[1][0] = x.reshape(-1)[0] * 3  # a write through the view y[1] reaches y
+    return y
+
+
 def _setitem(index, value_of):
     def fn(m, x):
         y = x.clone()
@@ -364,6 +381,15 @@ OPS = {
     "setitem_neg_index": _setitem(lambda m, x: -1, lambda m, x: x[0]),
     "setitem_row_broadcast": _setitem(lambda m, x: (slice(None),), lambda m, x: x[0]),
     "setitem_none": _setitem(lambda m, x: (None, 0), lambda m, x: 2),
+    "setitem_chained": _chained_setitem,
+    "masked_fill_": _inplace("masked_fill_", lambda m, x: x > 0, lambda m, x: 1),
+    "scatter_": _inplace("scatter_", lambda m, x: 0, lambda m, x: _perm(m, tuple(x.shape), 0), lambda m, x: x * 2),
+    "scatter_add_": _inplace("scatter_add_", lambda m, x: 0, lambda m, x: _ix(m, x.shape, _dim_size(x, 0)),
+                             lambda m, x: x * 2),
+    "index_add_": _inplace("index_add_", lambda m, x: -1, lambda m, x: _ix(m, (_dim_size(x, -1),), _dim_size(x, -1)),
+                           lambda m, x: x.flip(-1)),
+    "cumsum_": _inplace("cumsum_", lambda m, x: 0),
+    "tril_": _inplace("tril_", lambda m, x: -1),
     "setitem_bad_shape": _setitem(lambda m, x: 0, lambda m, x: m.ones(7, dtype=x.dtype)),
     "setitem_out_of_range": _setitem(lambda m, x: 9, lambda m, x: 1),
 }
