@@ -639,7 +639,8 @@ few = settings(max_examples=6, deadline=None)
 # Differentiable ops for the float64 gradcheck: inputs are distinct (no ties) and away from 0.
 GRADCHECK_OPS = [
     "sum_dims", "mean_keepdim", "prod_keepdim", "var_dim", "std_dim", "var_mean", "std_mean",
-    "amax_dims", "max_dim", "min_two", "logsumexp_dims", "norm_3_keepdim", "norm_1", "median_dim",
+    "amax_dims", "max_dim", "min_two", "logsumexp_dims", "norm", "norm_fn", "norm_inf_dim", "norm_3_keepdim",
+    "norm_1", "median_dim", "take_along_dim_broadcast", "masked_fill_tensor_value", "scatter_add_", "index_add_",
     "kthvalue_keepdim", "cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "sort", "topk", "msort",
     "flatten", "unflatten", "permute", "movedim", "expand", "repeat", "tile", "repeat_interleave_dim",
     "flip_dims", "roll_dims", "narrow", "select_neg", "unbind", "chunk", "split_sizes", "cat", "stack",
