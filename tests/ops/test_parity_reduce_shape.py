@@ -634,7 +634,7 @@ def test_errors_name_the_op():
 # ------------------------------------------------------------------------------------------ gradchecks
 shapes2d = st.tuples(st.integers(2, 4), st.integers(2, 4))  # var needs 2 entries per slice
 seeds = st.integers(0, 2**31 - 1)
-few = settings(max_examples=6, deadline=None)
+few = settings(max_examples=8, deadline=None)
 
 # Differentiable ops for the float64 gradcheck: inputs are distinct (no ties) and away from 0.
 GRADCHECK_OPS = [
