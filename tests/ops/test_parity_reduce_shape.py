@@ -212,6 +212,7 @@ OPS = {
     "unique": lambda m, x: x.unique(),
     "unique_inverse_counts": lambda m, x: m.unique(x, return_inverse=True, return_counts=True),
     "unique_dim0": lambda m, x: x.unique(dim=0),
+    "unique_dim_inverse_counts": lambda m, x: m.unique(x, return_inverse=True, return_counts=True, dim=-1),
     # shape
     "reshape": lambda m, x: x.reshape(-1),
     "reshape_2": lambda m, x: x.reshape(2, -1),
@@ -423,6 +424,9 @@ SKIP = {
     # torch's var_mean/std_mean compute the mean by Welford's update, which turns an infinite mean
     # into NaN (torch.mean gives inf); tinyflow's mean is torch.mean's.
     **{(op, "nan_inf"): "torch var_mean: Welford mean" for op in ("var_mean", "std_mean", "std_mean_correction")},
+    # torch.unique(dim=) orders slices with a comparator for which NaN is neither smaller nor larger
+    # (so where a NaN-led slice lands is arbitrary); tinyflow sorts NaN last, as sort does.
+    ("unique_dim_inverse_counts", "nan_inf"): "torch unique_dim: NaN order arbitrary",
 }
 
 # docs/pytorch.md, row "sorting": which of tied entries kthvalue/topk/median return is unspecified
