@@ -918,8 +918,11 @@ class Tensor(TensorMethods):
 
     def std(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
-        """Standard deviation: sqrt of var (same arguments)."""
-        return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
+        """Standard deviation: sqrt of var (same arguments); its gradient is 0 where it is 0."""
+        if isinstance(dim, bool):
+            dim, unbiased = None, dim
+        corr = correction if correction is not None else (1 if unbiased else 0)
+        return _ops().Std.apply(self, dim, keepdim, corr)
 
     def max(self, dim: Any = None, keepdim: bool = False) -> Any:
         """Without dim: the maximum. With dim: (values, indices), a return_types.max. With a
@@ -1268,6 +1271,20 @@ def _scalar_like(value: Any, ref: Tensor) -> Tensor:
 
 
 def _arg(t: Tensor, name: str, dim: int | None, keepdim: bool) -> Tensor:
+    """argmax/argmin: over all elements (dim None) or one dim; PyTorch's errors for bool and empty input."""
+    from tinyflow.ops.indexing import normalize_dim
+
+    if t.dtype == np.bool_:
+        raise RuntimeError(f"{name}(): does not support bool input; convert with .int() or .float() first")
+    if dim is not None:
+        dim = normalize_dim(name, dim, t.ndim)
+    if t.array.size == 0 and dim is None:
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0 (shape "
+                         f"{tuple(t.shape)})")
+    if dim is not None and t.ndim and t.shape[dim] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {dim} to have non-zero size (shape {tuple(t.shape)})")
+    if t.ndim == 0:  # PyTorch: dim 0 / -1 of a 0-d tensor, and keepdim keeps it 0-d
+        return Tensor._from_array(t._device.xp.zeros((), dtype=np.int64), device=t._device)
     arr = getattr(t.array, name)(axis=dim)
     if keepdim and dim is not None:
         arr = t._device.xp.expand_dims(arr, dim)

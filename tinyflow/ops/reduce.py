@@ -10,7 +10,7 @@ import numpy as np
 from tinyflow.autograd import Context, Function
 from tinyflow.errors import ShapeError
 
-__all__ = ["Sum", "Mean", "Var", "Max", "Min", "MaxDim", "VectorNorm"]
+__all__ = ["Sum", "Mean", "Var", "Std", "Max", "Min", "MaxDim", "VectorNorm"]
 
 Axis = int | tuple[int, ...] | None
 
@@ -148,6 +148,38 @@ class Var(Function):
             if ctx.denom:
                 return g * centered * (2.0 / ctx.denom)
             return g * centered * 2.0 / ctx.xp.zeros((), dtype=centered.dtype)
+
+
+class Std(Function):
+    """Standard deviation sqrt(var) as one op: its gradient centered / (denom * std) is 0 where the
+    std is 0 (all values equal), as PyTorch's, where sqrt's chain rule would give 0 * inf = NaN."""
+
+    @staticmethod
+    @quiet
+    def forward(ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Any:
+        _need_floating("std", a, "std and var only support floating point and complex dtypes")
+        axes = normalize_axis("std", axis, a.ndim)
+        n = a.size if axes is None else _count(a.shape, axes)
+        centered = a - a.mean(axis=axes, keepdims=True)
+        denom = max(n - correction, 0)  # 0 gives inf/nan, as PyTorch
+        with np.errstate(divide="ignore", invalid="ignore"):
+            std = ctx.xp.sqrt((centered * centered).sum(axis=axes, keepdims=True) / denom)
+        ctx.save_for_backward(centered, std)
+        ctx.axes, ctx.keepdim, ctx.denom, ctx.shape = axes, keepdim, denom, a.shape
+        if keepdim:
+            return std
+        return std.reshape(()) if axes is None else std.squeeze(axes)
+
+    @staticmethod
+    @quiet
+    def backward(ctx: Context, g: Any) -> Any:
+        xp = ctx.xp
+        centered, std = ctx.saved_tensors
+        g = _expand_back(xp, g, ctx.shape, ctx.axes, ctx.keepdim)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            denom = ctx.denom if ctx.denom else xp.zeros((), dtype=centered.dtype)
+            grad = g * centered / (std * denom)
+        return xp.where(std == 0, xp.zeros((), dtype=grad.dtype), grad)
 
 
 class _Extreme(Function):
