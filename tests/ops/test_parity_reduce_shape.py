@@ -438,7 +438,6 @@ TIED_INPUTS = {"int64", "int32", "uint8", "bool", "ties"}
 # Differences that need changes outside this sweep's files (tinyflow/tensor.py, tinyflow/ops/
 # activation.py), reported; the sweep expects them to differ until they are fixed
 # (then remove the entry).
-_EMPTY = ("empty_rows", "empty_cols")
 _INTS = ("int64", "int32", "uint8", "bool")
 KNOWN = {
     # tensor.py where: a condition that is not bool is cast (torch: RuntimeError)
