@@ -76,6 +76,8 @@ def __getattr__(name: str):  # noqa: ANN202
         return _lazy(name)
     if name == "autocast":  # torch.autocast(device_type, dtype=None, enabled=True)
         return _lazy("amp").autocast
+    if name == "vmap":  # torch.vmap is torch.func.vmap
+        return _lazy("func").vmap
     if name in ("save", "load"):
         return getattr(_lazy("serialization"), name)
     if name in _BUILTIN_DTYPE_NAMES:  # tinyflow.float / int / bool: not defined here, where they
