@@ -1028,9 +1028,17 @@ class Tensor(TensorMethods):
         return split(self, split_size, dim)
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
-        n = self.shape[dim]
-        size = -(-n // chunks)
-        return split(self, size, dim)
+        """At most ``chunks`` pieces of equal size (the last may be smaller) along ``dim``."""
+        from tinyflow.ops.indexing import normalize_dim
+
+        if self.ndim == 0:
+            raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+        if chunks <= 0:
+            raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+        n = self.shape[normalize_dim("chunk", dim, self.ndim)]
+        if n == 0:  # PyTorch: `chunks` empty pieces
+            return split(self, [0] * chunks, dim)
+        return split(self, -(-n // chunks), dim)
 
     def __getitem__(self, index: Any) -> Tensor:
         """Indexing as PyTorch: integers select first, then tensor indices gather (see _index_steps)."""
@@ -1514,11 +1522,17 @@ def stack(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
 
 
 def split(t: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
-    n = t.shape[dim]
+    """Pieces of ``split_size`` along ``dim`` (the last may be smaller), or of the given sizes; a
+    size-0 dim gives one empty piece, as PyTorch."""
+    from tinyflow.ops.indexing import normalize_dim
+
+    if t.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    n = t.shape[normalize_dim("split", dim, t.ndim)]
     if isinstance(split_size, int):
         if split_size <= 0:
             raise ShapeError(f"split: split_size must be positive, got {split_size}")
-        sizes = [min(split_size, n - i) for i in range(0, n, split_size)]
+        sizes = [min(split_size, n - i) for i in range(0, n, split_size)] or [0]
     else:
         sizes = list(split_size)
     out = _ops().Split.apply(t, sizes, dim)

@@ -458,12 +458,6 @@ KNOWN = {
     ("squeeze_dims", "scalar"): "tensor.py squeeze",
     # tensor.py expand: -1 for a new leading dim is accepted (torch: RuntimeError)
     **{("expand_new_minus_one", i): "tensor.py expand" for i in INPUTS},
-    # tensor.py chunk/split: 0-d input, size-0 dims
-    **{(op, "scalar"): "tensor.py split" for op in ("chunk", "chunk_many", "chunk_uneven", "split", "split_sizes",
-                                                    "split_fn", "split_bad_sizes")},
-    ("chunk", "empty_cols"): "tensor.py chunk", ("chunk_many", "empty_rows"): "tensor.py chunk",
-    ("chunk_uneven", "empty_cols"): "tensor.py chunk",
-    ("split", "empty_cols"): "tensor.py split", ("split_fn", "empty_rows"): "tensor.py split",
     # tensor.py __getitem__ accepts negative steps (torch: ValueError)
     **{("getitem_negative_step", i): "tensor.py getitem" for i in INPUTS},
     # tensor.py __setitem__: NumPy's OverflowError; a value of another dtype into a bool tensor by mask
