@@ -66,6 +66,8 @@ UNARY_VARIANTS = {
     "i32": lambda: Arr(np.array([[-3, -1, 0], [1, 2, 5]], np.int32)),
     "i64": lambda: Arr(np.array([-7, -2, 0, 1, 3, 9], np.int64)),
     "bool": lambda: Arr(np.array([True, False, True])),
+    "u8": lambda: Arr(np.array([0, 1, 7, 200, 255], np.uint8)),
+    "f16": lambda: Arr(_floats((2, 3), np.float16)),
 }
 
 
@@ -94,7 +96,7 @@ def _check_raises(ours, args, exc):
 def _tol(dtype, rtol, atol):
     if rtol is not None:
         return rtol, atol
-    return (1e-5, 1e-6) if dtype == torch.float32 else (1e-7, 1e-10)
+    return {torch.float16: (2e-3, 2e-3), torch.float32: (1e-5, 1e-6)}.get(dtype, (1e-7, 1e-10))
 
 
 def _make_inputs(operands, grad):
@@ -162,12 +164,12 @@ def _compare_grads(outs, refs, leaves, grad_tol):
         _check_raises(lambda: loss_tf.backward(), (), exc)
         return
     loss_tf.backward()
-    low_precision = any(isinstance(r, torch.Tensor) and r.dtype == torch.float32 for r in refs)
+    low = [r.dtype for r in refs if isinstance(r, torch.Tensor) and r.dtype in (torch.float16, torch.float32)]
     for lt, lh in leaves:
         if lh.requires_grad:
-            ref = np.zeros(lh.shape) if lh.grad is None else lh.grad.numpy()
+            ref = np.zeros(lh.shape) if lh.grad is None or lh.grad._is_zerotensor() else lh.grad.numpy()
             got = np.zeros(lt.shape) if lt.grad is None else lt.grad.numpy()
-            rt, at = grad_tol or _tol(torch.float32 if low_precision else lh.dtype, None, None)
+            rt, at = grad_tol or _tol(min(low, key=lambda d: d.itemsize) if low else lh.dtype, None, None)
             np.testing.assert_allclose(got, ref, rtol=max(rt, 1e-6), atol=max(at, 1e-8), equal_nan=True,
                                        err_msg="gradient")
 
@@ -184,7 +186,7 @@ KNOWN = [  # (test, case names, variant patterns, what differs)
     ("unary_operators", ("~x",), ("f*",),
      "tensor_methods._bitwise raises NotImplementedError for ~float (torch: TypeError)"),
     ("unary_operators", ("+x",), ("bool",), "Tensor.__pos__ accepts bool (torch: RuntimeError)"),
-    ("binary", ("a-b", "sub", "sub_alpha"), ("bool_float", "bool_i32", "bool_int", "i32_bool"),
+    ("binary", ("a-b", "sub", "subtract", "sub_alpha"), ("bool_float", "bool_i32", "bool_int", "i32_bool"),
      "Tensor._pair casts a bool operand before Sub sees it (torch: RuntimeError for bool subtraction)"),
     ("binary", ("sub_alpha",), ("bool_bool",), "Tensor.sub(alpha=) scales other first, so bool - bool passes"),
     ("binary", ("add_alpha",), ("bool_bool",), "Tensor.add(alpha=) scales other first: bool + bool is int64 (torch: bool)"),
@@ -203,6 +205,13 @@ KNOWN = [  # (test, case names, variant patterns, what differs)
     ("softmax_family", ("method_softmax", "method_log_softmax"), ("*",), "Tensor.softmax/log_softmax take no dtype="),
     ("softmax_family", ("tf.softmax", "tf.log_softmax"), ("*dtype*",), "Tensor.softmax/log_softmax take no dtype="),
     ("lerp", ("lerp",), ("f32_f64",), "Tensor.lerp promotes mixed float dtypes (torch: RuntimeError)"),
+    # tinyflow/ops/special.py and tinyflow/tensor_methods_special.py
+    ("unary", ("lgamma",), ("f*_special",), "special.lgamma_array: lgamma(-0.5) is lgamma(0.5) (wrong on (-1, 0))"),
+    ("binary", ("hypot", "logaddexp2"), ("bool_bool", "bool_i32", "i32_0d_i64", "i32_i64", "u8_i8"),
+     "hypot/logaddexp2 compute integers in float (torch: NotImplementedError)"),
+    ("binary", ("hypot", "xlogy", "fmax", "fmin", "logaddexp2", "heaviside", "nextafter"), ("mismatch",),
+     "ops/special.py binary ops let NumPy's broadcast ValueError through (torch: RuntimeError)"),
+    ("binary", ("logaddexp2", "xlogy"), ("special*",), "logaddexp2/xlogy gradients at inf/NaN differ"),
 ]
 
 
@@ -230,7 +239,8 @@ UNARY_NAMES = [
     "rsqrt", "log2", "log10", "log1p", "expm1", "exp2", "erf", "erfinv", "reciprocal", "square", "neg", "negative",
     "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "floor", "ceil", "trunc", "fix", "round", "sign",
     "frac", "isnan", "isinf", "isfinite", "isposinf", "isneginf", "signbit", "logical_not", "bitwise_not",
-    "nan_to_num",
+    "nan_to_num", "absolute", "positive", "sgn", "rad2deg", "deg2rad", "sinc", "erfc", "logit", "lgamma",
+    "digamma", "i0",
 ]
 OPERATORS1 = {"-x": operator.neg, "abs(x)": abs, "~x": operator.invert, "+x": operator.pos}
 
@@ -245,6 +255,8 @@ def _unary_case(name, form):
 @pytest.mark.parametrize("form", ["method", "function"])
 @pytest.mark.parametrize("name", UNARY_NAMES)
 def test_unary(name, form, variant):
+    if name == "digamma" and "special" in variant:
+        pytest.skip("known: digamma's backward (polygamma(1, x)) does not return at x = -1e30 (tinyflow/special.py)")
     ours, theirs = _unary_case(name, form)
     check(("unary", name, variant), ours, theirs, UNARY_VARIANTS[variant]())
 
@@ -331,6 +343,8 @@ BINARY_FUNCTIONS = [
     "add", "sub", "mul", "div", "true_divide", "floor_divide", "fmod", "remainder", "pow", "atan2", "maximum",
     "minimum", "logaddexp", "copysign", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
     "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
+    "multiply", "subtract", "divide", "greater", "less_equal", "not_equal", "float_power", "hypot", "fmax", "fmin",
+    "xlogy", "logaddexp2", "heaviside", "nextafter",
 ]
 BINARY = {name: _fn(name) for name in BINARY_FUNCTIONS}
 BINARY.update({
@@ -350,7 +364,8 @@ for _sym, _op in {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": 
 OPERATORS2 = {name for name in BINARY if name.startswith("a") and not name.isalpha() and "_" not in name}
 
 # torch.<fn>(a, b) needs a tensor first; Python numbers first go through the operators only
-_TENSORS_ONLY = {"maximum", "minimum", "atan2", "logaddexp", "logical_and", "logical_or", "logical_xor"}
+_TENSORS_ONLY = {"maximum", "minimum", "atan2", "logaddexp", "logical_and", "logical_or", "logical_xor", "fmax", "fmin",
+                 "hypot", "logaddexp2", "nextafter"}
 _SCALAR_FIRST = {"int_f32", "float_i64", "int_i32"}
 
 
@@ -460,6 +475,8 @@ ACTIVATION_VARIANTS["f64_kinks"] = lambda: Arr(np.array([-3.0, 3.0, -2.0, 0.5, 0
 @pytest.mark.parametrize("variant", sorted(ACTIVATION_VARIANTS))
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
 def test_activation(name, variant):
+    if name == "softsign" and variant == "u8":
+        pytest.skip("torch computes 1 + |x| in uint8 (255 wraps to 0, giving inf); tinyflow in float32")
     ours, theirs = ACTIVATIONS[name]
     compare(ours, theirs, ACTIVATION_VARIANTS[variant]())
 

@@ -340,6 +340,9 @@ class HardtanhFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, min_val: float = -1.0, max_val: float = 1.0) -> Any:
         _no_bool("hardtanh", a)
+        if a.dtype.kind == "u" and min(min_val, max_val) < 0:
+            raise RuntimeError(f"hardtanh: cannot clamp an unsigned tensor ({a.dtype}) to negative limits "
+                               f"[{min_val}, {max_val}]; convert it to a signed or float dtype first")
         ctx.save_for_backward(a)
         ctx.bounds = (min_val, max_val)
         return ctx.xp.clip(a, min_val, max_val).astype(a.dtype, copy=False)
