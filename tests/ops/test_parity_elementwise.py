@@ -205,6 +205,13 @@ KNOWN = [  # (test, case names, variant patterns, what differs)
     ("softmax_family", ("method_softmax", "method_log_softmax"), ("*",), "Tensor.softmax/log_softmax take no dtype="),
     ("softmax_family", ("tf.softmax", "tf.log_softmax"), ("*dtype*",), "Tensor.softmax/log_softmax take no dtype="),
     ("lerp", ("lerp",), ("f32_f64",), "Tensor.lerp promotes mixed float dtypes (torch: RuntimeError)"),
+    ("inplace_methods", ("sin_", "reciprocal_", "erf_", "clamp_min_"), ("i64", "bool"),
+     "tensor_methods._inplace_form writes through copy_, which casts a float result into an int/bool tensor "
+     "(torch: RuntimeError)"),
+    ("inplace_methods", ("floor_", "round_"), ("bool",), "tensor_methods._rounded accepts bool"),
+    ("inplace_methods", ("square_",), ("bool",), "tensor_methods._inplace_form casts square's int64 back into bool"),
+    ("inplace_methods", ("clamp_",), ("i64", "bool"),
+     "Tensor.clamp_ lets NumPy's UFuncTypeError through for a float bound on an int tensor (torch: RuntimeError)"),
     # tinyflow/ops/special.py and tinyflow/tensor_methods_special.py
     ("unary", ("lgamma",), ("f*_special",), "special.lgamma_array: lgamma(-0.5) is lgamma(0.5) (wrong on (-1, 0))"),
     ("binary", ("hypot", "logaddexp2"), ("bool_bool", "bool_i32", "i32_0d_i64", "i32_i64", "u8_i8"),
@@ -595,3 +602,71 @@ def test_gradcheck(name, rows, seed):
     near = np.min(np.abs(np.abs(a)[..., None] - _KINKS), axis=-1) < 1e-3
     a = np.where(near, 0.777, a)  # away from the kinks, where central differences straddle a jump
     gradcheck(fn, [tf.tensor(a, dtype=tf.float64, requires_grad=True)])
+
+
+# ------------------------------------------------------------------------------------ in-place methods
+INPLACE_METHODS = ["sin_", "exp_", "log_", "sqrt_", "abs_", "neg_", "tanh_", "sigmoid_", "relu_", "floor_", "round_",
+                   "sign_", "reciprocal_", "square_", "erf_", "clamp_min_", "clamp_"]
+
+
+def _inplace_method(name):
+    args = (0.5,) if name in ("clamp_min_", "clamp_") else ()
+
+    def run(x):
+        x = x.clone()
+        out = getattr(x, name)(*args)
+        assert out is x
+        return out
+
+    return run
+
+
+@pytest.mark.parametrize("variant", ["f32", "f64_0d", "f32_empty", "f64_special", "i64", "bool"])
+@pytest.mark.parametrize("name", INPLACE_METHODS)
+def test_inplace_methods(name, variant):
+    run = _inplace_method(name)
+    check(("inplace_methods", name, variant), run, run, UNARY_VARIANTS[variant](), grad=False)
+
+
+F_INPLACE = {
+    "relu_": (F.relu_, TF.relu_),
+    "elu_": (lambda x: F.elu_(x, 0.5), lambda x: TF.elu_(x, 0.5)),
+    "leaky_relu_": (lambda x: F.leaky_relu_(x, 0.2), lambda x: TF.leaky_relu_(x, 0.2)),
+    "hardtanh_": (lambda x: F.hardtanh_(x, -0.5, 0.5), lambda x: TF.hardtanh_(x, -0.5, 0.5)),
+    "threshold_": (lambda x: F.threshold_(x, 0.1, 2.0), lambda x: TF.threshold_(x, 0.1, 2.0)),
+    "selu_": (F.selu_, TF.selu_),
+    "celu_": (lambda x: F.celu_(x, 2.0), lambda x: TF.celu_(x, 2.0)),
+}
+
+
+@pytest.mark.parametrize("variant", ["f32", "f64_special", "i64"])
+@pytest.mark.parametrize("name", sorted(F_INPLACE))
+def test_functional_inplace(name, variant):
+    ours, theirs = F_INPLACE[name]
+
+    def wrap(fn):
+        def run(x):
+            x = x.clone()
+            out = fn(x)
+            assert out is x
+            return out
+
+        return run
+
+    check(("functional_inplace", name, variant), wrap(ours), wrap(theirs), UNARY_VARIANTS[variant]())
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "softmin"])
+def test_softmax_implicit_dim(name, ndim):
+    ours, theirs = getattr(F, name), getattr(TF, name)
+    with pytest.warns(UserWarning):
+        compare(lambda x: ours(x), lambda x: theirs(x), Arr(_floats((2,) * ndim, np.float64)))
+
+
+@pytest.mark.parametrize("variant", ["f32_f32", "f64_broadcast", "i64_f32", "transposed", "mismatch"])
+def test_clamp_with_both_tensor_bounds(variant):
+    a, b = BINARY_VARIANTS[variant]()
+    compare(lambda x, y: x.clamp(y - 1, y), lambda x, y: x.clamp(y - 1, y), a, b)
+    compare(lambda x, y: tf.clamp(x, max=y - 1, min=y), lambda x, y: torch.clamp(x, max=y - 1, min=y), a, b)
+    compare(lambda x, y: x.clamp(max=y), lambda x, y: x.clamp(max=y), a, b)
