@@ -589,6 +589,11 @@ GRADCHECK = {
     "pow_tensor": (lambda x: (x.abs() + 0.5) ** x, (-2, 2)),
     "softmin": (lambda x: F.softmin(x, -1), (-2, 2)),
     "log_softmax": (lambda x: F.log_softmax(x, 0), (-2, 2)),
+    "maximum": (lambda x: x.maximum(x.flip(-1) * 0.5 + 0.1), (-2, 2)),
+    "minimum": (lambda x: tf.minimum(x, x.flip(0) * 0.7 - 0.1), (-2, 2)),
+    "clamp_tensors": (lambda x: x.clamp(x.flip(-1) * 0.3 - 0.5, x.flip(0) * 0.2 + 0.6), (-2, 2)),
+    "remainder": (lambda x: x.remainder(x.flip(-1).abs() + 0.7), (-2, 2)),
+    "abs": (lambda x: abs(x), (-2, 2)),
 }
 _KINKS = np.array([0.0, 0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 5.0, 20.0])
 
@@ -670,3 +675,37 @@ def test_clamp_with_both_tensor_bounds(variant):
     compare(lambda x, y: x.clamp(y - 1, y), lambda x, y: x.clamp(y - 1, y), a, b)
     compare(lambda x, y: tf.clamp(x, max=y - 1, min=y), lambda x, y: torch.clamp(x, max=y - 1, min=y), a, b)
     compare(lambda x, y: x.clamp(max=y), lambda x, y: x.clamp(max=y), a, b)
+
+
+# ------------------------------------------------------------------------------------ error messages
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: tf.tensor([True]) - tf.tensor([False]), RuntimeError, "sub: subtraction.*bool"),
+        (lambda: -tf.tensor([True]), RuntimeError, "neg: negation.*bool"),
+        (lambda: tf.tensor([True]).abs(), NotImplementedError, "abs: not implemented for bool"),
+        (lambda: tf.ones(3) // tf.ones(4), RuntimeError, r"floor_divide: shapes \(3,\) and \(4,\) cannot be broadcast"),
+        (lambda: tf.ones(3).atan2(tf.ones(4)), RuntimeError, "atan2: shapes"),
+        (lambda: tf.ones(3).clamp(min=tf.ones(4)), RuntimeError, "clamp: shapes"),
+        (lambda: tf.tensor([True]).fmod(tf.tensor([True])), NotImplementedError, "fmod: not implemented for bool"),
+        (lambda: F.softmax(tf.ones(2, 3), 2), IndexError, r"softmax: dim 2 is out of range.*\[-2, 1\]"),
+        (lambda: F.log_softmax(tf.tensor(1.0), 1), IndexError, "log_softmax: dim 1 is out of range"),
+        (lambda: F.relu(tf.tensor([True])), RuntimeError, "relu: bool inputs"),
+        (lambda: F.hardtanh(tf.tensor([1], dtype=tf.uint8), -1.0, 1.0), RuntimeError, "unsigned"),
+        (lambda: F.celu(tf.ones(2), 0.0), RuntimeError, "alpha cannot be 0"),
+        (lambda: F.hardshrink(tf.tensor([1, 2])), NotImplementedError, "hardshrink"),
+        (lambda: F.glu(tf.tensor([1, 2])), NotImplementedError, "glu"),
+        (lambda: F.threshold(tf.tensor([True]), 0.5, 1.0), NotImplementedError, "threshold"),
+    ],
+)
+def test_error_messages(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_integer_power_with_negative_exponents():
+    base = np.array([-3, -2, -1, 0, 1, 2, 3], np.int64)
+    for exponent in (-1, -2, -3, 0, 2):
+        compare(lambda a, e=exponent: a ** tf.tensor(e), lambda a, e=exponent: a ** torch.tensor(e), Arr(base))
+        compare(lambda a, e=exponent: e ** a, lambda a, e=exponent: e ** a, Arr(np.abs(base)))
+    compare(lambda a, b: a.pow(b), lambda a, b: a.pow(b), Arr(base), Arr(base[::-1].copy()))

@@ -97,9 +97,7 @@ def _integer_power(xp: Any, a: Any, b: Any) -> Any:
         if b.ndim:
             raise NotImplementedError("pow: not implemented for two bool tensors; convert with .long() first")
         return a | ~b  # x ** False is 1, x ** True is x (a bool number as the exponent)
-    negative = b < 0
-    if not negative.any():
-        return _binary("pow", xp.power, a, b)
+    negative = b < 0  # no early exit on negative.any(): that would read a GPU array on the host
     out = _binary("pow", xp.power, a, xp.where(negative, 0, b).astype(b.dtype, copy=False))
     odd = (b % 2) != 0
     special = xp.where(a == 1, 1, xp.where(a == -1, xp.where(odd, -1, 1), 0)).astype(out.dtype, copy=False)
