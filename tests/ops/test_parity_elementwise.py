@@ -212,6 +212,10 @@ KNOWN = [  # (test, case names, variant patterns, what differs)
     ("inplace_methods", ("square_",), ("bool",), "tensor_methods._inplace_form casts square's int64 back into bool"),
     ("inplace_methods", ("clamp_",), ("i64", "bool"),
      "Tensor.clamp_ lets NumPy's UFuncTypeError through for a float bound on an int tensor (torch: RuntimeError)"),
+    ("comparison_promotion", ("gt", "eq", "ne", "le"), ("f32_lt_0d_f64", "i64_eq_float", "i64_gt_f32_round"),
+     "Tensor._compare compares the raw arrays with NumPy's rules, not in torch.result_type's dtype"),
+    ("comparison_promotion", ("gt", "lt", "ge", "le"), ("u8_gt_neg1",),
+     "Tensor._compare: uint8 vs -1 compares mathematically (torch wraps -1 to 255 in uint8)"),
     # tinyflow/ops/special.py and tinyflow/tensor_methods_special.py
     ("unary", ("lgamma",), ("f*_special",), "special.lgamma_array: lgamma(-0.5) is lgamma(0.5) (wrong on (-1, 0))"),
     ("binary", ("hypot", "logaddexp2"), ("bool_bool", "bool_i32", "i32_0d_i64", "i32_i64", "u8_i8"),
@@ -709,3 +713,23 @@ def test_integer_power_with_negative_exponents():
         compare(lambda a, e=exponent: a ** tf.tensor(e), lambda a, e=exponent: a ** torch.tensor(e), Arr(base))
         compare(lambda a, e=exponent: e ** a, lambda a, e=exponent: e ** a, Arr(np.abs(base)))
     compare(lambda a, b: a.pow(b), lambda a, b: a.pow(b), Arr(base), Arr(base[::-1].copy()))
+
+
+# ------------------------------------------------------------------------------------ comparisons at promotion edges
+COMPARE_EDGES = {
+    "u8_gt_neg1": (Arr(np.array([0, 200], np.uint8)), -1),
+    "i64_gt_f32_round": (Arr(np.array([16777217, 3], np.int64)), 16777216.0),
+    "i64_eq_float": (Arr(np.array([16777217, 3], np.int64)), 16777216.5),
+    "f32_eq_float": (Arr(np.array([1.1, 0.1], np.float32)), 1.1),
+    "f32_lt_0d_f64": (Arr(np.array([0.1, 0.2], np.float32)), Arr(np.array(0.1))),
+    "i32_le_0d_f64": (Arr(np.array([1, 2], np.int32)), Arr(np.array(1.5))),
+    "bool_eq_int": (Arr(np.array([True, False])), 1),
+}
+
+
+@pytest.mark.parametrize("op", [operator.gt, operator.lt, operator.eq, operator.ne, operator.ge, operator.le],
+                         ids=["gt", "lt", "eq", "ne", "ge", "le"])
+@pytest.mark.parametrize("case", sorted(COMPARE_EDGES))
+def test_comparison_promotion(request, case, op):
+    a, b = COMPARE_EDGES[case]
+    check(("comparison_promotion", request.node.callspec.id.rsplit("-", 1)[1], case), op, op, a, b)
