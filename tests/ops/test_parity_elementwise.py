@@ -169,7 +169,7 @@ def _compare_grads(outs, refs, leaves, grad_tol):
         if lh.requires_grad:
             ref = np.zeros(lh.shape) if lh.grad is None or lh.grad._is_zerotensor() else lh.grad.numpy()
             got = np.zeros(lt.shape) if lt.grad is None else lt.grad.numpy()
-            rt, at = grad_tol or _tol(min(low, key=lambda d: d.itemsize) if low else lh.dtype, None, None)
+            rt, at = grad_tol or _tol(min([*low, *(h.dtype for _, h in leaves)], key=lambda d: d.itemsize), None, None)
             np.testing.assert_allclose(got, ref, rtol=max(rt, 1e-6), atol=max(at, 1e-8), equal_nan=True,
                                        err_msg="gradient")
 
@@ -312,6 +312,8 @@ def _ints(shape, dtype, nonzero=True):
 BINARY_VARIANTS = {
     "f32_f32": lambda: (Arr(_floats((3, 4), np.float32)), Arr(_floats((3, 4), np.float32, 0.5, 2))),
     "f64_broadcast": lambda: (Arr(_floats((3, 1), np.float64)), Arr(_floats((1, 4), np.float64, 0.5, 2))),
+    "f64_broadcast_3d": lambda: (Arr(_floats((2, 1, 3), np.float64)), Arr(_floats((4, 1), np.float64, 0.5, 2))),
+    "f16_f32": lambda: (Arr(_floats((2, 3), np.float16)), Arr(_floats((2, 3), np.float32, 0.5, 2))),
     "f32_f64": lambda: (Arr(_floats((2, 3), np.float32)), Arr(_floats((3,), np.float64, -2, -0.5))),
     "i32_i64": lambda: (Arr(_ints((2, 3), np.int32)), Arr(_ints((3,), np.int64))),
     "i64_f32": lambda: (Arr(_ints((4,), np.int64)), Arr(_floats((4,), np.float32, 0.5, 2))),
@@ -540,6 +542,8 @@ SOFTMAX_CASES = {
     "special": (lambda: Arr(np.array([[np.inf, 1.0, 2.0], [-np.inf, 0.0, 1.0], [np.nan, 1.0, 0.0],
                                       [-np.inf, -np.inf, 3.0], [1e30, -1e30, 0.0]])), 1, None),
     "f32_dtype_f64": (lambda: Arr(_floats((3, 4), np.float32)), 1, "float64"),
+    "f16": (lambda: Arr(_floats((3, 4), np.float16)), 1, None),
+    "f16_dtype_f32": (lambda: Arr(_floats((3, 4), np.float16)), 0, "float32"),
     "f64_dtype_f32": (lambda: Arr(_floats((3, 4), np.float64)), 0, "float32"),
     "int_dtype_f32": (lambda: Arr(_ints((3, 4), np.int64, nonzero=False)), 1, "float32"),
     "bool_dtype_f64": (lambda: Arr(np.array([[True, False], [False, False]])), 1, "float64"),
@@ -733,3 +737,21 @@ COMPARE_EDGES = {
 def test_comparison_promotion(request, case, op):
     a, b = COMPARE_EDGES[case]
     check(("comparison_promotion", request.node.callspec.id.rsplit("-", 1)[1], case), op, op, a, b)
+
+
+# ------------------------------------------------------------------------------------ prelu
+PRELU_CASES = {
+    "one_weight_2d": (lambda: Arr(_floats((3, 4), np.float64)), lambda: Arr(np.array([0.25]))),
+    "per_channel_4d": (lambda: Arr(_floats((2, 3, 2, 2), np.float64)), lambda: Arr(np.array([0.1, -0.2, 0.3]))),
+    "per_channel_2d_f32": (lambda: Arr(_floats((2, 3), np.float32)), lambda: Arr(np.array([0.1, 0.2, 0.3], np.float32))),
+    "1d": (lambda: Arr(_floats((5,), np.float64)), lambda: Arr(np.array([0.5]))),
+    "0d": (lambda: Arr(np.array(-1.5)), lambda: Arr(np.array([0.5]))),
+    "special": (lambda: Arr(SPECIAL), lambda: Arr(np.array([0.2]))),
+    "wrong_channels": (lambda: Arr(_floats((2, 3), np.float64)), lambda: Arr(np.array([0.1, 0.2]))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PRELU_CASES))
+def test_prelu(case):
+    x, w = PRELU_CASES[case]
+    compare(F.prelu, TF.prelu, x(), w())
