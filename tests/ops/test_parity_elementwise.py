@@ -755,3 +755,33 @@ PRELU_CASES = {
 def test_prelu(case):
     x, w = PRELU_CASES[case]
     compare(F.prelu, TF.prelu, x(), w())
+
+
+# ------------------------------------------------------------------------------------ promotion tables
+_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "complex64",
+           "complex128"]
+
+
+def _torch_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+@pytest.mark.parametrize("a", _DTYPES)
+def test_promotion_tables_match_torch(a):
+    """promote_types, can_cast and result_type (dims / 0-d tiers, Python numbers) over every dtype pair."""
+    ta = getattr(torch, a)
+    for b in _DTYPES:
+        tb = getattr(torch, b)
+        assert str(tf.promote_types(np.dtype(a), np.dtype(b))) == _torch_name(torch.promote_types(ta, tb)), (a, b)
+        assert tf.can_cast(np.dtype(a), np.dtype(b)) == torch.can_cast(ta, tb), (a, b)
+        for da, db in [(1, 1), (1, 0), (0, 1), (0, 0)]:
+            ref = _torch_name(torch.result_type(torch.zeros((2,) * da, dtype=ta), torch.zeros((2,) * db, dtype=tb)))
+            if ref == "complex32":
+                continue  # docs/pytorch.md, "dtypes" row: no complex32 in tinyflow
+            got = tf.result_type(tf.zeros((2,) * da, dtype=np.dtype(a)), tf.zeros((2,) * db, dtype=np.dtype(b)))
+            assert str(got) == ref, (a, da, b, db)
+    for number in (1, 1.5, True, 1j):
+        for da in (0, 1):
+            ref = _torch_name(torch.result_type(torch.zeros((2,) * da, dtype=ta), number))
+            if ref != "complex32":
+                assert str(tf.result_type(tf.zeros((2,) * da, dtype=np.dtype(a)), number)) == ref, (a, da, number)
