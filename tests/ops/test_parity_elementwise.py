@@ -204,7 +204,7 @@ KNOWN = [  # (test, case names, variant patterns, what differs)
     ("inplace_operators", ("-=",), ("bool_bool",), "Tensor.sub_ lets NumPy's TypeError through for bool -= bool"),
     ("softmax_family", ("method_softmax", "method_log_softmax"), ("*",), "Tensor.softmax/log_softmax take no dtype="),
     ("softmax_family", ("tf.softmax", "tf.log_softmax"), ("*dtype*",), "Tensor.softmax/log_softmax take no dtype="),
-    ("lerp", ("lerp",), ("f32_f64",), "Tensor.lerp promotes mixed float dtypes (torch: RuntimeError)"),
+    ("lerp", ("lerp",), ("f32_f64", "int_start"), "Tensor.lerp promotes mixed dtypes (torch: RuntimeError)"),
     ("inplace_methods", ("sin_", "reciprocal_", "erf_", "clamp_min_"), ("i64", "bool"),
      "tensor_methods._inplace_form writes through copy_, which casts a float result into an int/bool tensor "
      "(torch: RuntimeError)"),
@@ -785,3 +785,24 @@ def test_promotion_tables_match_torch(a):
             ref = _torch_name(torch.result_type(torch.zeros((2,) * da, dtype=ta), number))
             if ref != "complex32":
                 assert str(tf.result_type(tf.zeros((2,) * da, dtype=np.dtype(a)), number)) == ref, (a, da, number)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["tensor_weight", "weight_outside", "special_weight", "int_start", "0d_weight", "broadcast_weight"],
+)
+def test_lerp_weights(case):
+    a, b = Arr(_floats((2, 3), np.float64)), Arr(_floats((2, 3), np.float64))
+    weights = {
+        "tensor_weight": Arr(_floats((2, 3), np.float64, 0, 1)),
+        "weight_outside": Arr(np.array([[-1.5, 2.0, 0.5], [1.0, 0.0, 3.0]])),
+        "special_weight": Arr(np.array([[np.nan, np.inf, -np.inf], [0.5, 0.49, 0.51]])),
+        "int_start": Arr(_floats((2, 3), np.float64, 0, 1)),
+        "0d_weight": Arr(np.array(0.3)),
+        "broadcast_weight": Arr(_floats((3,), np.float64, 0, 1)),
+    }
+    if case == "int_start":
+        a = Arr(_ints((2, 3), np.int64))
+    check(("lerp", "lerp", case), lambda x, y, w: x.lerp(y, w), lambda x, y, w: x.lerp(y, w), a, b, weights[case])
+    check(("lerp", "lerp", case), lambda x, y, w: tf.lerp(x, y, 0.75), lambda x, y, w: torch.lerp(x, y, 0.75), a, b,
+          weights[case])
