@@ -262,9 +262,13 @@ def _unary_case(name, form):
     return (lambda x: getattr(tf, name)(x)), (lambda x: getattr(torch, name)(x))
 
 
-@pytest.mark.parametrize("variant", sorted(UNARY_VARIANTS))
-@pytest.mark.parametrize("form", ["method", "function"])
-@pytest.mark.parametrize("name", UNARY_NAMES)
+# tinyflow.<name>(x) is x.<name>(): the function form runs on a few variants, the method form on all
+_UNARY_CASES = [(name, form, variant) for name in UNARY_NAMES for form in ("method", "function")
+                for variant in sorted(UNARY_VARIANTS)
+                if form == "method" or variant in ("f32", "i64", "bool", "f64_0d")]
+
+
+@pytest.mark.parametrize("name, form, variant", _UNARY_CASES, ids=["-".join(c) for c in _UNARY_CASES])
 def test_unary(name, form, variant):
     if name == "digamma" and "special" in variant:
         pytest.skip("known: digamma's backward (polygamma(1, x)) does not return at x = -1e30 (tinyflow/special.py)")
