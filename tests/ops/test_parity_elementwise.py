@@ -810,3 +810,9 @@ def test_lerp_weights(case):
     check(("lerp", "lerp", case), lambda x, y, w: x.lerp(y, w), lambda x, y, w: x.lerp(y, w), a, b, weights[case])
     check(("lerp", "lerp", case), lambda x, y, w: tf.lerp(x, y, 0.75), lambda x, y, w: torch.lerp(x, y, 0.75), a, b,
           weights[case])
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_of_a_number(name):
+    ours, theirs = ACTIVATIONS[name]
+    compare(ours, theirs, 2.0)

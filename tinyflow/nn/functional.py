@@ -376,6 +376,7 @@ def _identity_kernels(k: tuple[int, int]) -> Any:
 # the input alone (see docs/pytorch.md), which is what ``x = F.relu(x, inplace=True)`` needs.
 def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
     """max(x, 0); keeps the input's dtype (bool input is an error, as in PyTorch)."""
+    _tensor_input("relu", input)
     return ops.ReLUFunction.apply(input)
 
 
@@ -417,8 +418,15 @@ def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, traini
     return _in_place(input, rrelu(input, lower, upper, training))
 
 
+def _tensor_input(op: str, input: Any) -> None:  # noqa: A002
+    """PyTorch's TypeError for an activation given something other than a Tensor."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+
+
 def _floating(op: str, input: Tensor) -> None:  # noqa: A002
     """PyTorch computes these activations for floating inputs only (NotImplementedError otherwise)."""
+    _tensor_input(op, input)
     if not input.is_floating_point():
         raise NotImplementedError(f'"{op}" not implemented for {input.dtype} inputs; convert with .float()')
 
@@ -493,10 +501,13 @@ def softsign(input: Tensor) -> Tensor:  # noqa: A002
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:  # noqa: A002
     if min_val > max_val:
         raise FunctionalError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    _tensor_input("hardtanh", input)
     return ops.HardtanhFunction.apply(input, float(min_val), float(max_val))
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
+    """min(max(x, 0), 6): hardtanh(x, 0, 6)."""
+    _tensor_input("relu6", input)
     return ops.HardtanhFunction.apply(input, 0.0, 6.0)
 
 
@@ -536,6 +547,7 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:  # noqa: A002
     """x where x > threshold, else value, in the input's dtype (NaN stays NaN, as PyTorch)."""
+    _tensor_input("threshold", input)
     if input.dtype == np.bool_:
         raise NotImplementedError('"threshold" not implemented for bool inputs; convert with .float() or .long()')
     return where(input <= threshold, tensor(value, dtype=input.dtype, device=input.device), input)
@@ -570,9 +582,9 @@ def tanhshrink(input: Tensor) -> Tensor:  # noqa: A002
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
     """a * sigmoid(b) for the two halves a, b of ``input`` along ``dim``."""
-    _floating("glu", input)
     if input.ndim == 0 or input.shape[dim] % 2:
         raise FunctionalError(f"glu: halving dimension {dim} of input {tuple(input.shape)} needs an even size")
+    _floating("glu", input)
     a, b = input.chunk(2, dim)
     return a * b.sigmoid()
 
