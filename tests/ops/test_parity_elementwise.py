@@ -217,7 +217,6 @@ KNOWN = [  # (test, case names, variant patterns, what differs)
     ("comparison_promotion", ("gt", "lt", "ge", "le"), ("u8_gt_neg1",),
      "Tensor._compare: uint8 vs -1 compares mathematically (torch wraps -1 to 255 in uint8)"),
     # tinyflow/ops/special.py and tinyflow/tensor_methods_special.py
-    ("unary", ("lgamma",), ("f*_special",), "special.lgamma_array: lgamma(-0.5) is lgamma(0.5) (wrong on (-1, 0))"),
     ("binary", ("hypot", "logaddexp2"), ("bool_bool", "bool_i32", "i32_0d_i64", "i32_i64", "u8_i8"),
      "hypot/logaddexp2 compute integers in float (torch: NotImplementedError)"),
     ("binary", ("hypot", "xlogy", "fmax", "fmin", "logaddexp2", "heaviside", "nextafter"), ("mismatch",),

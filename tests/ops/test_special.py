@@ -569,3 +569,23 @@ def test_bessel_functions_without_gradients(name):
     assert getattr(tf.special, name)(tf.tensor([1, 2])).dtype == tf.float32
     edge = EDGE[:-1]  # not the subnormal: PyTorch's j1(1e-320) is not x/2
     _same(getattr(tf.special, name)(tf.tensor(edge)).numpy(), getattr(torch.special, name)(torch.tensor(edge)).numpy())
+
+
+def test_lgamma_at_minus_one_half_and_polygamma_far_below_zero():
+    """lgamma(-0.5) sat on the border of two branches; polygamma / zeta at large negative x summed
+    about -x terms (digamma's backward at -1e30 never returned): now the reflection formula."""
+    mpmath = pytest.importorskip("mpmath")
+    assert tf.tensor([-0.5], dtype=tf.float64).lgamma().item() == pytest.approx(float(mpmath.loggamma(-0.5).real),
+                                                                               rel=1e-14)
+    xs = [-0.5, -1.3, -2.7, -10.25, -1000.3, -123456.7]
+    for n in (1, 2, 3):
+        got = tf.polygamma(n, tf.tensor(xs, dtype=tf.float64)).numpy()
+        want = [float(mpmath.polygamma(n, x)) for x in xs]
+        np.testing.assert_allclose(got, want, rtol=1e-9)
+    x = tf.tensor([-1e30, -2.0, -1e6 + 0.5], dtype=tf.float64, requires_grad=True)
+    x.digamma().sum().backward()  # trigamma: +inf at the poles, finite between them
+    assert np.isinf(x.grad.numpy()[:2]).all() and np.isfinite(x.grad.numpy()[2])
+    got = tf.special.zeta(tf.tensor([4.0, 2.5], dtype=tf.float64), tf.tensor([-1e5 - 0.25, -1e6 + 0.5],
+                                                                           dtype=tf.float64)).numpy()
+    want = torch.special.zeta(torch.tensor([4.0], dtype=torch.float64), torch.tensor([-1e5 - 0.25], dtype=torch.float64))
+    assert got[0] == pytest.approx(want.item(), rel=1e-9) and np.isnan(got[1])  # (mpmath continues zeta in q)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import Context, Function
+from tinyflow.device import to_host
 from tinyflow.ops.math import UnaryFunction
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
 _MACHEP = 1.11022302462515654042e-16  # 2**-53
 _LOG_SQRT_2PI = 0.91893853320467274178  # log(sqrt(2 pi))
 _EULER = 0.57721566490153286061
+_ZETA_DIRECT_LIMIT = 1e4  # zeta sums at most this many terms directly (q >= -1e4)
 _SQRT_PI = math.sqrt(math.pi)
 
 
@@ -86,13 +88,18 @@ def zeta_array(xp: Any, x: Any, q: Any) -> Any:
     until k + q > 9, then the Euler-Maclaurin tail; each element stops when its terms fall below
     float64 rounding. inf at x == 1 and at q a non-positive integer; NaN for x < 1, and for q < 0
     with x not an integer. The number of direct terms grows with -q (about 9 - min(q))."""
-    x, q = xp.broadcast_arrays(_wide(xp, x), _wide(xp, q))
+    x, q_in = xp.broadcast_arrays(_wide(xp, x), _wide(xp, q))
+    # q < -_ZETA_DIRECT_LIMIT would take -q direct terms: those elements (and the poles, which the
+    # end sets) are summed at q = 1 here and replaced below (by the polygamma reflection for an
+    # integer x >= 2; otherwise NaN / inf as for any q < 0)
+    pole = (q_in <= 0) & (q_in == xp.floor(q_in))
+    far = (q_in < -_ZETA_DIRECT_LIMIT) & ~pole
+    q = xp.where(far | pole | ~xp.isfinite(q_in), 1.0, q_in)
     s = q ** -x
     a = q.copy()
     b = xp.zeros_like(s)
     done = xp.zeros(s.shape, dtype=bool)
-    finite_q = q[xp.isfinite(q)]
-    steps = 9 if finite_q.size == 0 else max(9, int(math.ceil(9 - float(finite_q.min()))) + 1)
+    steps = max(9, int(math.ceil(9 - float(q.min()))) + 1) if q.size else 9
     for i in range(steps):
         active = ~done & ((i < 9) | (a <= 9))
         a = xp.where(active, a + 1, a)
@@ -115,12 +122,23 @@ def zeta_array(xp: Any, x: Any, q: Any) -> Any:
         rising = rising * (x + k)
         b = b / w
         k += 1
+    if bool(far.any()):  # zeta(n + 1, q) = (-1)^(n+1) psi_n(q) / n! for integer n >= 1 (a host read: rare)
+        for value in sorted({float(v) for v in _host_values(xp, x[far])}):
+            if value >= 2 and value == math.floor(value):
+                n = int(value) - 1
+                here = far & (x == value)
+                s = xp.where(here, (-1.0) ** (n + 1) * polygamma_array(xp, n, q_in) / math.factorial(n), s)
+    s = xp.where(xp.isinf(q_in), math.nan, s)  # NaN at q = +inf, as PyTorch (q = -inf: a pole, below)
     s = xp.where(x == 1, math.inf, s)
     s = xp.where(x < 1, math.nan, s)
-    pole = (q <= 0) & (q == xp.floor(q))
     s = xp.where(pole & (x >= 1), math.inf, s)
-    s = xp.where((q < 0) & ~pole & (x != xp.floor(x)), math.nan, s)
-    return xp.where(xp.isnan(x) | xp.isnan(q), math.nan, s)
+    s = xp.where((q_in < 0) & ~pole & (x != xp.floor(x)), math.nan, s)
+    return xp.where(xp.isnan(x) | xp.isnan(q_in), math.nan, s)
+
+
+def _host_values(xp: Any, a: Any) -> Any:
+    """``a`` on the host (the distinct exponents of the far-negative q values of zeta)."""
+    return a if xp is np else to_host(a, "zeta: exponents of far-negative q")
 
 
 @functools.lru_cache(maxsize=1)
@@ -156,7 +174,7 @@ def _lgamma_positive(xp: Any, x: Any) -> Any:
         u = xp.where(step, u - 1, u)
         prod = xp.where(step, prod * u, prod)
     # 0.5 <= x < 1.5: lgamma(x) = lgamma(x + 1) - log(x); |x| < 0.5: lgamma(x + 2) - log|x| - log(x + 1)
-    near_zero, near_one = xp.abs(x) < 0.5, x < 1.5
+    near_zero, near_one = xp.abs(x) <= 0.5, x < 1.5  # x = -0.5 itself lands here, not in the reflection
     t = xp.where(near_zero, x, xp.where(near_one, x - 1, u - 2))
     small = xp.clip(x, -0.5, 1.5)
     log_factors = xp.where(near_one, -xp.log(xp.abs(small)), xp.log(prod))
@@ -218,14 +236,33 @@ def digamma_array(xp: Any, a: Any) -> Any:
     return _narrow(xp.where(xp.isnan(x), x, out), a)
 
 
+@functools.cache
+def _cot_derivative_poly(n: int) -> tuple[float, ...]:
+    """P_n with d^n/dx^n cot(pi x) = (-pi)^n P_n(cot(pi x)), highest power first: P_0(c) = c and
+    P_(k+1)(c) = P_k'(c) (1 + c^2), as d/dx cot(pi x) = -pi (1 + cot^2(pi x))."""
+    poly = np.array([1.0, 0.0])
+    for _ in range(n):
+        poly = np.polymul(np.polyder(poly), [1.0, 0.0, 1.0])
+    return tuple(float(c) for c in poly)
+
+
+@_quiet
 def polygamma_array(xp: Any, n: int, a: Any) -> Any:
-    """The n-th derivative of digamma: digamma for n == 0, else (-1)^(n+1) n! zeta(n + 1, x)."""
+    """The n-th derivative of digamma: digamma for n == 0, else (-1)^(n+1) n! zeta(n + 1, x) for
+    x > 0 and, for x < 0, the reflection psi_n(x) = (-1)^n psi_n(1 - x) - pi d^n/dx^n cot(pi x)
+    (the direct sum of zeta(n + 1, x) would need about -x terms: 1e30 for x = -1e30)."""
     if n == 0:
         return digamma_array(xp, a)
     x = _wide(xp, a)
     sign = 1.0 if n % 2 else -1.0
-    out = sign * float(math.factorial(n)) * zeta_array(xp, float(n + 1), x)
-    return _narrow(out, a)
+    negative = x < 0
+    pole = (x <= 0) & (x == xp.floor(x))
+    positive = sign * float(math.factorial(n)) * zeta_array(xp, float(n + 1), xp.where(negative | pole, 1 - x, x))
+    cot = 1 / xp.tan(math.pi * (x - xp.trunc(x)))
+    reflected = (-1.0) ** n * positive - math.pi * (-math.pi) ** n * _poly(cot, _cot_derivative_poly(n))
+    out = xp.where(negative, reflected, positive)
+    out = xp.where(pole, sign * math.inf, out)  # zeta(n + 1, -k) diverges: +inf for odd n, -inf for even
+    return _narrow(xp.where(xp.isnan(x), x, out), a)
 
 
 # ------------------------------------------------------------------ error functions
