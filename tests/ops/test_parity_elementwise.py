@@ -179,6 +179,9 @@ def _compare_grads(outs, refs, leaves, grad_tol):
 # tinyflow/tensor_methods.py, where the Tensor methods dispatch): reported. ``check`` runs such a
 # case, requires it to still differ, then marks it xfail: delete the entry when the fix lands.
 KNOWN = [  # (test, case names, variant patterns, what differs)
+    ("unary", ("digamma",), ("f*_special",),
+     "deliberate: digamma's gradient (trigamma) is +inf at the poles -1 and -1e30, where torch's reflection "
+     "returns rounding noise (6.6e32, 21.0)"),
     ("unary", ("floor", "ceil", "trunc", "fix", "round"), ("bool",),
      "tensor_methods._rounded returns a clone for bool (torch: NotImplementedError)"),
     ("unary_with_arguments", ("round2", "round-1"), ("i64", "bool"),
@@ -269,8 +272,6 @@ _UNARY_CASES = [(name, form, variant) for name in UNARY_NAMES for form in ("meth
 
 @pytest.mark.parametrize("name, form, variant", _UNARY_CASES, ids=["-".join(c) for c in _UNARY_CASES])
 def test_unary(name, form, variant):
-    if name == "digamma" and "special" in variant:
-        pytest.skip("known: digamma's backward (polygamma(1, x)) does not return at x = -1e30 (tinyflow/special.py)")
     ours, theirs = _unary_case(name, form)
     check(("unary", name, variant), ours, theirs, UNARY_VARIANTS[variant]())
 
