@@ -262,7 +262,8 @@ def polygamma_array(xp: Any, n: int, a: Any) -> Any:
     reflected = (-1.0) ** n * positive - math.pi * (-math.pi) ** n * _poly(cot, _cot_derivative_poly(n))
     out = xp.where(negative, reflected, positive)
     out = xp.where(pole, sign * math.inf, out)  # zeta(n + 1, -k) diverges: +inf for odd n, -inf for even
-    out = xp.where(x == math.inf, 0.0, xp.where(x == -math.inf, math.nan, out))  # the limits, as PyTorch
+    at_inf = 0.0 if n == 1 else math.nan  # PyTorch: trigamma(inf) = 0, higher orders NaN (zeta(n + 1, inf))
+    out = xp.where(x == math.inf, at_inf, xp.where(x == -math.inf, math.nan, out))
     return _narrow(xp.where(xp.isnan(x), x, out), a)
 
 
