@@ -686,6 +686,22 @@ class Tensor(TensorMethods):
     def __itruediv__(self, other: Any) -> Tensor:
         return self.div_(other)
 
+    def __ifloordiv__(self, other: Any) -> Tensor:
+        return self._inplace("floor_divide_", lambda old: old // other, (other,) if isinstance(other, Tensor) else ())
+
+    def __imod__(self, other: Any) -> Tensor:
+        return self._inplace("remainder_", lambda old: old % other, (other,) if isinstance(other, Tensor) else ())
+
+    def __ipow__(self, other: Any) -> Tensor:
+        return self.pow_(other)
+
+    def __ilshift__(self, other: Any) -> Tensor:
+        return self._inplace("bitwise_left_shift_", lambda old: old << other, (other,) if isinstance(other, Tensor) else ())
+
+    def __irshift__(self, other: Any) -> Tensor:
+        return self._inplace("bitwise_right_shift_", lambda old: old >> other,
+                             (other,) if isinstance(other, Tensor) else ())
+
     def __setitem__(self, index: Any, value: Any) -> None:
         """``x[index] = value`` with PyTorch's indexing rules; recorded by autograd when x or value
         requires grad (x's history moves onto the assignment, as in PyTorch)."""
@@ -888,11 +904,15 @@ class Tensor(TensorMethods):
     def minimum(self, other: Any) -> Tensor:
         return _ops().Minimum.apply(*self._pair(other))
 
-    def softmax(self, dim: int = -1) -> Tensor:
-        return _ops().SoftmaxFunction.apply(self, dim)
+    def softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
+        """Softmax along ``dim``, computed in ``dtype`` when given (as ``F.softmax``)."""
+        src = self if dtype is None else self.to(dtype)
+        return _ops().SoftmaxFunction.apply(src, dim)
 
-    def log_softmax(self, dim: int = -1) -> Tensor:
-        return _ops().LogSoftmaxFunction.apply(self, dim)
+    def log_softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
+        """log(softmax) along ``dim``, computed in ``dtype`` when given (as ``F.log_softmax``)."""
+        src = self if dtype is None else self.to(dtype)
+        return _ops().LogSoftmaxFunction.apply(src, dim)
 
     def logsumexp(self, dim: int = -1, keepdim: bool = False) -> Tensor:
         return _ops().LogSumExp.apply(self, dim, keepdim)
