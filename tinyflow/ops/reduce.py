@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import Context, Function
+from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.errors import ShapeError
 
 __all__ = ["Sum", "Mean", "Var", "Std", "Max", "Min", "MaxDim", "VectorNorm"]
@@ -54,8 +55,9 @@ def normalize_axis(op: str, axis: Axis, ndim: int) -> tuple[int, ...] | None:
 
 
 def _need_floating(op: str, a: Any, what: str) -> None:
-    """PyTorch's refusal of integer and bool input for reductions that have no integer result."""
-    if a.dtype.kind not in "fc":
+    """PyTorch's refusal of integer and bool input for reductions that have no integer result
+    (bfloat16, ml_dtypes' kind "V", is floating)."""
+    if a.dtype.kind not in "fc" and not is_floating_or_complex(a.dtype):
         raise RuntimeError(
             f"{op}: {what}, got dtype {a.dtype}; convert the input with .float() (or pass dtype=)"
         )
