@@ -1009,7 +1009,13 @@ def _inplace_form(name: str) -> Callable[..., Tensor]:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         if name in ("cumsum", "cumprod"):
             _no_bool(name + "_", self)  # an int64 running sum has no bool tensor to go back into
-        return self.copy_(getattr(self, name)(*args, **kwargs))
+        result = getattr(self, name)(*args, **kwargs)
+        if not promotion.can_cast(result.dtype, self.dtype):  # sin_ of an int tensor: not a silent truncation
+            raise RuntimeError(
+                f"{name}_: result type {as_dtype(result.dtype).name} can't be cast to the desired output type "
+                f"{as_dtype(self.dtype).name}; use the out-of-place {name}() or convert first"
+            )
+        return self.copy_(result)
 
     method.__name__ = method.__qualname__ = name + "_"
     method.__doc__ = f"In place: ``x.{name}_()`` writes ``x.{name}()`` into x."

@@ -202,11 +202,7 @@ KNOWN = [  # (test, case names, variant patterns, what differs)
     ("binary", ("a%b",), ("int_f32",), "Tensor.__rmod__: number % tensor has a gradient (torch: not implemented)"),
     ("inplace_operators", ("-=",), ("bool_bool",), "Tensor.sub_ lets NumPy's TypeError through for bool -= bool"),
     ("lerp", ("lerp",), ("f32_f64", "int_start"), "Tensor.lerp promotes mixed dtypes (torch: RuntimeError)"),
-    ("inplace_methods", ("sin_", "reciprocal_", "erf_", "clamp_min_"), ("i64", "bool"),
-     "tensor_methods._inplace_form writes through copy_, which casts a float result into an int/bool tensor "
-     "(torch: RuntimeError)"),
     ("inplace_methods", ("floor_", "round_"), ("bool",), "tensor_methods._rounded accepts bool"),
-    ("inplace_methods", ("square_",), ("bool",), "tensor_methods._inplace_form casts square's int64 back into bool"),
     ("inplace_methods", ("clamp_",), ("i64", "bool"),
      "Tensor.clamp_ lets NumPy's UFuncTypeError through for a float bound on an int tensor (torch: RuntimeError)"),
     ("comparison_promotion", ("gt", "eq", "ne", "le"), ("f32_lt_0d_f64", "i64_eq_float", "i64_gt_f32_round"),
