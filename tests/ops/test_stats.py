@@ -282,7 +282,9 @@ def test_histc_and_histogram_match_torch(shape, seed, bins, data):
     a = np.random.default_rng(seed).uniform(-3, 3, size=shape).astype(data.draw(st.sampled_from([np.float32, np.float64])))
     parity(lambda x: x.histc(bins), lambda x: x.histc(bins), a, grad=False)
     parity(lambda x: tf.histc(x, bins, -1, 2), lambda x: torch.histc(x, bins, -1, 2), a, grad=False)
-    parity(lambda x: tuple(x.histogram(bins)), lambda x: tuple(x.histogram(bins)), a, grad=False)
+    if a.size and a.min() != a.max():  # one distinct value: the widened range puts it exactly on the middle edge
+        # for even bins, and which side it lands on is float32 rounding in torch (the constant case is tested below)
+        parity(lambda x: tuple(x.histogram(bins)), lambda x: tuple(x.histogram(bins)), a, grad=False)
     density = data.draw(st.booleans())
     w = np.random.default_rng(seed + 1).uniform(0, 2, size=shape).astype(a.dtype)
     parity(lambda x, v: tuple(tf.histogram(x, bins, range=(-1.5, 2.0), weight=v, density=density)),
