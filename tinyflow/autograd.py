@@ -181,7 +181,7 @@ class Context:
         self.non_differentiable = {id(t) for t in outputs}
 
     def mark_dirty(self, *tensors: Any) -> None:
-        """Accepted for PyTorch programs: tinyflow's user Functions see copies-free wrappers of the
+        """Accepted for PyTorch programs: tinyflow's user Functions see copy-free wrappers of the
         inputs' arrays, so an in-place edit of an input in forward is already visible to its owner."""
 
     def set_materialize_grads(self, value: bool) -> None:
