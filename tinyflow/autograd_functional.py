@@ -8,10 +8,10 @@ runs one backward pass per output element, like PyTorch's reverse-mode strategy 
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["jacobian", "vjp", "jvp", "hessian", "vhp", "hvp"]
+__all__ = ["jacobian_blocks", "jacobian", "vjp", "jvp", "hessian", "vhp", "hvp"]
 
 
 def _as_tuple(name: str, what: str, value: Any) -> tuple[tuple[Any, ...], bool]:
@@ -36,37 +36,45 @@ def _no_second_order(name: str, create_graph: bool) -> None:
                                   "again (no higher-order gradients); use create_graph=False")
 
 
+def jacobian_blocks(outputs: Sequence[Any], inputs: Sequence[Any], strict: bool = False) -> list[list[Any]]:
+    """[output][input] -> d output / d input of shape output.shape + input.shape, by one backward
+    pass per output element (the one Jacobian loop of tinyflow: ``jacobian`` here and the
+    ``tinyflow.func`` transforms use it). An input an output does not depend on gets zeros, or
+    with ``strict`` a RuntimeError."""
+    import tinyflow as tf
+
+    blocks = []
+    for o_index, out in enumerate(outputs):
+        flat = out.reshape(-1)
+        rows: list[list[Any]] = [[] for _ in inputs]
+        for k in range(flat.numel()):
+            grads = tf.autograd.grad(flat[k], list(inputs), retain_graph=True, allow_unused=True) \
+                if out.requires_grad else (None,) * len(inputs)
+            for i, (g, x) in enumerate(zip(grads, inputs)):
+                if g is None:
+                    if strict:
+                        raise RuntimeError(f"jacobian: output {o_index} is independent of input {i} "
+                                           "(strict=True makes that an error)")
+                    g = tf.zeros_like(x)
+                rows[i].append(g)
+        blocks.append([tf.stack(r).reshape(*out.shape, *x.shape) if r
+                       else tf.zeros(*out.shape, *x.shape, dtype=x.dtype) for r, x in zip(rows, inputs)])
+    return blocks
+
+
 def jacobian(func: Callable[..., Any], inputs: Any, create_graph: bool = False, strict: bool = False,
              vectorize: bool = False, strategy: str = "reverse-mode") -> Any:
     """d func(inputs) / d inputs: for one output and one input a Tensor of shape
     ``output.shape + input.shape``; a tuple over the inputs (or outputs), or a tuple of tuples
     (outputs x inputs), where func takes (or returns) a tuple, as PyTorch. An input the output
     does not depend on gets zeros (``strict=True`` makes that an error)."""
-    import tinyflow as tf
 
     _no_second_order("jacobian", create_graph)
     if strategy not in ("reverse-mode", "forward-mode"):
         raise ValueError(f'jacobian: strategy must be "reverse-mode" or "forward-mode", got {strategy!r}')
     ins, in_tuple = _prepare("jacobian", inputs)
     outs, out_tuple = _as_tuple("jacobian", "outputs of func", func(*ins))
-    rows: list[tuple[Any, ...]] = []
-    for o_index, out in enumerate(outs):
-        flat = out.reshape(-1)
-        per_input: list[list[Any]] = [[] for _ in ins]
-        for k in range(flat.numel()):
-            grads = tf.autograd.grad(flat[k], ins, retain_graph=True, allow_unused=True) if out.requires_grad \
-                else (None,) * len(ins)
-            for i, (g, x) in enumerate(zip(grads, ins)):
-                if g is None:
-                    if strict:
-                        raise RuntimeError(f"jacobian: output {o_index} is independent of input {i} "
-                                           "(strict=True makes that an error)")
-                    g = tf.zeros_like(x)
-                per_input[i].append(g)
-        rows.append(tuple(
-            tf.stack(gs).reshape(*out.shape, *x.shape) if gs else tf.zeros(*out.shape, *x.shape)
-            for gs, x in zip(per_input, ins)
-        ))
+    rows = [tuple(row) for row in jacobian_blocks(outs, ins, strict=strict)]
     if not out_tuple:
         return rows[0] if in_tuple else rows[0][0]
     return tuple(row if in_tuple else row[0] for row in rows)

@@ -23,6 +23,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from tinyflow.autograd_functional import jacobian_blocks
+
 if TYPE_CHECKING:
     from tinyflow.nn.module import Module
     from tinyflow.tensor import Tensor
@@ -400,26 +402,6 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     return (detached, vjp_fn, aux) if has_aux else (detached, vjp_fn)
 
 
-def _jacobian_blocks(flat_out: Sequence[Tensor], leaves: Sequence[Tensor]) -> list[list[Tensor]]:
-    """[output leaf][input leaf] -> d out / d in of shape out.shape + in.shape, by one backward
-    pass per output element."""
-    import tinyflow as tf
-
-    blocks: list[list[Tensor]] = []
-    for o in flat_out:
-        rows: list[list[Tensor]] = [[] for _ in leaves]
-        flat = o.reshape(-1)
-        n = flat.numel()
-        for k in range(n):
-            for i, g in enumerate(_grads([flat[k]], leaves, None, retain_graph=True)):
-                rows[i].append(g)
-        blocks.append([
-            tf.stack(r).reshape(*o.shape, *x.shape) if n else tf.zeros(*o.shape, *x.shape, dtype=x.dtype)
-            for r, x in zip(rows, leaves)
-        ])
-    return blocks
-
-
 def jacrev(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: bool = False, *,
            chunk_size: int | None = None, _preallocate_and_copy: bool = False) -> Callable[..., Any]:
     """A function returning the Jacobian of ``func`` with respect to the positional argument(s)
@@ -452,7 +434,7 @@ def _jacobian_transform(api: str, func: Callable[..., Any], argnums: Any, has_au
             output, aux = _split_aux(name, func(*new_args, **kwargs), has_aux)
             flat_out, out_spec = _tree_flatten(output)
             _check_outputs(name, flat_out)
-            blocks = _jacobian_blocks(flat_out, leaves)
+            blocks = jacobian_blocks(flat_out, leaves)
         jac = _tree_unflatten([_tree_unflatten(row, in_spec) for row in blocks], out_spec)
         return (jac, aux) if has_aux else jac
 
@@ -487,7 +469,7 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
         flat_out, out_spec = _tree_flatten(output)
         _check_outputs(name, flat_out)
         leaves, _ = _tree_flatten(diff)
-        blocks = _jacobian_blocks(flat_out, leaves)
+        blocks = jacobian_blocks(flat_out, leaves)
     products = []
     for o, row in zip(flat_out, blocks):
         total = tf.zeros(tuple(o.shape), dtype=o.dtype)
@@ -511,7 +493,7 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
         flat_out, out_spec = _tree_flatten(func(*diff))
         _check_outputs(name, flat_out)
         leaves, in_spec = _tree_flatten(diff)
-        blocks = _jacobian_blocks(flat_out, leaves)
+        blocks = jacobian_blocks(flat_out, leaves)
 
     def jvp_fn(*tangents: Any) -> Any:
         from tinyflow.tensor import Tensor
