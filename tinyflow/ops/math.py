@@ -390,17 +390,19 @@ class LogAddExp(Function):
     """log(exp(a) + exp(b)); gradients g / (1 + exp(b - a)) and g / (1 + exp(a - b)), PyTorch's
     formulas (a half each where a == b, also at -inf or huge magnitudes)."""
 
+    ufunc, exp = "logaddexp", "exp"  # LogAddExp2 (ops/special.py): "logaddexp2", "exp2"
+
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
-        out = _binary("logaddexp", ctx.xp.logaddexp, a, b)
+        out = _binary(ctx.fn.ufunc, getattr(ctx.xp, ctx.fn.ufunc), a, b)
         ctx.save_for_backward(a, b)
         return out
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
-        xp = ctx.xp
+        exp = getattr(ctx.xp, ctx.fn.exp)
         a, b = ctx.saved_tensors
-        return g / (1 + xp.exp(b - a)), g / (1 + xp.exp(a - b))
+        return g / (1 + exp(b - a)), g / (1 + exp(a - b))
 
 
 class CopySign(Function):

@@ -20,7 +20,7 @@ import numpy as np
 
 from tinyflow.autograd import Context, Function
 from tinyflow.device import to_host
-from tinyflow.ops.math import UnaryFunction
+from tinyflow.ops.math import LogAddExp, UnaryFunction
 
 __all__ = [
     "lgamma_array", "digamma_array", "zeta_array", "polygamma_array", "erf_small_array", "erfc_array",
@@ -947,20 +947,10 @@ class Hypot(Function):
             return g * a / out, g * b / out
 
 
-class LogAddExp2(Function):
-    """log2(2^a + 2^b); gradients 2^(a - out) and 2^(b - out)."""
+class LogAddExp2(LogAddExp):
+    """log2(2^a + 2^b); gradients g / (1 + 2^(b - a)) and g / (1 + 2^(a - b)): LogAddExp in base 2."""
 
-    @staticmethod
-    def forward(ctx: Context, a: Any, b: Any) -> Any:
-        out = ctx.xp.logaddexp2(a, b)
-        ctx.save_for_backward(a, b, out)
-        return out
-
-    @staticmethod
-    def backward(ctx: Context, g: Any) -> tuple:
-        xp = ctx.xp
-        a, b, out = ctx.saved_tensors
-        return g * xp.exp2(a - out), g * xp.exp2(b - out)
+    ufunc, exp = "logaddexp2", "exp2"
 
 
 class Fmax(Function):
