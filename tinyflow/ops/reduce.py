@@ -125,18 +125,21 @@ def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
     return n
 
 
+def _centered(op: str, a: Any, axis: Axis, correction: int) -> tuple[Any, tuple[int, ...] | None, int]:
+    """Var's and Std's common start: (a - mean over the dims, the dims, n - correction)."""
+    _need_floating(op, a, "std and var only support floating point and complex dtypes")
+    axes = normalize_axis(op, axis, a.ndim)
+    n = a.size if axes is None else _count(a.shape, axes)
+    return a - a.mean(axis=axes, keepdims=True), axes, max(n - correction, 0)  # 0 gives inf/nan, as PyTorch
+
+
 class Var(Function):
     """Variance with Bessel's correction (``correction=1``) by default, as PyTorch."""
 
     @staticmethod
     @quiet
     def forward(ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Any:
-        _need_floating("var", a, "std and var only support floating point and complex dtypes")
-        axes = normalize_axis("var", axis, a.ndim)
-        n = a.size if axes is None else _count(a.shape, axes)
-        mean = a.mean(axis=axes, keepdims=True)
-        centered = a - mean
-        denom = max(n - correction, 0)  # 0 gives inf/nan, as PyTorch
+        centered, axes, denom = _centered("var", a, axis, correction)
         ctx.save_for_backward(centered)
         ctx.axes, ctx.keepdim, ctx.denom, ctx.shape = axes, keepdim, denom, a.shape
         return (centered * centered).sum(axis=axes, keepdims=keepdim) / denom
@@ -159,11 +162,7 @@ class Std(Function):
     @staticmethod
     @quiet
     def forward(ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Any:
-        _need_floating("std", a, "std and var only support floating point and complex dtypes")
-        axes = normalize_axis("std", axis, a.ndim)
-        n = a.size if axes is None else _count(a.shape, axes)
-        centered = a - a.mean(axis=axes, keepdims=True)
-        denom = max(n - correction, 0)  # 0 gives inf/nan, as PyTorch
+        centered, axes, denom = _centered("std", a, axis, correction)
         with np.errstate(divide="ignore", invalid="ignore"):
             std = ctx.xp.sqrt((centered * centered).sum(axis=axes, keepdims=True) / denom)
         ctx.save_for_backward(centered, std)
