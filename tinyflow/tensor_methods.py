@@ -916,6 +916,20 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
     def is_contiguous(self, memory_format: Any = None) -> bool:
         return True  # tinyflow has no strided views that PyTorch code needs to make contiguous
 
+    def pin_memory(self, device: Any = None) -> Tensor:
+        """The tensor itself: host arrays are not page-locked (copies to a GPU are synchronous)."""
+        return self
+
+    def is_pinned(self, device: Any = None) -> bool:
+        return False
+
+    def share_memory_(self) -> Tensor:
+        """The tensor itself: DataLoader workers hand batches back through pipes, not shared memory."""
+        return self
+
+    def is_shared(self) -> bool:
+        return False
+
     def element_size(self) -> int:
         return as_dtype(self.dtype).itemsize
 

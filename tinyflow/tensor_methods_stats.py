@@ -257,22 +257,6 @@ def _draw(t: Tensor, sampler: str, generator: Any) -> np.ndarray:
 class StatsMethods:
     """Mixed into Tensor through TensorMethods; see the module docstring."""
 
-    # ------------------------------------------------------------ memory placement (no-ops on tinyflow)
-    def pin_memory(self, device: Any = None) -> Any:
-        """The tensor itself: host arrays are not page-locked (copies to a GPU are synchronous)."""
-        return self
-
-    def is_pinned(self, device: Any = None) -> bool:
-        return False
-
-    def share_memory_(self) -> Any:
-        """The tensor itself: DataLoader workers hand batches back through pipes, not shared memory."""
-        return self
-
-    def is_shared(self) -> bool:
-        return False
-
-
     # ------------------------------------------------------------ NaN-aware reductions
     def nansum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         """The sum over ``dim`` (all dims when None) treating NaN as zero; integers sum to int64."""
