@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["jacobian_blocks", "jacobian", "vjp", "jvp", "hessian", "vhp", "hvp"]
+__all__ = ["jacobian_blocks", "jacobian_vector_products", "jacobian", "vjp", "jvp", "hessian", "vhp", "hvp"]
 
 
 def _as_tuple(name: str, what: str, value: Any) -> tuple[tuple[Any, ...], bool]:
@@ -60,6 +60,21 @@ def jacobian_blocks(outputs: Sequence[Any], inputs: Sequence[Any], strict: bool 
         blocks.append([tf.stack(r).reshape(*out.shape, *x.shape) if r
                        else tf.zeros(*out.shape, *x.shape, dtype=x.dtype) for r, x in zip(rows, inputs)])
     return blocks
+
+
+def jacobian_vector_products(outputs: Sequence[Any], blocks: list[list[Any]], tangents: Sequence[Any]) -> list[Any]:
+    """J v per output: the sum over inputs of block @ tangent (blocks from ``jacobian_blocks``),
+    shaped as the output and detached."""
+    import tinyflow as tf
+
+    products = []
+    for out, row in zip(outputs, blocks):
+        total = tf.zeros(tuple(out.shape), dtype=out.dtype)
+        for j, t in zip(row, tangents):
+            flat = j.reshape(out.numel(), t.numel())  # (outputs, inputs)
+            total = total + (flat @ t.detach().reshape(-1).to(flat.dtype)).reshape(tuple(out.shape))
+        products.append(total.detach())
+    return products
 
 
 def jacobian(func: Callable[..., Any], inputs: Any, create_graph: bool = False, strict: bool = False,
@@ -132,15 +147,7 @@ def jvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
             raise RuntimeError(f"jvp: v has shapes {[tuple(a.shape) for a in vs]} but the inputs have "
                                f"{[tuple(b.shape) for b in ins]}")
     outs, out_tuple = _as_tuple("jvp", "outputs of func", func(*ins))
-    jac = jacobian(func, tuple(ins), strict=strict)
-    jac = jac if out_tuple else (jac,)
-    products = []
-    for out, row in zip(outs, jac):
-        total = tf.zeros(tuple(out.shape), dtype=out.dtype)
-        for j, w in zip(row, vs):
-            flat = j.reshape(out.numel(), w.numel())  # (outputs, inputs)
-            total = total + (flat @ w.reshape(-1).to(flat.dtype)).reshape(tuple(out.shape))
-        products.append(total.detach())
+    products = jacobian_vector_products(outs, jacobian_blocks(outs, ins, strict=strict), vs)
     detached = tuple(o.detach() for o in outs)
     return (detached if out_tuple else detached[0]), (tuple(products) if out_tuple else products[0])
 

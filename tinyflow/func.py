@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from tinyflow.autograd_functional import jacobian_blocks
+from tinyflow.autograd_functional import jacobian_blocks, jacobian_vector_products
 
 if TYPE_CHECKING:
     from tinyflow.nn.module import Module
@@ -470,12 +470,7 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
         _check_outputs(name, flat_out)
         leaves, _ = _tree_flatten(diff)
         blocks = jacobian_blocks(flat_out, leaves)
-    products = []
-    for o, row in zip(flat_out, blocks):
-        total = tf.zeros(tuple(o.shape), dtype=o.dtype)
-        for j, t in zip(row, flat_t):
-            total = total + (j.reshape(o.numel(), t.numel()) @ t.detach().reshape(-1).to(j.dtype)).reshape(o.shape)
-        products.append(total)
+    products = jacobian_vector_products(flat_out, blocks, flat_t)
     out = _tree_unflatten([o.detach() for o in flat_out], out_spec)
     jvp_out = _tree_unflatten(products, out_spec)
     return (out, jvp_out, aux) if has_aux else (out, jvp_out)
@@ -504,13 +499,7 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
             raise RuntimeError(f"{name}: expected tangents with the structure and shapes of primals "
                                f"{[tuple(x.shape) for x in leaves]}, got "
                                f"{[tuple(getattr(t, 'shape', ())) for t in flat_t]}")
-        products = []
-        for o, row in zip(flat_out, blocks):
-            total = tf.zeros(tuple(o.shape), dtype=o.dtype)
-            for j, t in zip(row, flat_t):
-                total = total + (j.reshape(o.numel(), t.numel()) @ t.detach().reshape(-1).to(j.dtype)).reshape(o.shape)
-            products.append(total)
-        return _tree_unflatten(products, out_spec)
+        return _tree_unflatten(jacobian_vector_products(flat_out, blocks, flat_t), out_spec)
 
     return _tree_unflatten([o.detach() for o in flat_out], out_spec), jvp_fn
 
