@@ -1,7 +1,10 @@
-"""Shared test configuration: hypothesis profiles and skipping of gpu tests without a GPU."""
+"""Shared test configuration: hypothesis profiles, skipping of gpu tests without a GPU, and the
+strict CuPy stand-in for tests marked ``cupy_strict``."""
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -15,12 +18,34 @@ settings.register_profile("thorough", max_examples=300, deadline=None, suppress_
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+def _on_stand_in(item: pytest.Item, gpu: bool) -> bool:
+    """A ``cupy_strict`` test runs on the stand-in, unless it is a gpu test too and a GPU is here."""
+    return item.get_closest_marker("cupy_strict") is not None and not (
+        gpu and item.get_closest_marker("gpu") is not None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     import tinyflow_cuda
 
-    if tinyflow_cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {tinyflow_cuda.unavailable_reason()}")
+    gpu = tinyflow_cuda.is_available()
+    no_gpu = pytest.mark.skip(reason=f"needs a CUDA GPU: {tinyflow_cuda.unavailable_reason()}")
+    no_compiler = pytest.mark.skip(reason="the strict CuPy stand-in runs kernels through the g++ emulator: no g++")
     for item in items:
-        if item.get_closest_marker("gpu") is not None:
-            item.add_marker(skip)
+        if _on_stand_in(item, gpu):
+            item.stand_in = True  # type: ignore[attr-defined]
+            if shutil.which("g++") is None:
+                item.add_marker(no_compiler)
+        elif item.get_closest_marker("gpu") is not None and not gpu:
+            item.add_marker(no_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _strict_cupy_device(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Install the strict CuPy stand-in as the cuda device for the tests that run on it."""
+    if not getattr(request.node, "stand_in", False):
+        yield
+        return
+    from tinyflow_cuda import strict_cupy
+
+    with strict_cupy.installed():
+        yield

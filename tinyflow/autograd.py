@@ -319,7 +319,7 @@ class Function:
         meta = []  # (shape, dtype) per output, for the node
         new = _new_object
         for i, o in enumerate(outs):
-            if type(o) is not np.ndarray:
+            if type(o) is not xp.ndarray and not cls.moves_device:
                 o = xp.asarray(o)  # NumPy reductions return scalars, not 0-d arrays
             t = new(Tensor)
             t.array = o
@@ -635,8 +635,8 @@ def run_backward(
                 continue
             producer = edge[0]
             if g is not None:
-                if type(g) is not np.ndarray:
-                    g = xp.asarray(g)
+                if type(g) is not xp.ndarray:
+                    g = xp.asarray(g)  # a NumPy scalar (a device gradient of ToDevice stays)
                 arr = t.array
                 if g.shape != arr.shape:
                     g = sum_to_shape(g, arr.shape)

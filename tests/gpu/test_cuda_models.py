@@ -16,7 +16,7 @@ import pytest
 import tinyflow as tf
 import tinyflow.nn.functional as F
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.cupy_strict]
 
 
 def _two_steps(model: Any, device: str, batch: tuple[np.ndarray, np.ndarray],

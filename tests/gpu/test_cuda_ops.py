@@ -16,7 +16,7 @@ import pytest
 import tinyflow as tf
 import tinyflow.nn.functional as F
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.cupy_strict]
 
 
 def _compare(op: Callable[..., Any], arrays: list[np.ndarray], grads: list[bool] | None = None,

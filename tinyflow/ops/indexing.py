@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import Context, Function
-from tinyflow.device import device_check
+from tinyflow.device import device_check, to_host
 from tinyflow.errors import ShapeError
-from tinyflow.ops.reduce import quiet
+from tinyflow.ops.reduce import index_grids, quiet
 
 __all__ = [
     "Gather", "Scatter", "ScatterAdd", "ScatterReduce", "IndexSelect", "IndexAdd", "MaskedSelect",
@@ -71,7 +71,7 @@ def _check_covers(op: str, dim: int, index: Any, target: Any, what: str) -> None
 
 def _positions(xp: Any, index: Any, dim: int) -> tuple:
     """The index tuple that addresses ``target[..., index[i,j,k], ...]`` for every entry of index."""
-    grids = list(xp.indices(index.shape, sparse=True))
+    grids = index_grids(xp, index.shape)
     grids[dim] = index
     return tuple(grids)
 
@@ -209,7 +209,7 @@ class ScatterReduce(Function):
         if reduce in ("sum", "mean"):
             xp.add.at(out, where, s)
         elif reduce == "prod":
-            xp.multiply.at(out, where, s)
+            multiply_at(xp, out, where, s)
         elif reduce == "amax":
             xp.maximum.at(out, where, s)
         else:
@@ -253,13 +253,39 @@ class ScatterReduce(Function):
         return ga, None, None, gs, None, None
 
 
+def multiply_at(xp: Any, out: Any, where: tuple, values: Any) -> None:
+    """``numpy.multiply.at(out, where, values)`` for any array module (CuPy 14 has no
+    ``multiply.at``): entries that hit the same position multiply in rounds, each round at most
+    one entry per position, so a plain indexed update is exact. Knowing the rounds costs one
+    host read (the count of entries per round)."""
+    if xp is np:
+        np.multiply.at(out, where, values)
+        return
+    if not out.flags.c_contiguous:
+        raise ValueError("multiply_at: the output must be C-contiguous")
+    positions = xp.broadcast_arrays(*where)
+    flat = xp.ravel_multi_index(tuple(p.reshape(-1) for p in positions), out.shape)
+    vals = xp.broadcast_to(values, positions[0].shape).reshape(-1)
+    order = xp.argsort(flat)  # entries of one position side by side
+    ranked = flat[order]
+    occurrence = xp.arange(flat.size) - xp.searchsorted(ranked, ranked)  # 0, 1, ... within a position
+    by_round = order[xp.argsort(occurrence)]
+    sizes = to_host(xp.bincount(occurrence), "scatter_reduce(prod) rounds").tolist() if flat.size else []
+    target = out.reshape(-1)
+    start = 0
+    for size in sizes:
+        pick = by_round[start:start + size]
+        target[flat[pick]] *= vals[pick]
+        start += size
+
+
 def _prod_grads(xp: Any, a: Any, s: Any, where: tuple, g: Any, hit: Any, keep_self: bool) -> tuple:
     """Gradients of a scatter product: each factor gets the product of the other factors of its
     position, computed from the product of the non-zero factors and the count of zeros (exact)."""
     ones = xp.ones(a.shape, dtype=a.dtype)
     nonzero_prod = xp.where(a == 0, 1, a) if keep_self else ones.copy()
     zeros = (a == 0).astype(a.dtype) if keep_self else xp.zeros(a.shape, dtype=a.dtype)
-    xp.multiply.at(nonzero_prod, where, xp.where(s == 0, 1, s))
+    multiply_at(xp, nonzero_prod, where, xp.where(s == 0, 1, s))
     xp.add.at(zeros, where, (s == 0).astype(a.dtype))
 
     def others(x: Any, p: Any, z: Any) -> Any:  # product of a position's factors other than x

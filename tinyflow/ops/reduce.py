@@ -28,6 +28,12 @@ def quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
     return silent
 
 
+def index_grids(xp: Any, shape: tuple[int, ...]) -> list:
+    """``numpy.indices(shape, sparse=True)`` for any array module (CuPy's ``indices`` has no
+    ``sparse=``): one ``arange`` per axis, shaped to broadcast against the others."""
+    return list(xp.ix_(*(xp.arange(n) for n in shape)))
+
+
 def normalize_axis(op: str, axis: Axis, ndim: int) -> tuple[int, ...] | None:
     """Turn ``dim`` (int, tuple or None) into a sorted tuple of non-negative axes.
 
@@ -253,7 +259,7 @@ class MaxDim(Function):
         if not ctx.keepdim:
             g = xp.expand_dims(g, ctx.dim)
         out = xp.zeros(ctx.shape, dtype=g.dtype)
-        grids = list(xp.indices(idx.shape, sparse=True))
+        grids = index_grids(xp, idx.shape)
         grids[ctx.dim] = idx
         out[tuple(grids)] = g
         return out

@@ -11,7 +11,7 @@ from typing import Any
 
 from tinyflow.autograd import Context, Function
 from tinyflow.ops.indexing import normalize_dim
-from tinyflow.ops.reduce import quiet
+from tinyflow.ops.reduce import index_grids, quiet
 
 __all__ = ["CumSum", "CumProd", "CumExtreme", "LogCumSumExp", "Prod", "accumulate"]
 
@@ -142,7 +142,7 @@ class CumExtreme(Function):
         if g.ndim == 0:
             return g, None, None
         grad = xp.zeros(ctx.shape, dtype=g.dtype)
-        grids = list(xp.indices(index.shape, sparse=True))
+        grids = index_grids(xp, index.shape)
         grids[ctx.dim] = index
         xp.add.at(grad, tuple(grids), g)
         return grad, None, None

@@ -1,0 +1,71 @@
+"""A strict CuPy stand-in: CI on a machine without a GPU runs the CUDA path and fails where CuPy
+would.
+
+Its arrays (``ndarray``) keep their values in NumPy memory but refuse implicit conversion to
+NumPy exactly as CuPy's do; its module offers only the functions, keyword arguments and ufunc
+methods that the pinned CuPy has (``cupy_api.json``, written by ``generate.py`` from the real
+package); its ``RawModule`` runs the .cu kernels through the g++ emulator. ``installed()``
+makes it tinyflow's CUDA backend, so ``Device("cuda:0")``, ``.to("cuda:0")``, ``.cpu()``,
+checkpoints, autocast, DataParallel's thread ranks and the training loop all run on it::
+
+    from tinyflow_cuda import strict_cupy
+    with strict_cupy.installed() as cp:
+        x = tf.ones(3, device="cuda:0")      # x.array is a strict_cupy.ndarray
+        np.asarray(x.array)                   # TypeError, as on a GPU
+
+Host reads of its arrays (``get``, ``item``, ``tolist``, ``float``, ``int``, ``bool``, ``repr``)
+are counted per thread (``host_reads``) and raise inside tinyflow's ``forbid_host_reads()``.
+``record_calls()`` lists every stand-in call and kernel launch of a block.
+It says nothing about speed, streams running side by side, or the GPU's memory model.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from types import ModuleType
+
+from tinyflow_cuda.strict_cupy.api import CupyAPIError, api
+from tinyflow_cuda.strict_cupy.array import IMPLICIT_CONVERSION, host_reads, ndarray
+from tinyflow_cuda.strict_cupy.cuda import launch_log
+from tinyflow_cuda.strict_cupy.module import calls, cupyx, strict_cupy
+
+__all__ = ["CupyAPIError", "IMPLICIT_CONVERSION", "api", "cupyx", "host_reads", "installed", "ndarray",
+           "record_calls", "strict_cupy"]
+
+
+@contextlib.contextmanager
+def installed() -> Iterator[ModuleType]:
+    """Make the stand-in tinyflow's CUDA backend inside the block (``cuda:0`` exists there)."""
+    import tinyflow_cuda
+    from tinyflow_cuda import runtime
+
+    saved = (tinyflow_cuda._cupy, tinyflow_cuda._reason, runtime._cupy_runtime)
+    tinyflow_cuda._cupy, tinyflow_cuda._reason, runtime._cupy_runtime = strict_cupy, None, None
+    try:
+        yield strict_cupy
+    finally:
+        tinyflow_cuda._cupy, tinyflow_cuda._reason, runtime._cupy_runtime = saved
+
+
+@contextlib.contextmanager
+def record_calls() -> Iterator[list[str]]:
+    """``with record_calls() as names:`` every stand-in function, ufunc and method call
+    (``"cupy.add"``) and every kernel launch (``"kernel:im2col_f32"``) of this thread, in order."""
+    names: list[str] = []
+    outer_calls, outer_launches = calls.names, launch_log.names
+    calls.names = names
+    launch_log.names = _KernelNames(names)
+    try:
+        yield names
+    finally:
+        calls.names, launch_log.names = outer_calls, outer_launches
+
+
+class _KernelNames:
+    """Appends ``kernel:<name>`` to the shared record."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def append(self, name: str) -> None:
+        self.names.append(f"kernel:{name}")

@@ -1,0 +1,204 @@
+"""The stand-in's ``cupy.cuda``: one device, streams and events that order nothing (the CPU runs
+every call at once), a memory pool that holds nothing, and ``RawModule`` kernels that run the
+.cu sources through the g++ emulator (tinyflow_cuda/emulator.py) on the arrays' NumPy memory."""
+from __future__ import annotations
+
+import itertools
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from tinyflow_cuda.strict_cupy.array import _Device, ndarray
+
+Device = _Device
+
+
+class CUDARuntimeError(RuntimeError):
+    """``cupy.cuda.runtime.CUDARuntimeError``."""
+
+
+class OutOfMemoryError(MemoryError):
+    """``cupy.cuda.memory.OutOfMemoryError``."""
+
+
+RESIDENT_BLOCKS = 3  # the emulator's blocks of a persistent kernel (tinyflow_cuda.emulator)
+
+
+def _properties(device: int) -> dict[str, Any]:
+    return {"name": b"strict CuPy stand-in (CPU)", "multiProcessorCount": RESIDENT_BLOCKS,
+            "totalGlobalMem": 1 << 34, "major": 9, "minor": 0, "sharedMemPerBlock": 48 * 1024,
+            "sharedMemPerBlockOptin": 227 * 1024, "maxThreadsPerBlock": 1024, "warpSize": 32}
+
+
+runtime = SimpleNamespace(
+    CUDARuntimeError=CUDARuntimeError,
+    getDeviceCount=lambda: 1,
+    getDevice=lambda: 0,
+    getDeviceProperties=lambda device: _properties(int(device)),
+    runtimeGetVersion=lambda: 13000,
+    driverGetVersion=lambda: 13000,
+    memGetInfo=lambda: (1 << 34, 1 << 34),
+)
+memory = SimpleNamespace(OutOfMemoryError=OutOfMemoryError)
+
+_pointers = itertools.count(1)
+_current = threading.local()  # this thread's stack of streams entered with ``with stream:``
+
+
+class Event:
+    """``cupy.cuda.Event``: on the CPU every queued call has already run, so it is always done."""
+
+    def __init__(self, block: bool = False, disable_timing: bool = False, interprocess: bool = False) -> None:
+        self.done = True
+
+    def record(self, stream: Any = None) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+
+class Stream:
+    """``cupy.cuda.Stream``: current for this thread inside ``with``; ``ptr`` tells streams apart."""
+
+    null: Stream
+
+    def __init__(self, null: bool = False, non_blocking: bool = False, ptr: int = 0) -> None:
+        self.ptr = 0 if null else next(_pointers)
+        self.non_blocking = non_blocking
+
+    def __enter__(self) -> Stream:
+        stack = getattr(_current, "stack", None)
+        if stack is None:
+            stack = _current.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _current.stack.pop()
+
+    def use(self) -> Stream:
+        stack = getattr(_current, "stack", None)
+        if stack is None:
+            stack = _current.stack = []
+        stack[:] = [self]
+        return self
+
+    def synchronize(self) -> None:
+        return None
+
+    @property
+    def done(self) -> bool:
+        return True
+
+    def record(self, event: Event | None = None) -> Event:
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
+
+    def wait_event(self, event: Event) -> None:
+        if not isinstance(event, Event):
+            raise TypeError(f"Stream.wait_event expects an Event, got {type(event).__name__}")
+
+
+Stream.null = Stream(null=True)
+
+
+def get_current_stream(device_id: int = -1) -> Stream:
+    stack = getattr(_current, "stack", None)
+    return stack[-1] if stack else Stream.null
+
+
+class MemoryPool:
+    """``cupy.get_default_memory_pool()``: arrays live in NumPy's memory, so it holds nothing."""
+
+    def used_bytes(self) -> int:
+        return 0
+
+    def total_bytes(self) -> int:
+        return 0
+
+    def free_bytes(self) -> int:
+        return 0
+
+    def free_all_blocks(self, stream: Any = None) -> None:
+        return None
+
+    def set_limit(self, size: int | None = None, fraction: float | None = None) -> None:
+        return None
+
+
+_pool = MemoryPool()
+
+
+def get_default_memory_pool() -> MemoryPool:
+    return _pool
+
+
+# ---- kernels: RawModule through the emulator --------------------------------------------------
+class _Launches(threading.local):
+    names: list[str] | None = None
+
+
+launch_log = _Launches()
+
+
+class RawFunction:
+    """One kernel of a RawModule; ``fn(grid, block, args)`` runs it in the emulator."""
+
+    def __init__(self, emulator: Any, name: str) -> None:
+        self.emulator = emulator
+        self.name = name
+        self.params = emulator.kernels[name].params
+
+    def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], *,
+                 shared_mem: int = 0) -> None:
+        grid, block = tuple(grid), tuple(block)
+        if any(g != 1 for g in grid[1:]) or any(b != 1 for b in block[1:]):
+            raise NotImplementedError(f"strict CuPy stand-in: kernel {self.name} launched on a "
+                                      f"{grid} x {block} grid; the emulator runs 1-D launches only")
+        if len(args) != len(self.params):
+            raise TypeError(f"kernel {self.name} takes {len(self.params)} arguments, got {len(args)}")
+        converted = []
+        for param, value in zip(self.params, args):
+            if isinstance(value, np.ndarray):
+                raise TypeError(f"kernel {self.name}: argument {param.name} is a NumPy array; a kernel "
+                                "takes device arrays (CuPy cannot pass host memory)")
+            if param.ctype == "pointer":
+                if isinstance(value, ndarray):
+                    converted.append(value._a)
+                elif isinstance(value, (np.integer, int)) and int(value) == 0:
+                    converted.append(None)
+                else:
+                    raise TypeError(f"kernel {self.name}: argument {param.name} must be a device array "
+                                    f"or a null pointer, got {type(value).__name__}")
+            else:
+                if not isinstance(value, np.generic):
+                    raise TypeError(f"kernel {self.name}: scalar argument {param.name} must be a NumPy "
+                                    f"scalar of the C type (CuPy needs the width), got {type(value).__name__}")
+                converted.append(value.item())
+        if launch_log.names is not None:
+            launch_log.names.append(self.name)
+        self.emulator.launch(self.name, grid[0], block[0], converted)
+
+
+class RawModule:
+    """``cupy.RawModule(code=..., options=...)``: the kernels of ``code``, run by the emulator
+    (compiled once for all .cu files under tinyflow_cuda/csrc)."""
+
+    def __init__(self, code: str | None = None, path: str | None = None, options: tuple = (),
+                 backend: str = "nvrtc", translate_cucomplex: bool = False, *, enable_cooperative_groups: bool = False,
+                 name_expressions: Any = None, log_stream: Any = None, jitify: bool = False) -> None:
+        from tinyflow_cuda.emulator import EmulatorRuntime
+
+        if code is None:
+            raise NotImplementedError("strict CuPy stand-in: RawModule(path=) is not emulated; pass code=")
+        self.code = code
+        self.emulator = EmulatorRuntime.build()
+
+    def get_function(self, name: str) -> RawFunction:
+        if name not in self.emulator.kernels or name not in self.code:
+            raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name}")
+        return RawFunction(self.emulator, name)
