@@ -192,6 +192,10 @@ def spd(n: int, seed: int = 0) -> np.ndarray:
     return m @ m.T + n * np.eye(n)
 
 
+def _device_index(rows: list[list[int]], like: tf.Tensor) -> tf.Tensor:
+    return tf.tensor(np.array(rows), device=like.device)
+
+
 def positive(*shape: int, seed: int = 0) -> np.ndarray:
     return np.abs(rand(*shape, seed=seed)) + 0.5
 
@@ -226,6 +230,15 @@ NEWER_OPS: dict[str, tuple[Callable[..., Any], Callable[[], list[np.ndarray]]]] 
     "layout_index_put_copy": (lambda a, s: a.index_put((tf.tensor([0, 2], device=a.device),), s)
                               + a.index_copy(0, tf.tensor([1, 0], device=a.device), s)[:2].sum(),
                               lambda: [rand(3, 4), rand(2, 4)]),
+    # the index grids of max/min, gather and cummax backward (cupy.indices has no sparse=), and
+    # scatter_reduce's products, which CuPy cannot do with multiply.at (repeated positions: 0 and 2)
+    "indexing_gather_scatter_prod": (
+        lambda a, s: a.gather(1, _device_index([[0, 2], [1, 1], [3, 0]], a)).sum()
+        + a.scatter_reduce(1, _device_index([[0, 2, 0, 2], [1, 1, 1, 3], [3, 0, 2, 2]], a), s, "prod")
+        + a.scatter_reduce(1, _device_index([[2, 2, 2, 2]] * 3, a), s, "prod", include_self=False),
+        lambda: [rand(3, 4), rand(3, 4, seed=1)]),
+    "scan_cummax_cummin_max_dim": (lambda a: a.cummax(1).values + a.cummin(0).values + a.max(1, keepdim=True).values,
+                                   lambda: [rand(3, 5)]),
     "layout_masked_slice_scatter": (lambda a, s: a.masked_scatter(a > 0, s).sum() + a.slice_scatter(s[:1], 0, 1, 2),
                                     lambda: [rand(3, 4), rand(3, 4, seed=1)]),
 }
