@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,9 @@ class EmulatorRuntime:
             fn.restype = None
             self._fns[name] = fn
         self.launches: list[str] = []  # the kernels run, in order (tests check the twin ran)
+        # One launch at a time: emu.h's gridDim/blockDim are process-wide, and ctypes lets thread
+        # ranks call in side by side (a GPU would queue their kernels on its streams).
+        self._lock = threading.Lock()
 
     @classmethod
     def build(cls, csrc: Path = CSRC, cache_dir: Path | None = None) -> EmulatorRuntime:
@@ -153,8 +157,9 @@ class EmulatorRuntime:
                 converted.append(value.ctypes.data)
             else:
                 converted.append(value)
-        self.launches.append(name)
-        self._fns[name](grid, block, *converted)
+        with self._lock:
+            self.launches.append(name)
+            self._fns[name](grid, block, *converted)
 
     def resident_blocks(self, name: str, block: int) -> int:
         """Blocks of a persistent kernel that run at once: all of them, as threads; a few."""

@@ -78,7 +78,7 @@ def unwrap(value: Any, op: str, allow_host: bool = False) -> Any:
         if not allow_host:
             raise TypeError(f"Unsupported type <class 'numpy.ndarray'> (cupy.{op} got a NumPy array: "
                             "move it to the device first; the strict CuPy stand-in refuses it as CuPy does)")
-        return value
+        return value.copy()  # a host-to-device copy: the device array never aliases host memory
     if isinstance(value, (tuple, list)):
         items = [unwrap(v, op, allow_host) for v in value]
         return tuple(items) if isinstance(value, tuple) else items
