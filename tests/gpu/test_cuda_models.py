@@ -105,3 +105,12 @@ def test_module_to_cuda_and_back_keeps_values_and_names():
     assert before.keys() == after.keys()
     for k in before:
         np.testing.assert_array_equal(after[k], before[k])
+
+
+def test_resnet20_training_step_matches_cpu():
+    """Batch norm and residual adds: what neither AlexNet has."""
+    from tinyflow.models import get_model
+
+    rng = np.random.default_rng(4)
+    batch = (rng.standard_normal((4, 3, 32, 32)), rng.integers(0, 10, 4))
+    _compare(lambda: get_model("resnet20", num_classes=10), batch, _image_loss, np.float64, 1e-8, 1e-10)
