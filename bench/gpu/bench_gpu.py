@@ -26,8 +26,22 @@ allocator took from the driver).
     python bench/gpu/bench_gpu.py --short                           # proves it works (tiny runs)
     python bench/gpu/bench_gpu.py --short --device cpu --tiny        # logic check without a GPU
     python bench/gpu/bench_gpu.py --json bench/results/gpu-H100-2026-11-21.json --markdown x.md
+    python bench/gpu/bench_gpu.py --profile --workload alexnet-64 --markdown profile.md
+    python bench/gpu/bench_gpu.py --merge a.json b.json --json all.json --markdown all.md
 
-bench/gpu/run_all.sh runs it after the gpu tests, in one call on a lent GPU.
+--profile measures where the time goes instead of throughput (kernel_profile.py beside this file):
+for each workload, precision and framework, in its own process, --warmup warm-up steps (at least 3),
+then --profile-steps steps under torch.profiler's CUDA activity (CUPTI, which sees CuPy's, cuBLAS's
+and tinyflow's kernels as well as PyTorch's): a kernel table (GPU ms per step, calls per step) and
+the step's GPU-busy fraction (union of kernel intervals / wall time). --json/--markdown then hold
+the profile; --profile-dir also gets every kernel of each cell as a text file.
+
+--child-timeout kills a measurement process that runs longer (a hung kernel costs one cell, the
+others still run); the JSON and markdown files are rewritten after every cell, so a run stopped
+from outside keeps what it measured. --merge joins the JSON files of several runs (bench or
+profile, one kind at a time) into one --json/--markdown.
+
+bench/gpu/run_all.sh runs it after the gpu tests, in one call on a lent GPU, one workload at a time.
 """
 from __future__ import annotations
 
@@ -43,12 +57,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # also when loaded by path (tests, profile_steps.py)
+    sys.path.insert(0, str(HERE))
+import kernel_profile  # noqa: E402  (bench/gpu/kernel_profile.py)
+
 WORKLOADS = ("alexnet-224", "alexnet-64", "lstm-lm")
 PRECISIONS = ("fp32", "tf32", "bf16")
 DEFAULT_PRECISIONS = ("tf32", "bf16")  # the issue's "fp32 (TF32 allowed for both sides) and bf16"
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workload", choices=(*WORKLOADS, "all"), default="all")
     p.add_argument("--precision", choices=(*PRECISIONS, "all", "default"), default="default",
@@ -64,10 +83,19 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tiny", action="store_true", help="tiny batches and sizes (with --device cpu)")
     p.add_argument("--json", type=Path, help="also write the results to this JSON file")
     p.add_argument("--markdown", type=Path, help="also write the results as a markdown table")
+    p.add_argument("--profile", action="store_true",
+                   help="profile instead of timing throughput: kernel table and GPU-busy fraction per cell")
+    p.add_argument("--profile-steps", type=int, default=5, help="profiled steps per cell (with --profile)")
+    p.add_argument("--profile-dir", type=Path, help="with --profile: every kernel of each cell, one file each")
+    p.add_argument("--child-timeout", type=float, default=0,
+                   help="seconds before a measurement process is killed and its cell marked failed (0: never)")
+    p.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                   help="join these JSON results (of earlier runs) into --json/--markdown; runs nothing")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.short:
         args.steps, args.runs, args.warmup, args.rounds = 2, 1, 1, 1
+        args.profile_steps = min(args.profile_steps, 2)
     return args
 
 
@@ -200,10 +228,15 @@ def peak_memory(framework: str, device: str) -> int | None:
 
 
 def child(args: argparse.Namespace, framework: str, workload: str, precision: str) -> dict:
-    """Time one framework on one workload in this (fresh) process; return the figures."""
+    """Time (or with --profile, profile) one framework on one workload in this (fresh) process."""
+    if args.profile:  # torch first, as in the H100 runs: its CUDA libraries load before CuPy's
+        import torch.profiler  # noqa: F401
     build = measure_torch if framework == "torch" else measure_tinyflow
     step = build(args, workload, precision)
     sync = synchronizer(framework, args.device)
+    if args.profile:
+        return kernel_profile.profile_steps(step, sync, args.device, warmup=max(args.warmup, 3),
+                                            steps=args.profile_steps)
     for _ in range(args.warmup):
         step()
     sync()
@@ -229,13 +262,27 @@ def run_child(args: argparse.Namespace, framework: str, workload: str, precision
     cmd = [sys.executable, __file__, "--child", "--workload", workload, "--precision", precision,
            "--steps", str(args.steps), "--runs", str(args.runs), "--warmup", str(args.warmup),
            "--vocab", str(args.vocab), "--device", args.device, "--json", "-",
-           *(["--tiny"] if args.tiny else [])]
+           *(["--tiny"] if args.tiny else []),
+           *(["--profile", "--profile-steps", str(args.profile_steps)] if args.profile else [])]
     cmd.insert(cmd.index("--child") + 1, framework)
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.child_timeout or None)
+    except subprocess.TimeoutExpired as exc:  # run() has killed it
+        tail = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                       for x in (exc.stdout, exc.stderr))[-3000:]
+        return {"error": f"{framework} {workload} {precision} timed out after {args.child_timeout:g}s "
+                         f"(killed):\n{tail}"}
     if done.returncode != 0:
         tail = (done.stdout + done.stderr)[-3000:]
         return {"error": f"{framework} {workload} {precision} failed:\n{tail}"}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    for line in reversed(done.stdout.strip().splitlines()):  # the last JSON line (libraries may print)
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    return {"error": f"{framework} {workload} {precision}: no JSON result in its output:\n"
+                     f"{(done.stdout + done.stderr)[-3000:]}"}
 
 
 def device_name(device: str) -> str:
@@ -252,6 +299,13 @@ def fmt_bytes(n: int | None) -> str:
     return "n/a" if n is None else f"{n / 2**30:.2f} GiB"
 
 
+def _failure(figures: dict | None) -> str:
+    """A framework's cell of a failed row: timed out / failed / ok (the other side failed)."""
+    if not figures or "error" not in figures:
+        return "ok" if figures and figures.get("step_s") else ""
+    return "timed out" if "timed out after" in figures["error"].splitlines()[0] else "failed"
+
+
 def markdown_table(record: dict) -> str:
     """The results as the markdown table that README's benchmark section shows."""
     lines = [f"Training throughput on {record['device']}, {record['date']} "
@@ -261,12 +315,74 @@ def markdown_table(record: dict) -> str:
              "|---|---|---|---|---|---|"]
     for r in record["results"]:
         if "ratio" not in r:
-            lines.append(f"| {r['workload']} | {r['precision']} | failed | | | |")
+            lines.append(f"| {r['workload']} | {r['precision']} | {_failure(r.get('tinyflow'))} | "
+                         f"{_failure(r.get('torch'))} | | |")
             continue
         mem = f"{fmt_bytes(r['raw']['tinyflow'].get('peak_bytes'))} / {fmt_bytes(r['raw']['torch'].get('peak_bytes'))}"
         lines.append(f"| {r['workload']} | {r['precision']} | {r['tinyflow']:.1f} {r['unit']} | "
                      f"{r['torch']:.1f} {r['unit']} | {r['ratio']:.2f}x | {mem} |")
     return "\n".join(lines) + "\n"
+
+
+def write_outputs(args: argparse.Namespace, record: dict, markdown: Callable[[dict], str],
+                  quiet: bool = True) -> None:
+    """(Re)write --json and --markdown: after every cell, so that a stopped run keeps its cells."""
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(record, indent=2))
+        if not quiet:
+            print(f"wrote {args.json}")
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(markdown(record))
+        if not quiet:
+            print(f"wrote {args.markdown}")
+
+
+def merge(args: argparse.Namespace) -> int:
+    """--merge: join the JSON records of several runs (all bench, or all profile) into one."""
+    records = []
+    for path in args.merge:
+        try:
+            records.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            print(f"merge: skipping {path}: {type(exc).__name__}: {exc}")
+    kinds = {"profile" if "cells" in r else "bench" for r in records}
+    if len(kinds) > 1:
+        print(f"merge: cannot join bench and profile records ({', '.join(map(str, args.merge))})")
+        return 2
+    kind = kinds.pop() if kinds else ("profile" if args.profile else "bench")
+    key = "cells" if kind == "profile" else "results"
+    merged = dict(records[0]) if records else {
+        "device": "n/a (no run finished)", "date": str(datetime.date.today()), "steps": 0, "runs": 0,
+        "rounds": 0, "warmup": 0}
+    merged[key] = [item for r in records for item in r.get(key, [])]
+    merged["kind"] = kind
+    merged["merged_from"] = [str(p) for p in args.merge]
+    write_outputs(args, merged, kernel_profile.markdown if kind == "profile" else markdown_table, quiet=False)
+    return 0 if records else 1
+
+
+def profile_main(args: argparse.Namespace, workloads: tuple[str, ...], precisions: tuple[str, ...]) -> int:
+    """--profile: each (workload, precision, framework) profiled in its own process."""
+    record = {"kind": "profile", "device": device_name(args.device), "date": str(datetime.date.today()),
+              "steps": args.profile_steps, "warmup": max(args.warmup, 3), "cells": []}
+    for workload in workloads:
+        s = sizes(args, workload)
+        print(f"\n{workload}: " + ", ".join(f"{k}={v}" for k, v in s.items()))
+        for precision in precisions:
+            for framework in ("tinyflow", "torch"):
+                cell = {"workload": workload, "precision": precision, "framework": framework, "sizes": s,
+                        **run_child(args, framework, workload, precision)}
+                record["cells"].append(cell)
+                table = kernel_profile.text_table(cell)
+                print("\n".join(table.splitlines()[:12]))  # the headline and the top kernels
+                if args.profile_dir:
+                    args.profile_dir.mkdir(parents=True, exist_ok=True)
+                    (args.profile_dir / f"{workload}-{precision}-{framework}.txt").write_text(table)
+                write_outputs(args, record, kernel_profile.markdown)
+    write_outputs(args, record, kernel_profile.markdown, quiet=False)
+    return 1 if any("error" in c for c in record["cells"]) else 0
 
 
 def main() -> int:
@@ -277,14 +393,20 @@ def main() -> int:
         print(json.dumps(child(args, framework, args.workload, args.precision)))
         return 0
     args = parse_args()
+    if args.merge:
+        return merge(args)
     workloads = WORKLOADS if args.workload == "all" else (args.workload,)
     precisions = {"all": PRECISIONS, "default": DEFAULT_PRECISIONS}.get(args.precision, (args.precision,))
     if not args.device.startswith("cuda"):
         precisions = ("fp32",)  # TF32 is a GPU mode; tinyflow's bf16 needs CuPy (ml_dtypes)
     print(f"device: {device_name(args.device)}   date: {datetime.date.today()}   "
           f"steps/run: {args.steps}   runs/process: {args.runs}   rounds: {args.rounds}   "
-          f"warmup: {args.warmup}")
-    results = []
+          f"warmup: {args.warmup}" + (f"   profile: {args.profile_steps} steps" if args.profile else ""))
+    if args.profile:
+        return profile_main(args, workloads, precisions)
+    record = {"kind": "bench", "device": device_name(args.device), "date": str(datetime.date.today()),
+              "steps": args.steps, "runs": args.runs, "rounds": args.rounds, "results": []}
+    results = record["results"]
     for workload in workloads:
         s = sizes(args, workload)
         print(f"\n{workload}: " + ", ".join(f"{k}={v}" for k, v in s.items()))
@@ -306,6 +428,7 @@ def main() -> int:
                     if "error" in f:
                         print(f["error"])
                 results.append({"workload": workload, "precision": precision, **figures})
+                write_outputs(args, record, markdown_table)
                 continue
             rate = {k: per_step / statistics.median(v["step_s"]) for k, v in figures.items()}
             spread = {k: (per_step / max(v["step_s"]), per_step / min(v["step_s"]))
@@ -320,16 +443,9 @@ def main() -> int:
             results.append({"workload": workload, "precision": precision, "sizes": s,
                             "unit": unit, "tinyflow": rate["tinyflow"], "torch": rate["torch"],
                             "spread": spread, "ratio": ratio, "raw": figures})
-    record = {"device": device_name(args.device), "date": str(datetime.date.today()),
-              "steps": args.steps, "runs": args.runs, "rounds": args.rounds, "results": results}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(record, indent=2))
-        print(f"\nwrote {args.json}")
-    if args.markdown:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(markdown_table(record))
-        print(f"wrote {args.markdown}")
+            write_outputs(args, record, markdown_table)
+    print()
+    write_outputs(args, record, markdown_table, quiet=False)
     return 1 if any("error" in str(r.get("tinyflow", "")) for r in results) else 0
 
 
