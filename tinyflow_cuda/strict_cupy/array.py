@@ -136,6 +136,14 @@ _COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_eq
             "eq": "equal", "ne": "not_equal"}
 
 
+def _record_method(name: str) -> None:
+    """Note a method call in the stand-in's record (``record_calls``) when one is open."""
+    from tinyflow_cuda.strict_cupy.module import calls
+
+    if calls.names is not None:
+        calls.names.append(f"ndarray.{name}")
+
+
 def _module() -> Any:
     from tinyflow_cuda.strict_cupy.module import strict_cupy
 
@@ -283,6 +291,7 @@ class ndarray:  # noqa: N801 (CuPy's name)
         def call(*args: Any, **kwargs: Any) -> Any:
             if params is not None:
                 api().check_kwargs(f"cupy.ndarray.{name}", params, kwargs)
+            _record_method(name)
             return wrap(method(*unwrap(args, f"ndarray.{name}"), **unwrap(kwargs, f"ndarray.{name}")))
 
         return call
