@@ -125,7 +125,8 @@ class GELUFunction(Function):
         if approximate == "tanh":
             inner = math.sqrt(2 / math.pi) * (a + 0.044715 * a**3)
             return 0.5 * a * (1 + xp.tanh(inner))
-        return 0.5 * a * (1 + _erf(xp, a / math.sqrt(2)))
+        out = 0.5 * a * (1 + _erf(xp, a / math.sqrt(2)))
+        return xp.where(a == -math.inf, -0.0, out)  # x Phi(x) -> 0 as x -> -inf (above: -inf * 0)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
@@ -139,7 +140,7 @@ class GELUFunction(Function):
             return g * d, None
         cdf = 0.5 * (1 + _erf(xp, a / math.sqrt(2)))
         pdf = xp.exp(-0.5 * a * a) / math.sqrt(2 * math.pi)
-        return g * (cdf + a * pdf), None
+        return g * (cdf + xp.where(xp.isinf(a), 0, a * pdf)), None  # x phi(x) -> 0 as |x| -> inf
 
 
 def _erf(xp: Any, x: Any) -> Any:
@@ -374,7 +375,9 @@ class HardswishFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any) -> Any:
         ctx.save_for_backward(a)
-        return (a * ctx.xp.clip(a + 3, 0, 6) / 6).astype(a.dtype, copy=False)
+        xp = ctx.xp
+        x = xp.where(a > -3, a, -0.0)  # 0 for x <= -3, -inf included (x * 0 is NaN there)
+        return (x * xp.clip(a + 3, 0, 6) / 6).astype(a.dtype, copy=False)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> Any:

@@ -883,8 +883,8 @@ class Logit(Function):
         (a,) = ctx.saved_tensors
         with np.errstate(all="ignore"):
             grad = g / (a * (1 - a))
-        if ctx.eps is None:
-            grad = xp.where((a < 0) | (a > 1), math.nan, grad)
+        if ctx.eps is None:  # +inf at the ends 0 and 1 (also at -0, where the line above gives -inf)
+            grad = xp.where((a < 0) | (a > 1), math.nan, xp.where((a == 0) | (a == 1), g * math.inf, grad))
         else:
             grad = xp.where((a < ctx.eps) | (a > 1 - ctx.eps), 0, grad)
         return grad, None
