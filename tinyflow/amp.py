@@ -72,12 +72,20 @@ __all__ = [
 _local = threading.local()
 
 
-def _resolve(dtype: Any) -> np.dtype:
-    """float16 / bfloat16 from a dtype or a name ('fp16', 'float16', 'half', 'bf16', 'bfloat16')."""
+_BFLOAT16_MISSING = (
+    "autocast to bfloat16 needs the ml_dtypes package, which tinyflow's base install leaves out: "
+    "`pip install ml_dtypes` (or install tinyflow's cuda extra, `pip install \"tinyflow[cuda]\"`); "
+    "or autocast to float16 ('fp16') instead"
+)
+
+
+def _check(dtype: Any) -> np.dtype | str:
+    """``dtype`` checked to name float16 or bfloat16, without importing ml_dtypes: the float16
+    dtype, a bfloat16 dtype given as one, or the name "bfloat16" (resolved by ``_resolve``)."""
     if isinstance(dtype, str):
         name = dtype.lower()
         if name in ("bf16", "bfloat16"):
-            return bfloat16()
+            return "bfloat16"
         if name in ("fp16", "float16", "half"):
             return np.dtype(np.float16)
         raise ValueError(f"autocast: unknown dtype {dtype!r}; use 'bf16' or 'fp16'")
@@ -85,6 +93,18 @@ def _resolve(dtype: Any) -> np.dtype:
     if resolved == np.float16 or resolved.name == "bfloat16":
         return resolved
     raise ValueError(f"autocast: dtype must be float16 or bfloat16, got {resolved}")
+
+
+def _resolve(dtype: Any) -> np.dtype:
+    """float16 / bfloat16 from a dtype or a name ('fp16', 'float16', 'half', 'bf16', 'bfloat16');
+    bfloat16 without ml_dtypes is a TypeError that says how to install it."""
+    checked = _check(dtype)
+    if isinstance(checked, np.dtype):
+        return checked
+    try:
+        return bfloat16()
+    except TypeError:
+        raise TypeError(_BFLOAT16_MISSING) from None
 
 
 DEVICE_TYPES = {"cuda": "float16", "cpu": "bfloat16"}  # device_type -> PyTorch's default dtype
@@ -104,7 +124,10 @@ class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
     ``dtype=`` picks either. tinyflow's shorter ``autocast("fp16")`` / ``autocast("bf16")`` (a
     dtype in the first place) works too. ``"cuda"`` where CUDA is not available warns and runs
     the block in full precision, as PyTorch does. ``enabled=False`` turns autocast off inside
-    the block (a float32 island). A context manager and a decorator; ``as`` gives the dtype.
+    the block (a float32 island; it never imports ml_dtypes, whatever the dtype named, so a
+    training loop can build one on a base install). Enabled bfloat16 needs ml_dtypes: without
+    it the constructor raises a TypeError saying how to install it. A context manager and a
+    decorator; ``as`` gives the dtype.
     """
 
     def __init__(self, device_type: Any = None, dtype: Any = None, enabled: bool = True,
@@ -123,9 +146,18 @@ class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
         if dtype is None:
             dtype = DEVICE_TYPES[kind] if kind is not None else "bf16"
         self.device_type = kind or "cpu"
-        self.fast_dtype = _resolve(dtype)
         self.enabled = bool(enabled)
+        # Enabled, the dtype is resolved now (bfloat16 without ml_dtypes fails here, saying how
+        # to install it); disabled, it is only checked: a float32 island needs no ml_dtypes.
+        self._dtype: np.dtype | str = _resolve(dtype) if self.enabled else _check(dtype)
         self._saved: list[np.dtype | None] = []
+
+    @property
+    def fast_dtype(self) -> np.dtype:
+        """The dtype the block computes in when enabled (PyTorch's attribute)."""
+        if isinstance(self._dtype, str):
+            self._dtype = _resolve(self._dtype)
+        return self._dtype
 
     def __enter__(self) -> np.dtype | None:
         self._saved.append(getattr(_local, "dtype", None))

@@ -161,12 +161,16 @@ class _Loop:
     hooks: Hooks
 
     def __post_init__(self) -> None:
-        from tinyflow.amp import GradScaler
+        from tinyflow.amp import GradScaler, autocast
 
         self.writer = self.checkpoints.writer  # files and printing: rank 0 of a data-parallel run
         self.guard = self.hooks.guard or InterruptGuard()
         self.guard.announce = self.writer
         self.scaler = GradScaler(enabled=self.options.amp == "fp16")
+        # Every step runs under this: with amp off a disabled autocast (a float32 step, even
+        # inside an outer autocast block), which needs no ml_dtypes; --amp bf16 without
+        # ml_dtypes fails here, before the first step, saying how to install it.
+        self.autocast = autocast(self.options.amp, enabled=self.options.amp is not None)
         self.epoch, self.step, self.global_step = 0, 0, 0  # the step: batches done in this epoch
         self.sums = self.metrics.zero_sums()
         self.best = -math.inf if self.metrics.higher_is_better else math.inf
@@ -254,12 +258,11 @@ class _Loop:
 
     def train_step(self, batch: Any, epoch: int) -> StepOutput:
         """Forward (the recipe's step, under autocast), backward, clipping, optimizer: no host read."""
-        from tinyflow.amp import autocast
         from tinyflow.optim import clip_grad_norm_
 
-        amp, clip = self.options.amp, self.options.clip
+        clip = self.options.clip
         try:
-            with autocast(amp or "bf16", enabled=amp is not None):
+            with self.autocast:
                 out = self.step_fn(self.model, batch)
             self.optimizer.zero_grad()
             self.scaler.scale(out.loss).backward()
