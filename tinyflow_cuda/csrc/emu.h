@@ -5,25 +5,30 @@
 // (tinyflow_cuda/emulator.py). Three ways to run a launch (emulator.py picks one per kernel):
 // - sequential: blocks one after another, the threads of a block one after another;
 // - block threads (kernels that call __syncthreads()): blocks one after another, the threads of
-//   a block as real std::threads meeting at a std::barrier;
+//   a block as fibers (ucontext) on the launching thread, each running until __syncthreads, where
+//   it waits for the rest of its block;
 // - grid threads (persistent kernels, which take an ``unsigned int* barrier`` counter for a
-//   grid-wide barrier): every thread of every block at once, as std::threads, each block with
-//   its own std::barrier; so a block can spin until all the others arrive.
+//   grid-wide barrier): every thread of every block at once, as fibers, each block with its own
+//   __syncthreads; a block spinning at the grid barrier (__nanosleep) lets the others run.
 // __shared__ becomes `static`, which is per block only because blocks never overlap in the first
-// two modes: a grid-threads kernel must not use __shared__. Performance means nothing here; only
-// the results do.
+// two modes: a grid-threads kernel must not use __shared__. Performance means little here; only
+// the results do. A launch runs on the calling OS thread (emulator.py admits one at a time).
 #pragma once
 
 #include <atomic>
-#include <barrier>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
+
+#include <csetjmp>
+#include <setjmp.h>
+#include <ucontext.h>
 
 struct uint3 { unsigned int x, y, z; };
 struct dim3 {
@@ -56,60 +61,160 @@ using std::isfinite;
 
 namespace emu {
 enum Mode { kSequential = 0, kBlockThreads = 1, kGridThreads = 2 };
-inline thread_local std::barrier<>* block_barrier = nullptr;  // the __syncthreads of this thread's block
 inline std::mutex atomic_mutex;
+
+// The threads of the blocks that run at once, as fibers on the launching OS thread: a fiber runs
+// until it reaches __syncthreads (it then waits until every thread of its block has arrived) or
+// __nanosleep (it lets the others run), or until it ends. A fiber starts on its own stack through
+// makecontext/swapcontext; after that, switches are _setjmp/_longjmp, which (unlike swapcontext)
+// make no system call to save the signal mask: tens of nanoseconds a switch, where an OS thread
+// per CUDA thread cost microseconds per barrier. (emulator.py builds without _FORTIFY_SOURCE,
+// whose longjmp check refuses a jump to another stack.)
+struct Fiber {
+    ucontext_t context;  // where it starts
+    jmp_buf resume;  // where it left off
+    bool started = false;
+    uint3 block_index{0, 0, 0};
+    uint3 thread_index{0, 0, 0};
+    unsigned block = 0;  // which of the running blocks (an index into Scheduler::arrived)
+    unsigned block_id = 0;  // the block it runs now, numbered over the grid
+    bool waiting = false;  // at __syncthreads
+    bool done = false;
+};
+
+struct Scheduler {
+    jmp_buf main;
+    std::vector<Fiber> fibers;
+    std::vector<unsigned> arrived;  // per running block: its threads waiting at __syncthreads
+    unsigned block_threads = 0;
+    unsigned rounds = 1;  // blocks each fiber runs in turn
+    Fiber* current = nullptr;
+    const std::function<void()>* body = nullptr;
+};
+inline thread_local Scheduler* scheduler = nullptr;
+constexpr std::size_t kFiberStack = 256 * 1024;
+// Fiber stacks, kept for the next launch of this OS thread (allocating them per block cost more
+// than running the kernel).
+inline thread_local std::vector<std::unique_ptr<char[]>> stacks;
+
+inline void sync_block();
+
+inline uint3 block_coordinates(unsigned id) {
+    return {id % gridDim.x, (id / gridDim.x) % gridDim.y, id / (gridDim.x * gridDim.y)};
+}
+
+[[noreturn]] inline void fiber_main() {
+    Scheduler* s = scheduler;
+    Fiber* me = s->current;
+    for (unsigned round = 0; round < s->rounds; ++round) {  // the blocks this fiber's slot runs
+        (*s->body)();
+        if (round + 1 < s->rounds) {
+            sync_block();  // the whole block is done with it (and with its __shared__) first
+            me->block_id += 1;
+            me->block_index = block_coordinates(me->block_id);
+            blockIdx = me->block_index;
+        }
+    }
+    me->done = true;
+    _longjmp(s->main, 1);  // back to the scheduler, never to return here
+}
+
+inline void yield() {
+    Scheduler* s = scheduler;
+    if (_setjmp(s->current->resume) == 0) _longjmp(s->main, 1);
+}
+
+inline void sync_block() {
+    Scheduler* s = scheduler;
+    Fiber* me = s->current;
+    if (++s->arrived[me->block] == s->block_threads) {  // the last one in releases the block
+        s->arrived[me->block] = 0;
+        for (Fiber& f : s->fibers)
+            if (f.block == me->block) f.waiting = false;
+        return;
+    }
+    me->waiting = true;
+    yield();
+}
+
+// Run `count` blocks at once, their threads as fibers, until all have ended; with `rounds` > 1
+// (count 1) the fibers then go on to the next block, `rounds` blocks in turn.
+inline void run_blocks(unsigned count, unsigned rounds, dim3 block, const std::function<void()>& body) {
+    Scheduler s;
+    s.block_threads = block.x * block.y * block.z;
+    s.rounds = rounds;
+    s.body = &body;
+    s.arrived.assign(count, 0);
+    s.fibers.resize(std::size_t(count) * s.block_threads);
+    while (stacks.size() < s.fibers.size()) stacks.emplace_back(new char[kFiberStack]);
+    Scheduler* outer = scheduler;
+    scheduler = &s;
+    for (unsigned b = 0; b < count; ++b)
+        for (unsigned t = 0; t < s.block_threads; ++t) {
+            Fiber& f = s.fibers[std::size_t(b) * s.block_threads + t];
+            f.block_id = b;
+            f.block_index = block_coordinates(b);
+            f.thread_index = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+            f.block = b;
+            getcontext(&f.context);
+            f.context.uc_stack.ss_sp = stacks[std::size_t(b) * s.block_threads + t].get();
+            f.context.uc_stack.ss_size = kFiberStack;
+            f.context.uc_link = nullptr;
+            makecontext(&f.context, fiber_main, 0);
+        }
+    for (;;) {
+        bool all_done = true, ran = false;
+        for (Fiber& f : s.fibers) {
+            if (f.done) continue;
+            all_done = false;
+            if (f.waiting) continue;
+            ran = true;
+            blockIdx = f.block_index;
+            threadIdx = f.thread_index;
+            s.current = &f;
+            if (_setjmp(s.main) == 0) {
+                if (f.started) {
+                    _longjmp(f.resume, 1);
+                } else {
+                    f.started = true;
+                    ucontext_t from;
+                    swapcontext(&from, &f.context);  // never returns: the fiber comes back by _longjmp
+                }
+            }
+        }
+        if (all_done) break;
+        if (!ran) {
+            std::fprintf(stderr, "emu: deadlock: every live thread waits at __syncthreads\n");
+            std::abort();
+        }
+    }
+    scheduler = outer;
+}
 
 // Run `body` once per thread of every block of the grid, as `mode` says (see the top).
 inline void launch(dim3 grid, dim3 block, int mode, const std::function<void()>& body) {
     gridDim = grid;
     blockDim = block;
     const unsigned threads = block.x * block.y * block.z;
-    auto thread_index = [block](unsigned t) {
-        return uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-    };
-    if (mode == kGridThreads) {
-        const unsigned blocks = grid.x * grid.y * grid.z;
-        std::vector<std::unique_ptr<std::barrier<>>> barriers;
-        for (unsigned b = 0; b < blocks; ++b) barriers.push_back(std::make_unique<std::barrier<>>(threads));
-        std::vector<std::thread> pool;
-        pool.reserve(std::size_t(blocks) * threads);
+    const unsigned blocks = grid.x * grid.y * grid.z;
+    if (mode == kSequential) {
         for (unsigned b = 0; b < blocks; ++b)
-            for (unsigned t = 0; t < threads; ++t)
-                pool.emplace_back([&, b, t] {
-                    blockIdx = {b % grid.x, (b / grid.x) % grid.y, b / (grid.x * grid.y)};
-                    threadIdx = thread_index(t);
-                    block_barrier = barriers[b].get();
-                    body();
-                });
-        for (auto& th : pool) th.join();
+            for (unsigned t = 0; t < threads; ++t) {
+                blockIdx = {b % grid.x, (b / grid.x) % grid.y, b / (grid.x * grid.y)};
+                threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+                body();
+            }
         return;
     }
-    for (unsigned bz = 0; bz < grid.z; ++bz)
-        for (unsigned by = 0; by < grid.y; ++by)
-            for (unsigned bx = 0; bx < grid.x; ++bx) {
-                if (mode == kSequential) {
-                    for (unsigned t = 0; t < threads; ++t) {
-                        blockIdx = {bx, by, bz};
-                        threadIdx = thread_index(t);
-                        body();
-                    }
-                    continue;
-                }
-                std::barrier<> bar(threads);
-                std::vector<std::thread> pool;
-                for (unsigned t = 0; t < threads; ++t)
-                    pool.emplace_back([&, t] {
-                        blockIdx = {bx, by, bz};
-                        threadIdx = thread_index(t);
-                        block_barrier = &bar;
-                        body();
-                    });
-                for (auto& th : pool) th.join();
-            }
+    if (mode == kGridThreads) {  // every block alive at once: the grid barrier must see them all
+        run_blocks(blocks, 1, block, body);
+        return;
+    }
+    run_blocks(1, blocks, block, body);  // one block's threads, running the blocks in turn
 }
 }  // namespace emu
 
-inline void __syncthreads() { emu::block_barrier->arrive_and_wait(); }
+inline void __syncthreads() { emu::sync_block(); }
 
 template <typename T>
 inline T atomicAdd(T* address, T value) {
@@ -121,7 +226,7 @@ inline T atomicAdd(T* address, T value) {
 
 // Memory ordering and loads of the grid-wide barrier and of the data it publishes.
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __nanosleep(unsigned) { std::this_thread::yield(); }  // let the other blocks run
+inline void __nanosleep(unsigned) { emu::yield(); }  // let the other blocks run
 template <typename T>
 inline T __ldcg(const T* address) {
     return *reinterpret_cast<const volatile T*>(address);

@@ -138,6 +138,18 @@ def _count_nonzero(a: Any, axis: Any = None) -> Any:
     return np.asarray(np.count_nonzero(a, axis=axis))  # CuPy returns a 0-d array, not an int
 
 
+def _matmul(a: Any, b: Any, out: Any = None, **kwargs: Any) -> Any:
+    """cuBLAS keeps a half-precision product in its dtype; NumPy's matmul of ml_dtypes' bfloat16
+    returns float32."""
+    product = np.matmul(a, b, **kwargs)
+    if a.dtype == b.dtype and a.dtype.itemsize == 2 and product.dtype != a.dtype:
+        product = product.astype(a.dtype)
+    if out is None:
+        return product
+    out[...] = product
+    return out
+
+
 def _scatter_add(a: Any, slices: Any, value: Any) -> None:
     np.add.at(a, slices, value)
 
@@ -145,6 +157,7 @@ def _scatter_add(a: Any, slices: Any, value: Any) -> None:
 CUSTOM: dict[str, Callable[..., Any]] = {
     "cupy.asnumpy": _asnumpy,
     "cupy.count_nonzero": _count_nonzero,
+    "cupy.matmul": _matmul,
     "cupyx.scatter_add": _scatter_add,
 }
 CUSTOM_RAW = {  # called with the caller's arguments as they are (no unwrapping)
