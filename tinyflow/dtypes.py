@@ -30,8 +30,9 @@ def bfloat16() -> np.dtype:
         import ml_dtypes  # noqa: PLC0415
     except ImportError:
         raise TypeError(
-            "bfloat16 needs the ml_dtypes package (installed with the CUDA extra, "
-            "`pip install \"tinyflow[cuda]\"`); use float16 or float32 instead"
+            "bfloat16 needs the ml_dtypes package, which tinyflow's base install leaves out: "
+            "`pip install ml_dtypes` (or the CUDA extra, `pip install \"tinyflow[cuda]\"`); "
+            "or use float16 or float32 instead"
         ) from None
     return np.dtype(ml_dtypes.bfloat16)
 

@@ -104,3 +104,14 @@ def test_fast_dtype_of_a_disabled_autocast_is_still_its_dtype() -> None:
     assert amp.autocast("bf16", enabled=False).fast_dtype == np.dtype(ml_dtypes.bfloat16)
     assert amp.autocast("fp16", enabled=False).fast_dtype == np.float16
     assert amp.autocast("cpu", enabled=False).fast_dtype == np.dtype(ml_dtypes.bfloat16)
+
+
+def test_train_amp_bf16_without_ml_dtypes_is_one_clear_line(no_ml_dtypes: None, tmp_path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from tinyflow import cli
+
+    rc = cli.main(["train", "alexnet", "--amp", "bf16", "--data", str(tmp_path / "missing"),
+                   "--checkpoint-dir", str(tmp_path / "run"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert "--amp bf16" in err and "pip install ml_dtypes" in err and len(err.strip().splitlines()) == 1

@@ -159,6 +159,14 @@ def run(args: argparse.Namespace) -> int:
     from tinyflow.recipes.loop import stop_signals_interrupt
 
     fill_defaults(args)
+    if args.amp == "bf16":  # a base install has no ml_dtypes: one line that says how to get it
+        from tinyflow import amp
+
+        try:
+            amp.autocast("bf16")
+        except TypeError as exc:
+            print(f"tinyflow train: error: --amp bf16: {exc}", file=sys.stderr)
+            return 2
     with stop_signals_interrupt():
         return _run(args)
 
