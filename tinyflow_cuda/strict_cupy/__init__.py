@@ -53,19 +53,9 @@ def record_calls() -> Iterator[list[str]]:
     (``"cupy.add"``) and every kernel launch (``"kernel:im2col_f32"``) of this thread, in order."""
     names: list[str] = []
     outer_calls, outer_launches = calls.names, launch_log.names
-    calls.names = names
-    launch_log.names = _KernelNames(names)
+    calls.names = launch_log.names = names
     try:
         yield names
     finally:
         calls.names, launch_log.names = outer_calls, outer_launches
 
-
-class _KernelNames:
-    """Appends ``kernel:<name>`` to the shared record."""
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-
-    def append(self, name: str) -> None:
-        self.names.append(f"kernel:{name}")

@@ -180,7 +180,7 @@ class RawFunction:
                                     f"scalar of the C type (CuPy needs the width), got {type(value).__name__}")
                 converted.append(value.item())
         if launch_log.names is not None:
-            launch_log.names.append(self.name)
+            launch_log.names.append(f"kernel:{self.name}")
         self.emulator.launch(self.name, grid[0], block[0], converted)
 
 
