@@ -34,7 +34,8 @@ def test_numpy_functions_dispatch_only_where_cupy_has_them() -> None:
 
 def test_numpy_operands_are_refused_as_cupy_refuses_them() -> None:
     a, host = cp.ones(3), np.ones(3)
-    for op in (lambda: cp.add(a, host), lambda: a + host, lambda: host * a, lambda: cp.concatenate([a, host])):
+    for op in (lambda: cp.add(a, host), lambda: a + host, lambda: host * a, lambda: cp.concatenate([a, host]),
+               lambda: cp.ascontiguousarray(host)):
         with pytest.raises(TypeError, match="Unsupported type <class 'numpy.ndarray'>"):
             op()
     assert (a + np.float32(2.0)).dtype == np.float64  # NumPy scalars are fine, as in CuPy

@@ -21,7 +21,7 @@ from tinyflow_cuda.strict_cupy.api import api
 from tinyflow_cuda.strict_cupy.array import ndarray, unwrap, wrap
 
 # functions that take host data (NumPy arrays, lists) and copy it to the device
-HOST_INPUT = {"array", "asarray", "ascontiguousarray", "asfortranarray", "asanyarray", "asnumpy",
+HOST_INPUT = {"array", "asarray", "asanyarray", "asnumpy",  # (ascontiguousarray takes device arrays only)
               "get_array_module", "isscalar", "ndim", "shape", "size", "result_type", "can_cast",
               "min_scalar_type", "promote_types", "iterable"}
 
