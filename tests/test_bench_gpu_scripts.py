@@ -130,7 +130,7 @@ def test_profile_markdown_has_a_row_per_cell_and_each_cells_kernels() -> None:
 ])
 def test_pytest_counts_reads_the_last_summary_line(line: str, expected: dict) -> None:
     text = "\n".join(["collected 140 items", "21.64s call     tests/gpu/test_x.py::test_slow",
-                      "FAILED tests/gpu/test_x.py::test_a - assert 3 == 2", line, ""])
+                      "FAILED tests/gpu/test_x.py::test_a - AssertionError: 3 != 2", line, ""])
     got = summary.pytest_counts(text)
     assert got is not None and {k: got.get(k) for k in expected} == expected
     assert "passed" in got or "passed" not in expected
@@ -145,7 +145,7 @@ def test_pytest_troubles_names_failed_and_hung_tests() -> None:
     log = """......F[gw0] node down: Not properly terminated
 worker 'gw0' crashed while running 'tests/gpu/test_nccl.py::test_hangs'
 =========================== short test summary info ============================
-FAILED tests/gpu/test_x.py::test_fails - assert 1 == 2
+FAILED tests/gpu/test_x.py::test_fails - AssertionError: the values differ
 FAILED tests/gpu/test_nccl.py::test_hangs - worker 'gw0' crashed while...
 2 failed, 6 passed in 13.09s
 """

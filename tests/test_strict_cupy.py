@@ -10,7 +10,8 @@ import pytest
 import tinyflow as tf
 from tinyflow.device import HostSyncError, count_host_reads, forbid_host_reads
 from tinyflow_cuda import strict_cupy
-from tinyflow_cuda.strict_cupy import CupyAPIError, strict_cupy as cp
+from tinyflow_cuda.strict_cupy import CupyAPIError
+from tinyflow_cuda.strict_cupy import strict_cupy as cp
 
 pytestmark = pytest.mark.cupy_strict
 

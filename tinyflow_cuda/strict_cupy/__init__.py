@@ -25,9 +25,8 @@ from collections.abc import Iterator
 from types import ModuleType
 
 from tinyflow_cuda.strict_cupy.api import CupyAPIError, api
-from tinyflow_cuda.strict_cupy.array import IMPLICIT_CONVERSION, host_reads, ndarray
-from tinyflow_cuda.strict_cupy.cuda import launch_log
-from tinyflow_cuda.strict_cupy.module import calls, cupyx, strict_cupy
+from tinyflow_cuda.strict_cupy.array import IMPLICIT_CONVERSION, _thread, host_reads, ndarray
+from tinyflow_cuda.strict_cupy.module import cupyx, strict_cupy
 
 __all__ = ["CupyAPIError", "IMPLICIT_CONVERSION", "api", "cupyx", "host_reads", "installed", "ndarray",
            "record_calls", "strict_cupy"]
@@ -52,10 +51,9 @@ def record_calls() -> Iterator[list[str]]:
     """``with record_calls() as names:`` every stand-in function, ufunc and method call
     (``"cupy.add"``) and every kernel launch (``"kernel:im2col_f32"``) of this thread, in order."""
     names: list[str] = []
-    outer_calls, outer_launches = calls.names, launch_log.names
-    calls.names = launch_log.names = names
+    outer, _thread.calls = _thread.calls, names
     try:
         yield names
     finally:
-        calls.names, launch_log.names = outer_calls, outer_launches
+        _thread.calls = outer
 

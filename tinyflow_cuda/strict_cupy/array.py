@@ -25,30 +25,35 @@ IMPLICIT_CONVERSION = ("Implicit conversion to a NumPy array is not allowed. "
                        "Please use `.get()` to construct a NumPy array explicitly.")
 
 
-class _Reads(threading.local):
-    count = 0
-    reasons: list[str] | None = None
+class _PerThread(threading.local):
+    reads = 0  # host reads so far
+    calls: list[str] | None = None  # the open record_calls() list, if any
 
 
-_reads = _Reads()
+_thread = _PerThread()
+
+
+def record(name: str) -> None:
+    """Note a call or kernel launch in this thread's ``record_calls`` list, when one is open."""
+    if _thread.calls is not None:
+        _thread.calls.append(name)
 
 
 def host_read(why: str) -> None:
     """Count one host read on this thread; inside tinyflow's ``forbid_host_reads()``, raise."""
-    from tinyflow.device import HostSyncError, _reads as tinyflow_reads
+    from tinyflow.device import HostSyncError
+    from tinyflow.device import _reads as tinyflow_reads
 
     if tinyflow_reads.forbidden:
         raise HostSyncError(
             f"host read ({why}) of a device array inside forbid_host_reads(): on a GPU it would "
             "wait for the device")
-    _reads.count += 1
-    if _reads.reasons is not None:
-        _reads.reasons.append(why)
+    _thread.reads += 1
 
 
 def host_reads() -> int:
     """How many device-to-host reads this thread has made through the stand-in so far."""
-    return _reads.count
+    return _thread.reads
 
 
 def wrap(value: Any) -> Any:
@@ -134,14 +139,6 @@ _BINARY = {
 }
 _COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
             "eq": "equal", "ne": "not_equal"}
-
-
-def _record_method(name: str) -> None:
-    """Note a method call in the stand-in's record (``record_calls``) when one is open."""
-    from tinyflow_cuda.strict_cupy.module import calls
-
-    if calls.names is not None:
-        calls.names.append(f"ndarray.{name}")
 
 
 def _module() -> Any:
@@ -291,7 +288,7 @@ class ndarray:  # noqa: N801 (CuPy's name)
         def call(*args: Any, **kwargs: Any) -> Any:
             if params is not None:
                 api().check_kwargs(f"cupy.ndarray.{name}", params, kwargs)
-            _record_method(name)
+            record(f"ndarray.{name}")
             return wrap(method(*unwrap(args, f"ndarray.{name}"), **unwrap(kwargs, f"ndarray.{name}")))
 
         return call

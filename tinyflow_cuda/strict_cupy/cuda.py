@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow_cuda.strict_cupy.array import _Device, ndarray
+from tinyflow_cuda.strict_cupy.array import _Device, ndarray, record
 
 Device = _Device
 
@@ -138,13 +138,6 @@ def get_default_memory_pool() -> MemoryPool:
 
 
 # ---- kernels: RawModule through the emulator --------------------------------------------------
-class _Launches(threading.local):
-    names: list[str] | None = None
-
-
-launch_log = _Launches()
-
-
 class RawFunction:
     """One kernel of a RawModule; ``fn(grid, block, args)`` runs it in the emulator."""
 
@@ -179,8 +172,7 @@ class RawFunction:
                     raise TypeError(f"kernel {self.name}: scalar argument {param.name} must be a NumPy "
                                     f"scalar of the C type (CuPy needs the width), got {type(value).__name__}")
                 converted.append(value.item())
-        if launch_log.names is not None:
-            launch_log.names.append(f"kernel:{self.name}")
+        record(f"kernel:{self.name}")
         self.emulator.launch(self.name, grid[0], block[0], converted)
 
 

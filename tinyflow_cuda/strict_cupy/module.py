@@ -9,7 +9,6 @@ raises NotImplementedError naming it: nothing passes silently.
 """
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -18,25 +17,12 @@ import numpy as np
 
 from tinyflow_cuda.strict_cupy import cuda as _cuda
 from tinyflow_cuda.strict_cupy.api import api
-from tinyflow_cuda.strict_cupy.array import ndarray, unwrap, wrap
+from tinyflow_cuda.strict_cupy.array import ndarray, record, unwrap, wrap
 
 # functions that take host data (NumPy arrays, lists) and copy it to the device
 HOST_INPUT = {"array", "asarray", "asanyarray", "asnumpy",  # (ascontiguousarray takes device arrays only)
               "get_array_module", "isscalar", "ndim", "shape", "size", "result_type", "can_cast",
               "min_scalar_type", "promote_types", "iterable"}
-
-
-class _Calls(threading.local):
-    names: list[str] | None = None
-
-
-calls = _Calls()
-"""This thread's record of stand-in calls (``record_calls``), or None when not recording."""
-
-
-def _record(name: str) -> None:
-    if calls.names is not None:
-        calls.names.append(name)
 
 
 def _not_emulated(qualname: str) -> Callable[..., Any]:
@@ -52,7 +38,7 @@ def _function(qualname: str, impl: Callable[..., Any], params: dict[str, Any] | 
               allow_host: bool) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         api().check_kwargs(qualname, params, kwargs)
-        _record(qualname)
+        record(qualname)
         return wrap(impl(*unwrap(args, qualname, allow_host), **unwrap(kwargs, qualname, allow_host)))
 
     call.__name__ = qualname.rsplit(".", 1)[-1]
@@ -86,37 +72,37 @@ class ufunc:  # noqa: N801 (CuPy's name)
 
             raise CupyAPIError(f"cupy.{self.name}() got an unexpected keyword argument {unknown[0]!r}: CuPy "
                                f"{api().version}'s ufuncs take {', '.join(self._kwargs)}")
-        _record(f"cupy.{self.name}")
+        record(f"cupy.{self.name}")
         return wrap(self._impl(*unwrap(args, self.name), **unwrap(kwargs, self.name)))
 
     def reduce(self, array: Any, axis: Any = 0, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
         self._check_method("reduce")
-        _record(f"cupy.{self.name}.reduce")
+        record(f"cupy.{self.name}.reduce")
         return wrap(self._impl.reduce(unwrap(array, self.name), axis=axis, dtype=dtype,
                                       out=unwrap(out, self.name), keepdims=keepdims))
 
     def accumulate(self, array: Any, axis: int = 0, dtype: Any = None, out: Any = None) -> Any:
         self._check_method("accumulate")
-        _record(f"cupy.{self.name}.accumulate")
+        record(f"cupy.{self.name}.accumulate")
         return wrap(self._impl.accumulate(unwrap(array, self.name), axis=axis, dtype=dtype,
                                           out=unwrap(out, self.name)))
 
     def reduceat(self, array: Any, indices: Any, axis: int = 0, dtype: Any = None, out: Any = None) -> Any:
         self._check_method("reduceat")
-        _record(f"cupy.{self.name}.reduceat")
+        record(f"cupy.{self.name}.reduceat")
         return wrap(self._impl.reduceat(unwrap(array, self.name), unwrap(indices, self.name), axis=axis,
                                         dtype=dtype, out=unwrap(out, self.name)))
 
     def outer(self, A: Any, B: Any, **kwargs: Any) -> Any:  # noqa: N803 (CuPy's names)
         self._check_method("outer")
-        _record(f"cupy.{self.name}.outer")
+        record(f"cupy.{self.name}.outer")
         return wrap(self._impl.outer(unwrap(A, self.name), unwrap(B, self.name), **unwrap(kwargs, self.name)))
 
     def at(self, a: Any, indices: Any, b: Any = None) -> None:
         self._check_method("at")
         if not isinstance(a, ndarray):
             raise TypeError(f"cupy_{self.name}.at: the operand must be a cupy.ndarray, got {type(a).__name__}")
-        _record(f"cupy.{self.name}.at")
+        record(f"cupy.{self.name}.at")
         if b is None:
             self._impl.at(a._a, unwrap(indices, self.name, allow_host=True))
         else:
