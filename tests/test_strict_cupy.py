@@ -9,7 +9,7 @@ import pytest
 
 import tinyflow as tf
 from tinyflow.device import HostSyncError, count_host_reads, forbid_host_reads
-from tinyflow_cuda import strict_cupy
+from tinyflow_cuda import runtime, strict_cupy
 from tinyflow_cuda.strict_cupy import CupyAPIError
 from tinyflow_cuda.strict_cupy import strict_cupy as cp
 
@@ -103,6 +103,9 @@ def test_kernels_run_through_the_emulator_and_refuse_host_arrays() -> None:
         with strict_cupy.record_calls() as names:
             cols = kernels.im2col(x, (3, 3))
         assert "kernel:im2col_f32" in names and isinstance(cols, cp.ndarray)
-        kernel = cp.RawModule(code="im2col_f32").get_function("im2col_f32")
+        conv_cu = (runtime.CSRC / "conv.cu").read_text()
+        kernel = cp.RawModule(code=conv_cu).get_function("im2col_f32")
+        with pytest.raises(RuntimeError, match="named symbol not found"):
+            cp.RawModule(code=conv_cu).get_function("maxpool_forward_f32")  # pool.cu's
         with pytest.raises(TypeError, match="is a NumPy array"):
             kernel((1,), (32,), (np.zeros(3),) + (np.int32(0),) * (len(kernel.params) - 1))

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow_cuda.runtime import CSRC, KernelInfo, discover
+from tinyflow_cuda.runtime import CSRC, KernelInfo, dim3, discover
 
 _CTYPES = {
     "pointer": ctypes.c_void_p,
@@ -74,8 +74,9 @@ def _shim(info: KernelInfo, mode: int) -> str:
         for i, p in enumerate(info.params)
     )
     return (
-        f'extern "C" void emu_{info.name}(unsigned grid, unsigned block, {params}) {{\n'
-        f"    emu::launch(dim3(grid), dim3(block), {mode}, [&] {{ {info.name}({args}); }});\n"
+        f'extern "C" void emu_{info.name}(unsigned emu_gx, unsigned emu_gy, unsigned emu_gz, unsigned emu_bx, '
+        f"unsigned emu_by, unsigned emu_bz, {params}) {{\n"
+        f"    emu::launch(dim3(emu_gx, emu_gy, emu_gz), dim3(emu_bx, emu_by, emu_bz), {mode}, [&] {{ {info.name}({args}); }});\n"
         f"}}\n"
     )
 
@@ -99,7 +100,7 @@ class EmulatorRuntime:
         self._fns: dict[str, Any] = {}
         for name, info in kernels.items():
             fn = getattr(library, f"emu_{name}")
-            fn.argtypes = [ctypes.c_uint, ctypes.c_uint] + [_CTYPES[p.ctype] for p in info.params]
+            fn.argtypes = [ctypes.c_uint] * 6 + [_CTYPES[p.ctype] for p in info.params]
             fn.restype = None
             self._fns[name] = fn
         self.launches: list[str] = []  # the kernels run, in order (tests check the twin ran)
@@ -142,7 +143,8 @@ class EmulatorRuntime:
         runtime = _built[digest] = cls(ctypes.CDLL(str(lib_path)), kernels)
         return runtime
 
-    def launch(self, name: str, grid: int, block: int, args: Sequence[Any]) -> None:
+    def launch(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...],
+               args: Sequence[Any]) -> None:
         info = self.kernels[name]
         if len(args) != len(info.params):
             raise TypeError(f"kernel {name} takes {len(info.params)} arguments, got {len(args)}")
@@ -160,7 +162,7 @@ class EmulatorRuntime:
                 converted.append(value)
         with self._lock:
             self.launches.append(name)
-            self._fns[name](grid, block, *converted)
+            self._fns[name](*dim3(grid), *dim3(block), *converted)
 
     def resident_blocks(self, name: str, block: int) -> int:
         """Blocks of a persistent kernel that run at once: all of them, as threads; a few."""

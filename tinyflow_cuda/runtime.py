@@ -30,6 +30,11 @@ THREADS = 256  # threads per block of every 1-D launch
 MAX_BLOCKS = 65535 * 4  # grid-stride kernels stay correct with fewer blocks than elements
 
 _SIGNATURE = re.compile(r"__global__\s+void\s+(\w+)\s*\(([^)]*)\)")
+# A kernel written once for every floating dtype: ``__global__ void im2col_##sfx(const T* x, ...)``
+# inside a macro that common.cuh's TF_FLOAT_TYPES instantiates as im2col_f32, _f64, _f16, _bf16.
+_GENERIC_SIGNATURE = re.compile(r"__global__\s+void\s+(\w+)_##\s*sfx\s*\(([^)]*)\)")
+FLOAT_SUFFIXES = ("f32", "f64", "f16", "bf16")
+"""The suffixes TF_FLOAT_TYPES (csrc/common.cuh) gives a generic kernel, one per dtype."""
 _SCALAR_TYPES = ("int", "long long", "unsigned long long", "float", "double")
 
 
@@ -75,13 +80,24 @@ def discover(csrc: Path = CSRC) -> dict[str, KernelInfo]:
     for path in sorted(csrc.glob("*.cu")):
         source = path.read_text()
         extern_block = source[source.find('extern "C"'):] if 'extern "C"' in source else ""
-        for match in _SIGNATURE.finditer(extern_block):
-            name = match.group(1)
+        found = [(m.group(1), m.group(2)) for m in _SIGNATURE.finditer(extern_block)]
+        for match in _GENERIC_SIGNATURE.finditer(source):  # defined in a macro, outside extern "C"
+            params = match.group(2).replace("\\", " ")  # the macro's line continuations
+            found += [(f"{match.group(1)}_{sfx}", params) for sfx in FLOAT_SUFFIXES]
+        for name, params in found:
             if name in kernels:
                 raise ValueError(f"kernel {name} is defined in both {kernels[name].source.name} "
                                  f"and {path.name}")
-            kernels[name] = KernelInfo(name, path, parse_params(match.group(2)))
+            kernels[name] = KernelInfo(name, path, parse_params(params))
     return kernels
+
+
+def dim3(value: int | Sequence[int]) -> tuple[int, int, int]:
+    """A grid or block size as CUDA's (x, y, z): an int is (n, 1, 1)."""
+    dims = (int(value),) if isinstance(value, int) else tuple(int(v) for v in value)
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise ValueError(f"a grid or block size is 1 to 3 positive ints, got {value!r}")
+    return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
 
 
 def grid_for(n: int, threads: int = THREADS) -> int:
@@ -94,7 +110,10 @@ class Runtime(Protocol):
 
     xp: Any  # the array module its arrays belong to
 
-    def launch(self, name: str, grid: int, block: int, args: Sequence[Any]) -> None: ...
+    def launch(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...],
+               args: Sequence[Any]) -> None:
+        """Run kernel ``name`` on a ``grid`` of ``block``s (ints or (x, y, z) tuples)."""
+        ...
 
     def resident_blocks(self, name: str, block: int) -> int:
         """The most blocks of ``block`` threads of kernel ``name`` that are sure to run at once:
@@ -154,8 +173,9 @@ class CupyRuntime:
                 out.append(self._scalar[param.ctype](value))
         return tuple(out)
 
-    def launch(self, name: str, grid: int, block: int, args: Sequence[Any]) -> None:
-        self._function(name)((grid,), (block,), self.convert(name, args))
+    def launch(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...],
+               args: Sequence[Any]) -> None:
+        self._function(name)(dim3(grid), dim3(block), self.convert(name, args))
 
     def resident_blocks(self, name: str, block: int) -> int:
         """One block per SM of the current device. A block of 256 threads without shared memory

@@ -35,6 +35,7 @@ class Recorder:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.xp = inner.xp
+        self.kernels = inner.kernels
         self.launches: list[str] = []
 
     def launch(self, name: str, grid: int, block: int, args: Any) -> None:

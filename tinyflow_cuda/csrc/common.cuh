@@ -17,3 +17,65 @@ __device__ __forceinline__ float neg_inf(float) { return __int_as_float(0xff8000
 __device__ __forceinline__ double neg_inf(double) {
     return __longlong_as_double((long long)0xfff0000000000000ULL);
 }
+
+// Half precision as raw 16 bits. No cuda_fp16.h / cuda_bf16.h: the emulator has neither, and a
+// kernel never needs their arithmetic: it loads to fp32 (``to_acc``), computes in fp32, and rounds
+// back to nearest even once (``from_acc``). Copies move the 16 bits untouched.
+struct f16_t {
+    unsigned short bits;
+};
+struct bf16_t {
+    unsigned short bits;
+};
+
+// The type a kernel computes and accumulates in: fp32 for the half types, else the type itself.
+template <typename T> struct acc_type { using type = T; };
+template <> struct acc_type<f16_t> { using type = float; };
+template <> struct acc_type<bf16_t> { using type = float; };
+template <typename T> using acc_t = typename acc_type<T>::type;
+
+__device__ __forceinline__ float to_acc(float v) { return v; }
+__device__ __forceinline__ double to_acc(double v) { return v; }
+__device__ __forceinline__ float to_acc(bf16_t v) { return __uint_as_float((unsigned)v.bits << 16); }
+__device__ __forceinline__ float to_acc(f16_t v) {
+    const unsigned sign = (unsigned)(v.bits & 0x8000u) << 16;
+    const unsigned exponent = (v.bits >> 10) & 0x1fu, mantissa = v.bits & 0x3ffu;
+    if (exponent == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
+    if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24
+        const float magnitude = (float)mantissa * 5.9604644775390625e-8f;
+        return sign ? -magnitude : magnitude;
+    }
+    return __uint_as_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+// fp32 (or fp64 for the fp64 kernels) -> T, rounding to nearest even.
+template <typename T> __device__ __forceinline__ T from_acc(acc_t<T> v) { return T(v); }
+template <> __device__ __forceinline__ bf16_t from_acc<bf16_t>(float v) {
+    const unsigned u = __float_as_uint(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return bf16_t{(unsigned short)((u >> 16) | 0x40u)};  // quiet NaN
+    return bf16_t{(unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}
+template <> __device__ __forceinline__ f16_t from_acc<f16_t>(float v) {
+    const unsigned u = __float_as_uint(v);
+    const unsigned short sign = (unsigned short)((u >> 16) & 0x8000u);
+    const unsigned a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return f16_t{(unsigned short)(sign | 0x7e00u)};  // NaN
+    if (a >= 0x477ff000u) return f16_t{(unsigned short)(sign | 0x7c00u)};  // rounds to >= 65520: inf
+    if (a >= 0x38800000u) {  // normal in half: rebias the exponent, round the 13 dropped bits
+        const unsigned r = a - 0x38000000u;
+        return f16_t{(unsigned short)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13))};
+    }
+    if (a <= 0x33000000u) return f16_t{sign};  // at most 2^-25: rounds (ties to even) to zero
+    const unsigned shift = 126u - (a >> 23);  // subnormal in half: units of 2^-24
+    const unsigned m = (a & 0x7fffffu) | 0x800000u;
+    unsigned r = m >> shift;
+    const unsigned rest = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rest > half || (rest == half && (r & 1u))) ++r;
+    return f16_t{(unsigned short)(sign | r)};
+}
+
+// Instantiate a kernel macro ``X(sfx, T)`` once per floating dtype. A kernel written as
+// ``#define IM2COL(sfx, T) __global__ void im2col_##sfx(const T* x, ...) {...}`` inside
+// ``extern "C" { TF_FLOAT_TYPES(IM2COL) }`` becomes im2col_f32, _f64, _f16 and _bf16; runtime.py
+// reads the ``name_##sfx(...)`` signature and knows all four. Scalar parameters are never T.
+#define TF_FLOAT_TYPES(X) X(f32, float) X(f64, double) X(f16, f16_t) X(bf16, bf16_t)

@@ -237,6 +237,16 @@ inline float __int_as_float(unsigned int bits) {
     std::memcpy(&f, &bits, sizeof f);
     return f;
 }
+inline float __uint_as_float(unsigned int bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+inline unsigned int __float_as_uint(float f) {
+    unsigned int bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return bits;
+}
 inline double __longlong_as_double(long long bits) {
     double d;
     std::memcpy(&d, &bits, sizeof d);

@@ -17,22 +17,21 @@ __device__ __forceinline__ unsigned int hash_uniform32(unsigned long long seed,
 }
 
 // mask[i] = scale (= 1 / (1 - p)) where the element is kept, 0 where it is dropped.
-// threshold = round(p * 2^32), computed on the host so float and double agree.
+// threshold = round(p * 2^32), computed on the host so every dtype keeps the same elements.
 template <typename T>
 __device__ void dropout_mask_impl(T* __restrict__ mask, unsigned long long seed,
-                                  unsigned long long threshold, T scale, long long n) {
+                                  unsigned long long threshold, double scale, long long n) {
+    const T keep = from_acc<T>((acc_t<T>)scale), drop = from_acc<T>(acc_t<T>(0));
     FOR_EACH_INDEX(i, n) {
-        mask[i] = (unsigned long long)hash_uniform32(seed, i) >= threshold ? scale : T(0);
+        mask[i] = (unsigned long long)hash_uniform32(seed, i) >= threshold ? keep : drop;
     }
 }
 
+#define DROPOUT_MASK(sfx, T)                                                                 \
+    __global__ void dropout_mask_##sfx(T* mask, unsigned long long seed,                    \
+                                       unsigned long long threshold, double scale, long long n) { \
+        dropout_mask_impl<T>(mask, seed, threshold, scale, n);                               \
+    }
 extern "C" {
-__global__ void dropout_mask_f32(float* mask, unsigned long long seed,
-                                 unsigned long long threshold, float scale, long long n) {
-    dropout_mask_impl<float>(mask, seed, threshold, scale, n);
-}
-__global__ void dropout_mask_f64(double* mask, unsigned long long seed,
-                                 unsigned long long threshold, double scale, long long n) {
-    dropout_mask_impl<double>(mask, seed, threshold, scale, n);
-}
+TF_FLOAT_TYPES(DROPOUT_MASK)
 }

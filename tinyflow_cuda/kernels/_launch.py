@@ -4,7 +4,7 @@ make the inputs contiguous, allocate the outputs (an out-of-memory error names t
 A twin reads like this::
 
     call = KernelCall("lrn_forward", x, op="local_response_norm")
-    if not call.supported:                      # a dtype without a .cu kernel (bf16, fp16)
+    if not call.supported:                      # a dtype without a .cu kernel (int64, mixed)
         return reference.lrn_forward(x, ...)    # the NumPy/xp reference runs on CuPy too
     with call:                                  # on the arrays' device
         x = call.contiguous(x)
@@ -26,18 +26,19 @@ from tinyflow_cuda.runtime import THREADS, current, grid_for
 
 Array = Any
 
-SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-"""The dtypes the .cu kernels are instantiated for, and the suffix of their symbols."""
+SUFFIX = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
+"""The dtypes the .cu kernels are instantiated for (by dtype name: ml_dtypes' bfloat16 is CuPy's),
+and the suffix of their symbols (csrc/common.cuh, TF_FLOAT_TYPES)."""
 
 MAX_ROW_BLOCKS = 65535  # one-block-per-row kernels loop over rows beyond this many blocks
 
 
 def dtype_suffix(*arrays: Array | None) -> str | None:
-    """'f32' or 'f64' when every given array has that one dtype, else None (use the reference)."""
+    """'f32', 'f64', 'f16' or 'bf16' when every given array has that one dtype, else None."""
     dtypes = {np.dtype(a.dtype) for a in arrays if a is not None}
     if len(dtypes) != 1:
         return None
-    return SUFFIX.get(dtypes.pop())
+    return SUFFIX.get(dtypes.pop().name)
 
 
 def all_contiguous(*arrays: Array | None) -> bool:
@@ -57,7 +58,7 @@ class KernelCall:
                  dtype: Any = None) -> None:
         self.name = name
         self.op = op or name
-        self.suffix = dtype_suffix(*arrays) if dtype is None else SUFFIX.get(np.dtype(dtype))
+        self.suffix = dtype_suffix(*arrays) if dtype is None else SUFFIX.get(np.dtype(dtype).name)
         self.anchor = next(a for a in arrays if a is not None)
         self.runtime = current()
         self.xp = self.runtime.xp
@@ -66,7 +67,7 @@ class KernelCall:
     @property
     def supported(self) -> bool:
         """Whether a .cu kernel exists for these dtypes (else the caller runs the reference)."""
-        return self.suffix is not None
+        return self.suffix is not None and self.kernel in self.runtime.kernels
 
     @property
     def kernel(self) -> str:
@@ -99,6 +100,11 @@ class KernelCall:
     def launch(self, n: int, args: list[Any]) -> None:
         """A grid-stride launch over ``n`` elements (256 threads a block)."""
         self.runtime.launch(self.kernel, grid_for(n), THREADS, args)
+
+    def launch_grid(self, grid: int | tuple[int, ...], block: int | tuple[int, ...],
+                    args: list[Any]) -> None:
+        """A launch on an explicit grid of blocks (ints or (x, y, z) tuples)."""
+        self.runtime.launch(self.kernel, grid, block, args)
 
     def launch_rows(self, rows: int, args: list[Any]) -> None:
         """One block of 256 threads per row (the kernel loops when rows exceed the grid)."""

@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow_cuda.kernels._launch import KernelCall, dtype_suffix
+from tinyflow_cuda.kernels._launch import KernelCall
 
 __all__ = ["dropout_mask"]
 
@@ -16,16 +16,16 @@ def dropout_mask(x: Array, p: float, seed: int) -> Array:
     """A mask shaped and typed like ``x``: 1/(1-p) where kept, 0 where dropped.
 
     Drawn on the device by a counter-based hash of (seed, element index): the same seed gives
-    the same mask on every GPU and grid, but not the mask the CPU reference draws. Dtypes
-    without a .cu kernel (bf16, fp16) draw in float32 and cast.
+    the same mask on every GPU and grid, but not the mask the CPU reference draws.
     """
     if not 0 <= p < 1:
         raise ValueError(f"dropout_mask: p must be in [0, 1), got {p}")
-    native = dtype_suffix(x) is not None
-    dtype = x.dtype if native else np.float32
-    call = KernelCall("dropout_mask", x, op="dropout", dtype=dtype)
+    call = KernelCall("dropout_mask", x, op="dropout")
+    native = call.supported  # every floating dtype; any other draws in float32 and casts
+    if not native:
+        call = KernelCall("dropout_mask", x, op="dropout", dtype=np.float32)
     with call:
-        mask = call.empty(x.shape, dtype)
+        mask = call.empty(x.shape, None if native else np.float32)
         threshold = min(int(round(p * 2**32)), 2**32)
         call.launch(mask.size, [mask, int(seed) % 2**64, threshold, 1.0 / (1.0 - p), mask.size])
         return mask if native else mask.astype(x.dtype)

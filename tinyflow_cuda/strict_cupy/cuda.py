@@ -148,10 +148,9 @@ class RawFunction:
 
     def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], *,
                  shared_mem: int = 0) -> None:
-        grid, block = tuple(grid), tuple(block)
-        if any(g != 1 for g in grid[1:]) or any(b != 1 for b in block[1:]):
-            raise NotImplementedError(f"strict CuPy stand-in: kernel {self.name} launched on a "
-                                      f"{grid} x {block} grid; the emulator runs 1-D launches only")
+        if not isinstance(grid, tuple) or not isinstance(block, tuple):
+            raise TypeError(f"kernel {self.name}: grid and block must be tuples, as CuPy's "
+                            f"RawKernel takes them, got {grid!r} and {block!r}")
         if len(args) != len(self.params):
             raise TypeError(f"kernel {self.name} takes {len(self.params)} arguments, got {len(args)}")
         converted = []
@@ -173,7 +172,7 @@ class RawFunction:
                                     f"scalar of the C type (CuPy needs the width), got {type(value).__name__}")
                 converted.append(value.item())
         record(f"kernel:{self.name}")
-        self.emulator.launch(self.name, grid[0], block[0], converted)
+        self.emulator.launch(self.name, grid, block, converted)
 
 
 class RawModule:
@@ -191,6 +190,7 @@ class RawModule:
         self.emulator = EmulatorRuntime.build()
 
     def get_function(self, name: str) -> RawFunction:
-        if name not in self.emulator.kernels or name not in self.code:
+        info = self.emulator.kernels.get(name)
+        if info is None or info.source.read_text() != self.code:  # a kernel of another file
             raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name}")
         return RawFunction(self.emulator, name)
