@@ -173,3 +173,6 @@ class EmulatorRuntime:
 
     def owns(self, arr: Any) -> bool:
         return isinstance(arr, np.ndarray)
+
+    def address(self, arr: Any) -> int:
+        return int(arr.__array_interface__["data"][0])  # the emulator's "device" is host memory

@@ -124,6 +124,10 @@ class Runtime(Protocol):
 
     def owns(self, arr: Any) -> bool: ...
 
+    def address(self, arr: Any) -> int:
+        """The device address of ``arr``'s first element (for tables of pointers a kernel reads)."""
+        ...
+
 
 class CupyRuntime:
     """Compile the .cu files with NVRTC (once per file and device) and launch on CuPy arrays."""
@@ -193,6 +197,9 @@ class CupyRuntime:
 
     def owns(self, arr: Any) -> bool:
         return isinstance(arr, self.xp.ndarray)
+
+    def address(self, arr: Any) -> int:
+        return int(arr.data.ptr)
 
 
 _override: list[Runtime] = []

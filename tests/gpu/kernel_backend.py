@@ -43,6 +43,9 @@ class Recorder:
     def owns(self, arr: Any) -> bool:
         return self.inner.owns(arr)
 
+    def address(self, arr: Any) -> int:
+        return self.inner.address(arr)
+
 
 class Backend:
     """Runs a CUDA twin on NumPy inputs and hands back NumPy results, on one backend."""
