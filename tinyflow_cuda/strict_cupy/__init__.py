@@ -49,7 +49,9 @@ def installed() -> Iterator[ModuleType]:
 @contextlib.contextmanager
 def record_calls() -> Iterator[list[str]]:
     """``with record_calls() as names:`` every stand-in function, ufunc and method call
-    (``"cupy.add"``) and every kernel launch (``"kernel:im2col_f32"``) of this thread, in order."""
+    (``"cupy.add"``) and every kernel launch (``"kernel:im2col_f32"``) of this thread, in order.
+    Each name is a ``launches.Call`` that also says the kernels and memory operations it stands
+    for; ``launches.tally(names)`` adds them up."""
     names: list[str] = []
     outer, _thread.calls = _thread.calls, names
     try:

@@ -33,10 +33,21 @@ class _PerThread(threading.local):
 _thread = _PerThread()
 
 
-def record(name: str) -> None:
-    """Note a call or kernel launch in this thread's ``record_calls`` list, when one is open."""
+def record(name: str, kernels: int = 0, memops: int = 0) -> None:
+    """Note a call or kernel launch in this thread's ``record_calls`` list, when one is open, with
+    the GPU work it stands for (strict_cupy/launches.py)."""
     if _thread.calls is not None:
-        _thread.calls.append(name)
+        from tinyflow_cuda.strict_cupy.launches import Call
+
+        _thread.calls.append(Call(name, kernels, memops))
+
+
+def record_work(qualname: str, inputs: Any, result: Any, device_inputs: bool = True) -> None:
+    """``record`` a call with the kernels and memory operations launches.gpu_work counts for it."""
+    if _thread.calls is not None:
+        from tinyflow_cuda.strict_cupy.launches import gpu_work
+
+        record(qualname, *gpu_work(qualname.rsplit(".", 1)[-1], inputs, result, device_inputs))
 
 
 def host_read(why: str) -> None:
@@ -186,6 +197,7 @@ class ndarray:  # noqa: N801 (CuPy's name)
     # ---- host reads ------------------------------------------------------------------------
     def get(self, stream: Any = None, order: str = "C", out: Any = None, blocking: bool = True) -> np.ndarray:
         host_read("get")
+        record("ndarray.get", memops=1)
         copy = np.array(self._a, order=order)
         if out is not None:
             out[...] = copy
@@ -197,6 +209,7 @@ class ndarray:  # noqa: N801 (CuPy's name)
             raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray, got {type(arr).__name__}")
         if arr.shape != self._a.shape:
             raise ValueError(f"Shape mismatch. Old shape: {self._a.shape}, new shape: {arr.shape}")
+        record("ndarray.set", memops=1)
         self._a[...] = arr
 
     def item(self) -> Any:
@@ -267,9 +280,12 @@ class ndarray:  # noqa: N801 (CuPy's name)
         return (wrap(self._a[i]) for i in range(len(self._a)))
 
     def __getitem__(self, index: Any) -> Any:
-        return wrap(self._a[unwrap(index, "ndarray.__getitem__", allow_host=True)])
+        out = self._a[unwrap(index, "ndarray.__getitem__", allow_host=True)]
+        record_work("ndarray.__getitem__", self._a, out)  # a view, or a gather kernel
+        return wrap(out)
 
     def __setitem__(self, index: Any, value: Any) -> None:
+        record("ndarray.__setitem__", kernels=1, memops=int(isinstance(value, np.ndarray)))
         self._a[unwrap(index, "ndarray.__setitem__", allow_host=True)] = unwrap(
             value, "ndarray.__setitem__", allow_host=True)
 
@@ -288,8 +304,9 @@ class ndarray:  # noqa: N801 (CuPy's name)
         def call(*args: Any, **kwargs: Any) -> Any:
             if params is not None:
                 api().check_kwargs(f"cupy.ndarray.{name}", params, kwargs)
-            record(f"ndarray.{name}")
-            return wrap(method(*unwrap(args, f"ndarray.{name}"), **unwrap(kwargs, f"ndarray.{name}")))
+            out = method(*unwrap(args, f"ndarray.{name}"), **unwrap(kwargs, f"ndarray.{name}"))
+            record_work(f"ndarray.{name}", self._a, out)
+            return wrap(out)
 
         return call
 

@@ -171,7 +171,7 @@ class RawFunction:
                     raise TypeError(f"kernel {self.name}: scalar argument {param.name} must be a NumPy "
                                     f"scalar of the C type (CuPy needs the width), got {type(value).__name__}")
                 converted.append(value.item())
-        record(f"kernel:{self.name}")
+        record(f"kernel:{self.name}", kernels=1)
         self.emulator.launch(self.name, grid, block, converted)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from tinyflow_cuda.strict_cupy import cuda as _cuda
 from tinyflow_cuda.strict_cupy.api import api
-from tinyflow_cuda.strict_cupy.array import ndarray, record, unwrap, wrap
+from tinyflow_cuda.strict_cupy.array import ndarray, record, record_work, unwrap, wrap
 
 # functions that take host data (NumPy arrays, lists) and copy it to the device
 HOST_INPUT = {"array", "asarray", "asanyarray", "asnumpy",  # (ascontiguousarray takes device arrays only)
@@ -38,8 +38,11 @@ def _function(qualname: str, impl: Callable[..., Any], params: dict[str, Any] | 
               allow_host: bool) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         api().check_kwargs(qualname, params, kwargs)
-        record(qualname)
-        return wrap(impl(*unwrap(args, qualname, allow_host), **unwrap(kwargs, qualname, allow_host)))
+        inputs = unwrap(args, qualname, allow_host), unwrap(kwargs, qualname, allow_host)
+        out = impl(*inputs[0], **inputs[1])
+        on_device = not allow_host or any(isinstance(a, ndarray) for a in (*args, *kwargs.values()))
+        record_work(qualname, inputs, out, device_inputs=on_device)
+        return wrap(out)
 
     call.__name__ = qualname.rsplit(".", 1)[-1]
     call.__qualname__ = qualname
@@ -72,37 +75,37 @@ class ufunc:  # noqa: N801 (CuPy's name)
 
             raise CupyAPIError(f"cupy.{self.name}() got an unexpected keyword argument {unknown[0]!r}: CuPy "
                                f"{api().version}'s ufuncs take {', '.join(self._kwargs)}")
-        record(f"cupy.{self.name}")
+        record(f"cupy.{self.name}", kernels=1)
         return wrap(self._impl(*unwrap(args, self.name), **unwrap(kwargs, self.name)))
 
     def reduce(self, array: Any, axis: Any = 0, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
         self._check_method("reduce")
-        record(f"cupy.{self.name}.reduce")
+        record(f"cupy.{self.name}.reduce", kernels=1)
         return wrap(self._impl.reduce(unwrap(array, self.name), axis=axis, dtype=dtype,
                                       out=unwrap(out, self.name), keepdims=keepdims))
 
     def accumulate(self, array: Any, axis: int = 0, dtype: Any = None, out: Any = None) -> Any:
         self._check_method("accumulate")
-        record(f"cupy.{self.name}.accumulate")
+        record(f"cupy.{self.name}.accumulate", kernels=1)
         return wrap(self._impl.accumulate(unwrap(array, self.name), axis=axis, dtype=dtype,
                                           out=unwrap(out, self.name)))
 
     def reduceat(self, array: Any, indices: Any, axis: int = 0, dtype: Any = None, out: Any = None) -> Any:
         self._check_method("reduceat")
-        record(f"cupy.{self.name}.reduceat")
+        record(f"cupy.{self.name}.reduceat", kernels=1)
         return wrap(self._impl.reduceat(unwrap(array, self.name), unwrap(indices, self.name), axis=axis,
                                         dtype=dtype, out=unwrap(out, self.name)))
 
     def outer(self, A: Any, B: Any, **kwargs: Any) -> Any:  # noqa: N803 (CuPy's names)
         self._check_method("outer")
-        record(f"cupy.{self.name}.outer")
+        record(f"cupy.{self.name}.outer", kernels=1)
         return wrap(self._impl.outer(unwrap(A, self.name), unwrap(B, self.name), **unwrap(kwargs, self.name)))
 
     def at(self, a: Any, indices: Any, b: Any = None) -> None:
         self._check_method("at")
         if not isinstance(a, ndarray):
             raise TypeError(f"cupy_{self.name}.at: the operand must be a cupy.ndarray, got {type(a).__name__}")
-        record(f"cupy.{self.name}.at")
+        record(f"cupy.{self.name}.at", kernels=1)
         if b is None:
             self._impl.at(a._a, unwrap(indices, self.name, allow_host=True))
         else:
