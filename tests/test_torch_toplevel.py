@@ -146,3 +146,17 @@ def test_memory_formats_pin_memory_anomaly_and_distance_functions():
     assert tf.autograd.is_anomaly_enabled()
     tf.autograd.set_detect_anomaly(False)
     assert not tf.autograd.is_anomaly_enabled()
+
+
+def test_onnx_imports_and_export_says_there_is_no_exporter(tmp_path) -> None:
+    """pytorch/examples' word_language_model imports torch.onnx at the top and exports on request."""
+    import importlib
+
+    import tinyflow as tf
+
+    onnx = importlib.import_module("tinyflow.onnx")
+    assert tf.onnx is onnx and onnx.is_in_onnx_export() is False
+    model = tf.nn.Linear(2, 2)
+    with pytest.raises(NotImplementedError, match=r"no ONNX exporter \(asked to export Linear to '.*m.onnx'\).*state_dict"):
+        tf.onnx.export(model, tf.zeros(1, 2), str(tmp_path / "m.onnx"))
+    assert not (tmp_path / "m.onnx").exists()

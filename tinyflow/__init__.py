@@ -72,7 +72,7 @@ def _lazy(name: str):  # noqa: ANN202
 def __getattr__(name: str):  # noqa: ANN202
     """Subpackages (nn, optim, data, parallel, ...) and save/load load on first use."""
     if name in ("nn", "optim", "data", "parallel", "ops", "kernels", "testing", "amp", "serialization",
-                "cuda", "cpu", "accelerator", "backends", "utils", "distributions", "linalg", "special", "jit", "distributed", "func"):
+                "cuda", "cpu", "accelerator", "backends", "utils", "distributions", "linalg", "special", "jit", "distributed", "func", "onnx"):
         return _lazy(name)
     if name == "autocast":  # torch.autocast(device_type, dtype=None, enabled=True)
         return _lazy("amp").autocast

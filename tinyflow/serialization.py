@@ -16,6 +16,11 @@ removes those whose writer is gone.
 A file that cannot be read back (truncated, a flipped byte, a malformed manifest) is a
 CheckpointError naming the file and what is wrong with it.
 
+Any other object (a whole ``nn.Module``, an optimizer) is pickled, as torch.save does: its
+tensors still go to ``.npy`` members, the rest to a ``.pkl`` member. As in PyTorch since 2.6,
+``load`` refuses to unpickle it unless told ``weights_only=False``, because unpickling runs code
+from the file: save ``model.state_dict()`` to stay on the safe side.
+
 The ``.npy`` format has no bfloat16 (it would come back as anonymous 2-byte ``V2`` records): a
 bfloat16 array is stored as its raw ``uint16`` bits with ``"dtype": "bfloat16"`` in its manifest
 entry, and viewed back on load. Such checkpoints say format version 2, so that a tinyflow that
@@ -28,7 +33,9 @@ import contextlib
 import errno
 import json
 import math
+import io
 import os
+import pickle
 import re
 import secrets
 import socket
@@ -77,6 +84,7 @@ class _Writer:
 
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
+        self.pickles: dict[str, bytes] = {}  # member name -> pickled object (whole modules, ...)
         self.version = 1  # raised to 2 by the first bfloat16 array
 
     def _array_name(self, path: str) -> str:
@@ -138,28 +146,53 @@ class _Writer:
             kind = "list" if isinstance(obj, list) else "tuple"
             items = [self.node(v, f"{path}/{i}" if path else str(i)) for i, v in enumerate(obj)]
             return {"type": kind, "items": items}
-        if hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict"):
-            name = "model" if hasattr(obj, "parameters") else "optimizer" if hasattr(obj, "param_groups") else "obj"
+        return self._pickle_node(obj, path)
+
+    def _pickle_node(self, obj: Any, path: str) -> dict[str, Any]:
+        """Any other object, pickled as torch.save pickles it; its tensors and arrays are stored
+        as ``.npy`` members (persistent ids), so the pickle holds only the object's structure."""
+        tensors: list[Any] = []
+        writer = self
+
+        class _Pickler(pickle.Pickler):
+            def persistent_id(self, value: Any) -> Any:
+                if isinstance(value, Tensor):
+                    kind = "parameter" if type(value).__name__ == "Parameter" else "tensor"
+                    node = writer._array_node(value.array, f"{path}/{len(tensors)}", tensor=True,
+                                              requires_grad=bool(value.requires_grad))
+                elif isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__"):
+                    kind, node = "array", writer._array_node(value, f"{path}/{len(tensors)}")
+                else:
+                    return None
+                tensors.append(node)
+                return (kind, len(tensors) - 1)
+
+        buffer = io.BytesIO()
+        try:
+            _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise TypeError(
-                f"tf.save: cannot save a whole {type(obj).__name__} (at {where!r}): tinyflow checkpoints "
-                "hold no pickled objects, so loading one can never run code. Save its state instead: "
-                f"tf.save({name}.state_dict(), path), and restore it with {name}.load_state_dict(tf.load(path))"
-            )
-        raise TypeError(
-            f"tf.save: cannot save {type(obj).__name__} at {where!r}: a checkpoint holds nested "
-            "dicts/lists/tuples of Tensors, arrays, numbers, strings and None"
-        )
+                f"tf.save: cannot pickle {type(obj).__name__} at {path or '<root>'!r} ({exc}); save its "
+                "state_dict() instead"
+            ) from exc
+        name = self._array_name(path) + ".pkl"
+        self.pickles[name] = buffer.getvalue()
+        return {"type": "pickle", "name": name, "class": f"{type(obj).__module__}.{type(obj).__qualname__}",
+                "tensors": tensors}
 
 
-def _write_npz(fileobj: IO[bytes], manifest: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+def _write_npz(fileobj: IO[bytes], manifest: dict[str, Any], arrays: dict[str, np.ndarray],
+               pickles: dict[str, bytes]) -> None:
     with zipfile.ZipFile(fileobj, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
         zf.writestr(MANIFEST_NAME, json.dumps(manifest, indent=1))
         for name, arr in arrays.items():
             with zf.open(name + ".npy", mode="w", force_zip64=True) as member:
                 np.lib.format.write_array(member, arr, allow_pickle=False)
+        for name, data in pickles.items():
+            zf.writestr(name, data)
 
 
-# torch.save's keywords about pickling: accepted and ignored (nothing here is pickled).
+# torch.save's keywords about pickling: accepted and ignored (the pickle protocol is the newest).
 _SAVE_KEYWORDS = ("pickle_module", "pickle_protocol", "_use_new_zipfile_serialization", "_disable_byteorder_record")
 
 
@@ -167,8 +200,10 @@ def save(obj: Any, path: Union[PathLike, IO[bytes]], *args: Any, **kwargs: Any) 
     """Write ``obj`` (e.g. ``{"model": model.state_dict(), "optim": opt.state_dict()}``) to ``path``.
 
     Tensors on a GPU are copied to the host; ``load`` puts them back on their device. Writing to
-    a path is atomic; a binary file object is written in place. torch.save's pickling arguments
-    (``pickle_module``, ``pickle_protocol``, ...) are accepted and ignored: nothing is pickled.
+    a path is atomic; a binary file object is written in place. Objects other than containers,
+    tensors, arrays, numbers and strings (a whole model) are pickled, as by torch.save, and load
+    only with ``weights_only=False``. torch.save's pickling arguments (``pickle_module``,
+    ``pickle_protocol``, ...) are accepted and ignored.
     """
     unknown = sorted(set(kwargs) - set(_SAVE_KEYWORDS))
     if unknown or len(args) > 2:
@@ -177,7 +212,7 @@ def save(obj: Any, path: Union[PathLike, IO[bytes]], *args: Any, **kwargs: Any) 
     root = writer.node(obj, "")
     manifest = {"format": FORMAT_NAME, "version": writer.version, "root": root}
     if hasattr(path, "write"):
-        _write_npz(path, manifest, writer.arrays)  # type: ignore[arg-type]
+        _write_npz(path, manifest, writer.arrays, writer.pickles)  # type: ignore[arg-type]
         return
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -193,7 +228,7 @@ def save(obj: Any, path: Union[PathLike, IO[bytes]], *args: Any, **kwargs: Any) 
         raise _write_error(exc, path, directory, creating=True) from exc
     try:
         with os.fdopen(fd, "wb") as f:
-            _write_npz(f, manifest, writer.arrays)
+            _write_npz(f, manifest, writer.arrays, writer.pickles)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp_path, path)
@@ -336,11 +371,40 @@ def _damaged(source: str, exc: BaseException) -> CheckpointError:
 
 
 class _Reader:
-    def __init__(self, zf: zipfile.ZipFile, source: str, map_location: Any) -> None:
+    def __init__(self, zf: zipfile.ZipFile, source: str, map_location: Any, weights_only: bool) -> None:
         self.zf = zf
         self.source = source
         self.map_location = map_location
+        self.weights_only = weights_only
         self.members = set(zf.namelist())
+
+    def _unpickle(self, node: dict[str, Any]) -> Any:
+        """A pickled object (tf.save of a whole model), only when the caller said weights_only=False."""
+        if self.weights_only:
+            raise pickle.UnpicklingError(
+                f"tf.load: {self.source} holds a pickled {node.get('class', 'object')} (tf.save of a whole "
+                "object), and unpickling runs code from the file: pass weights_only=False if you trust it, "
+                "or save and load its state_dict() instead")
+        if node["name"] not in self.members:
+            raise CheckpointError(f"tf.load: {self.source} is damaged: its pickle {node['name']!r} is missing")
+        tensors = node["tensors"]
+        reader = self
+
+        class _Unpickler(pickle.Unpickler):
+            def persistent_load(self, pid: Any) -> Any:
+                kind, index = pid
+                value = reader._array(tensors[index])
+                if kind == "parameter":
+                    from tinyflow.nn.parameter import Parameter
+
+                    p = Parameter._from_array(value.array, device=value.device)
+                    p.requires_grad = value.requires_grad
+                    return p
+                return value
+
+        with _read_errors_as_damage(f"{self.source} (pickle {node['name']!r})"):
+            data = self.zf.read(node["name"])
+        return _Unpickler(io.BytesIO(data)).load()
 
     def _place(self, arr: np.ndarray, saved: str, tensor: bool) -> Any:
         """``arr`` (read on the host) where ``map_location`` sends what was saved on ``saved``:
@@ -403,6 +467,8 @@ class _Reader:
             return float(node["value"])
         if kind == "array":
             return self._array(node)
+        if kind == "pickle":
+            return self._unpickle(node)
         raise CheckpointError(f"tf.load: {self.source} has an unknown manifest entry of type {kind!r}")
 
 
@@ -425,9 +491,10 @@ def load(path: Union[PathLike, IO[bytes]], map_location: Any = None, pickle_modu
     ``map_location`` as in torch.load: None puts every Tensor back on the device it was saved
     from; a device (``"cpu"``, ``"cuda:0"``, ``tf.device(...)``) puts all of them there; a dict maps
     saved locations to devices (``{"cuda:0": "cpu"}``); a callable ``f(storage, location)`` gets
-    each tensor on the host with its saved location and returns it, moved or not. torch.load's
-    other keywords (``weights_only``, ``mmap``, ``pickle_module``, ``encoding``) are accepted: a
-    tinyflow checkpoint holds data only, so it is always loaded as ``weights_only=True`` would.
+    each tensor on the host with its saved location and returns it, moved or not.
+    ``weights_only`` as in PyTorch 2.6+: unless it is False, a pickled object in the file (tf.save of
+    a whole model) is refused with an ``UnpicklingError``, since unpickling runs code; the data of
+    a state dict never needs it. ``mmap``, ``pickle_module`` and ``encoding`` are accepted and ignored.
     A file that is not a tinyflow checkpoint, or one that is damaged (truncated, a changed byte, a
     malformed manifest), is a CheckpointError that names the file and says what is wrong with it.
     """
@@ -451,7 +518,7 @@ def load(path: Union[PathLike, IO[bytes]], map_location: Any = None, pickle_modu
         if manifest["version"] >= 2:
             bfloat16()  # bfloat16 arrays ahead: a TypeError naming ml_dtypes when it is missing
         try:
-            return _Reader(zf, source, device).value(manifest["root"])
+            return _Reader(zf, source, device, weights_only is not False).value(manifest["root"])
         except CheckpointError:
             raise
         except _MALFORMED as exc:
