@@ -30,9 +30,12 @@ class Recorder:
         self.kernels = inner.kernels
         self.launches: list[str] = []
 
-    def launch(self, name: str, grid: int, block: int, args: Any) -> None:
+    def launch(self, name: str, grid: int, block: int, args: Any, **options: Any) -> None:
         self.launches.append(name)
-        self.inner.launch(name, grid, block, args)
+        self.inner.launch(name, grid, block, args, **options)  # shared_mem=
+
+    def __getattr__(self, name: str) -> Any:  # the rest of the runtime (shared_memory_per_block)
+        return getattr(self.inner, name)
 
     def resident_blocks(self, name: str, block: int) -> int:
         return self.inner.resident_blocks(name, block)
@@ -61,20 +64,23 @@ class Backend:
                 out = getattr(cuk, name)(*args, **kwargs)
         else:
             cp = tinyflow_cuda.array_module(0)
-            to_dev = {id(a): cp.asarray(a) for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)}
-            dev_args = [to_dev.get(id(a), a) for a in args]
-            dev_kwargs = {k: to_dev.get(id(v), v) for k, v in kwargs.items()}
+            to_dev = {id(a): cp.asarray(a) for a in _arrays_in((*args, *kwargs.values()))}
+
+            def dev(a: Any) -> Any:  # an array, or a list of arrays (the multi-tensor kernels)
+                return [to_dev.get(id(x), x) for x in a] if isinstance(a, list) else to_dev.get(id(a), a)
+
+            dev_args = [dev(a) for a in args]
+            dev_kwargs = {k: dev(v) for k, v in kwargs.items()}
             rec = Recorder(runtime.current())
             with runtime.use(rec):
-                kernels = kernels_of(next(iter(to_dev.values())))
+                kernels = kernels_of(next(iter(to_dev.values()))) if to_dev else cuk  # (empty lists)
                 assert kernels is cuk, f"{name}: the device picked {kernels.__name__}, not the CUDA twins"
                 out = getattr(kernels, name)(*dev_args, **dev_kwargs)
             cp.cuda.Device().synchronize()
             back = {}
-            for a in (*args, *kwargs.values()):
-                if isinstance(a, np.ndarray):
-                    a[...] = cp.asnumpy(to_dev[id(a)])  # in-place updates land in the inputs
-                    back[id(to_dev[id(a)])] = a
+            for a in _arrays_in((*args, *kwargs.values())):
+                a[...] = cp.asnumpy(to_dev[id(a)])  # in-place updates land in the inputs
+                back[id(to_dev[id(a)])] = a
 
             def host(o: Any) -> Any:
                 if isinstance(o, tuple):
@@ -88,6 +94,15 @@ class Backend:
             assert rec.launches, f"{name}: the wrapper fell back to the reference, no kernel ran"
         self.launches = rec.launches
         return out
+
+
+def _arrays_in(values: Any) -> list[np.ndarray]:
+    """The NumPy arrays among ``values`` and inside the lists among them."""
+    out = []
+    for v in values:
+        out += [x for x in v if isinstance(x, np.ndarray)] if isinstance(v, list) else (
+            [v] if isinstance(v, np.ndarray) else [])
+    return out
 
 
 def tol(dtype) -> dict:

@@ -1,11 +1,16 @@
 """Optimizer update kernels: in-place parameter updates over raw arrays.
 
-Both kernels update their array arguments in place and return None. The arrays may be one
+The per-tensor kernels update their array arguments in place and return None. The arrays may be one
 parameter's arrays (any shape) or flat fp32 buffers that pack many parameters; every array of
 one call has the same shape and dtype. Scalars are Python floats/ints/bools.
 
 The optimizers in ``tinyflow.optim`` call these, so ``tinyflow_cuda.kernels`` can provide fused
 twins with the same names and signatures (one kernel launch per update instead of ~6).
+
+The multi-tensor kernels (``sgd_multi_tensor_update``, ``adam_multi_tensor_update``) take lists
+of tensors, as PyTorch's foreach path does: the CUDA twin updates every tensor of one dtype in one
+launch. They also own the half-precision master weights: a float16/bfloat16 parameter is stepped
+as ``param + residual`` in float32 (float32 state) and rounded back, as ``tinyflow.optim`` does.
 
 On NumPy the reference bodies walk large contiguous arrays in cache-sized blocks, so that the
 several element-wise passes of an update read each element from DRAM once instead of once per
@@ -15,15 +20,17 @@ pass, and no parameter-sized temporary is allocated.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from tinyflow.device import array_module
+from tinyflow.dtypes import is_floating
 from tinyflow.kernels._cpu import parallel_for
 
-__all__ = ["sgd_momentum_update", "adam_update", "adadelta_update"]
+__all__ = ["sgd_momentum_update", "adam_update", "adadelta_update", "sgd_multi_tensor_update",
+           "adam_multi_tensor_update"]
 
 # 256K elements = 1 MiB of fp32 per array: the 4-7 arrays of one block stay in the L2/L3 caches
 # and a 14M-parameter model takes ~60 blocks. Measured on FCN-R's parameters: SGD-momentum
@@ -59,6 +66,16 @@ def _blocked(arrays: list[Any], body: Callable[..., None], scratches: int = 2) -
 
     # Blocks are independent (element-wise updates), so they spread over the CPU threads.
     parallel_for(np, -(-n // _BLOCK), run, work=n * len(present))
+
+
+def adam_bias_corrections(lr: float, beta1: float, beta2: float, step: int) -> tuple[float, float]:
+    """Adam's per-step scalars, ``(step_size, bias_correction2_sqrt)`` =
+    ``(lr / (1 - beta1**step), sqrt(1 - beta2**step))``, in float64 on the host.
+
+    The one place that computes them: the reference, the CUDA twins (kernel arguments today; a
+    device array once CUDA graphs capture the step) and the multi-tensor kernels all use it.
+    """
+    return lr / (1 - beta1**step), math.sqrt(1 - beta2**step)
 
 
 def sgd_momentum_update(
@@ -164,10 +181,7 @@ def adam_update(
         if arr.shape != param.shape:
             raise ValueError(f"adam_update: {name} {arr.shape} must have param's shape {param.shape}")
     xp = array_module(param)
-    bias_correction1 = 1 - beta1**step
-    bias_correction2 = 1 - beta2**step
-    step_size = lr / bias_correction1
-    bias_correction2_sqrt = math.sqrt(bias_correction2)
+    step_size, bias_correction2_sqrt = adam_bias_corrections(lr, beta1, beta2, step)
     weight = 1 - beta1  # exp_avg.lerp_(grad, weight), with torch's two-sided lerp formula
 
     def body(p: Any, g: Any, m: Any, v: Any, vmax: Any, tmp: Any, tmp2: Any) -> None:
@@ -254,3 +268,132 @@ def adadelta_update(
         p -= delta  # param.add_(delta, alpha=-lr)
 
     _blocked([param, grad, square_avg, acc_delta], body, scratches=3)
+
+
+# ---- multi-tensor (foreach) updates ------------------------------------------------------------
+def _check_lists(op: str, params: Sequence[Any], **lists: Sequence[Any] | None) -> None:
+    """Every list as long as ``params``, and each present array shaped as its parameter."""
+    for name, values in lists.items():
+        if values is None:
+            continue
+        if len(values) != len(params):
+            raise ValueError(f"{op}: {len(params)} params but {len(values)} {name}; pass one "
+                             f"entry per parameter (None where a state is absent)")
+        for i, (p, a) in enumerate(zip(params, values)):
+            if a is not None and a.shape != p.shape:
+                raise ValueError(f"{op}: {name}[{i}] has shape {a.shape} but params[{i}] has "
+                                 f"shape {p.shape}; they must match")
+
+
+def _master(param: Any, residual: Any) -> Any:
+    """The array a step updates: ``param`` itself (in place), or for a float16/bfloat16 param a
+    float32 master weight, ``param + residual`` (``param`` alone without a residual)."""
+    if not (param.dtype.itemsize == 2 and is_floating(param.dtype)):
+        return param
+    master = param.astype(np.float32)
+    if residual is not None:
+        master += residual
+    return master
+
+
+def _write_back(param: Any, residual: Any, master: Any) -> None:
+    """Round ``master`` into ``param`` (nearest even) and keep what rounding dropped."""
+    if master is param:
+        return
+    param[...] = master
+    if residual is not None:
+        array_module(master).subtract(master, param.astype(master.dtype), out=residual)
+
+
+def _step_grad(grad: Any, master: Any, maximize: bool) -> Any:
+    """``grad`` in the master weight's dtype, negated when maximizing."""
+    if grad.dtype != master.dtype:
+        grad = grad.astype(master.dtype)
+    return -grad if maximize else grad
+
+
+def sgd_multi_tensor_update(
+    params: Sequence[Any],
+    grads: Sequence[Any],
+    momentum_buffers: Sequence[Any] | None,
+    residuals: Sequence[Any] | None,
+    lr: float,
+    momentum: float = 0.0,
+    dampening: float = 0.0,
+    weight_decay: float = 0.0,
+    nesterov: bool = False,
+    maximize: bool = False,
+    first_step: bool = False,
+) -> None:
+    """``sgd_momentum_update`` over lists of tensors (PyTorch's foreach SGD), in place.
+
+    Signature (the CUDA twin mirrors it; it launches one kernel per dtype of ``params``)::
+
+        sgd_multi_tensor_update(params, grads, momentum_buffers, residuals, lr, momentum=0.0,
+                                dampening=0.0, weight_decay=0.0, nesterov=False,
+                                maximize=False, first_step=False) -> None
+
+    - ``params[i]`` (in place) and ``grads[i]`` (read only) share a shape; a grad of another
+      dtype than its parameter is cast first.
+    - ``momentum_buffers[i]`` (in place; the list or an entry may be None when momentum == 0)
+      has the master weight's dtype: float32 for a half-precision parameter, else its own.
+    - A float16/bfloat16 parameter steps in float32 (its states are float32) and is rounded
+      back once. ``residuals[i]`` (in place; the list or an entry may be None) is its float32
+      master-weight remainder: the step runs on the master ``params[i] + residuals[i]`` and keeps
+      the new remainder (``tinyflow.optim.Optimizer``'s master weights). Full-precision
+      parameters step in place and take no residual.
+    - ``maximize`` negates every gradient; ``first_step`` applies to every tensor of the call.
+    """
+    _check_lists("sgd_multi_tensor_update", params, grads=grads,
+                 momentum_buffers=momentum_buffers, residuals=residuals)
+    for i, (param, grad) in enumerate(zip(params, grads)):
+        residual = None if residuals is None else residuals[i]
+        buf = None if momentum_buffers is None else momentum_buffers[i]
+        master = _master(param, residual)
+        sgd_momentum_update(master, _step_grad(grad, master, maximize), buf, lr, momentum,
+                            dampening, weight_decay, nesterov, first_step)
+        _write_back(param, residual, master)
+
+
+def adam_multi_tensor_update(
+    params: Sequence[Any],
+    grads: Sequence[Any],
+    exp_avgs: Sequence[Any],
+    exp_avg_sqs: Sequence[Any],
+    max_exp_avg_sqs: Sequence[Any] | None,
+    residuals: Sequence[Any] | None,
+    step: int,
+    lr: float,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    amsgrad: bool = False,
+    decoupled_weight_decay: bool = False,
+    maximize: bool = False,
+) -> None:
+    """``adam_update`` over lists of tensors (PyTorch's foreach Adam / AdamW), in place.
+
+    Signature (the CUDA twin mirrors it; it launches one kernel per dtype of ``params``)::
+
+        adam_multi_tensor_update(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
+                                 residuals, step, lr, beta1=0.9, beta2=0.999, eps=1e-8,
+                                 weight_decay=0.0, amsgrad=False,
+                                 decoupled_weight_decay=False, maximize=False) -> None
+
+    The lists pair up as in ``sgd_multi_tensor_update`` (states in the master weight's dtype,
+    ``residuals`` for half-precision master weights, ``max_exp_avg_sqs`` needed with amsgrad);
+    ``step`` (1-based, already incremented) is shared by every tensor of the call.
+    """
+    if amsgrad and (max_exp_avg_sqs is None or any(v is None for v in max_exp_avg_sqs)):
+        raise ValueError("adam_multi_tensor_update: amsgrad=True needs a max_exp_avg_sq array "
+                         "for every parameter")
+    _check_lists("adam_multi_tensor_update", params, grads=grads, exp_avgs=exp_avgs,
+                 exp_avg_sqs=exp_avg_sqs, max_exp_avg_sqs=max_exp_avg_sqs, residuals=residuals)
+    for i, (param, grad) in enumerate(zip(params, grads)):
+        residual = None if residuals is None else residuals[i]
+        vmax = max_exp_avg_sqs[i] if amsgrad else None
+        master = _master(param, residual)
+        adam_update(master, _step_grad(grad, master, maximize), exp_avgs[i], exp_avg_sqs[i], vmax,
+                    step, lr, beta1, beta2, eps, weight_decay, amsgrad, decoupled_weight_decay)
+        _write_back(param, residual, master)

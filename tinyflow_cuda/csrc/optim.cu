@@ -1,89 +1,240 @@
-// Fused optimizer updates over flat parameter buffers (tinyflow/kernels/optim.py is the
-// reference). One launch updates every parameter of a bucket: the gradient, the optimizer
-// state and the parameter are each read once and written once, instead of the five or six
-// full passes that the same update costs as separate array expressions.
+// Fused optimizer updates (tinyflow/kernels/optim.py is the reference), in every floating dtype.
+//
+// Per tensor (sgd_momentum_update, adam_update): one launch updates one parameter; the
+// gradient, the state and the parameter are each read once and written once, instead of the
+// five or six full passes that the same update costs as separate array expressions.
+//
+// Multi-tensor (sgd_multi_tensor_update, adam_multi_tensor_update): one launch updates every
+// parameter of a dtype, as PyTorch's foreach path does. The tensors come as a device table
+// (tinyflow_cuda/kernels/optim.py builds and caches it):
+//
+//   table[r * num_tensors + t]   row r's pointer for tensor t (0 for an absent state)
+//   table[rows * num_tensors + t]  the element count of tensor t (each below 2^31)
+//   table[(rows + 1) * num_tensors + t]  the first chunk of tensor t (a prefix sum; + 1 entry)
+//   grads[t]                      tensor t's gradient (its own table: grads are new each step)
+//
+// Block b updates chunk b - first_chunk[t] of the tensor t found by a binary search over the
+// first chunks (a few uniform loads per block): the grid is exactly the chunks, no block idles.
+// A half-precision parameter (f16/bf16) steps in fp32: its states are fp32 (acc_t<T>) and its
+// master weight is param + residual (an fp32 row), rounded back once per step.
 #include "common.cuh"
 
-// PyTorch's SGD: d = grad + wd * p; buf = momentum * buf + (1 - dampening) * d (buf = d on
-// the first step); d = nesterov ? d + momentum * buf : buf (when momentum != 0); p -= lr * d.
-template <typename T>
-__device__ void sgd_impl(T* __restrict__ param, const T* __restrict__ grad, T* __restrict__ buf,
-                         T lr, T momentum, T dampening, T weight_decay, int nesterov,
-                         int first_step, long long n) {
-    FOR_EACH_INDEX(i, n) {
-        T g = grad[i] + param[i] * weight_decay;
-        if (momentum != T(0)) {
-            // PyTorch starts the buffer at the first gradient (no dampening on that step).
-            const T b = first_step ? g : momentum * buf[i] + (T(1) - dampening) * g;
-            buf[i] = b;
-            g = nesterov ? g + momentum * b : b;
-        }
-        param[i] -= lr * g;
+// PyTorch's SGD on one element of the master weight p with gradient g; *buf is the momentum
+// buffer (S: the state's storage type) or null without momentum. dampening_c = 1 - dampening.
+// d = g + wd * p; buf = momentum * buf + (1 - dampening) * d (buf = d on the first step);
+// d = nesterov ? d + momentum * buf : buf; p -= lr * d. Returns the new p.
+template <typename A, typename S>
+__device__ __forceinline__ A sgd_step(A p, A g, S* buf, A lr, A momentum, A dampening_c, A wd,
+                                      int nesterov, int first_step) {
+    if (wd != A(0)) g = g + p * wd;
+    if (momentum != A(0)) {
+        // PyTorch starts the buffer at the first gradient (no dampening on that step).
+        const S stored = from_acc<S>(first_step ? g : to_acc(*buf) * momentum + g * dampening_c);
+        *buf = stored;
+        const A b = to_acc(stored);
+        g = nesterov ? g + b * momentum : b;
     }
+    return p + g * -lr;
 }
 
-// PyTorch's Adam / AdamW, in the reference's exact order of operations:
+// Adam's scalars in the compute type A, derived once per thread from the host's float64
+// arguments exactly as the reference derives them in Python (float64, then rounded to A).
+template <typename A>
+struct AdamScalars {
+    A weight, weight_c, beta2, beta2_c, eps, weight_decay, decay, step_size, bias2_sqrt;
+    int decoupled, amsgrad;
+    __device__ AdamScalars(double lr, double beta1, double beta2_, double eps_, double wd,
+                           double step_size_, double bias2_sqrt_, int decoupled_, int amsgrad_)
+        : weight(A(1.0 - beta1)), weight_c(A(1.0 - (1.0 - beta1))), beta2(A(beta2_)),
+          beta2_c(A(1.0 - beta2_)), eps(A(eps_)), weight_decay(A(wd)), decay(A(1.0 - lr * wd)),
+          step_size(A(step_size_)), bias2_sqrt(A(bias2_sqrt_)), decoupled(decoupled_),
+          amsgrad(amsgrad_) {}
+};
+
+// PyTorch's Adam / AdamW on one element, in the reference's exact order of operations:
 // g += wd * p (Adam) or p *= 1 - lr * wd (AdamW); m = lerp(m, g, 1 - beta1);
 // v = beta2 * v + (1 - beta2) * g * g; vmax = max(vmax, v) (amsgrad);
-// p -= step_size * m / (sqrt(v or vmax) / bias2_sqrt + eps).
-// step_size = lr / (1 - beta1^t) and bias2_sqrt = sqrt(1 - beta2^t) come from the host.
+// p -= step_size * m / (sqrt(v or vmax) / bias2_sqrt + eps). Returns the new p.
+template <typename A, typename S>
+__device__ __forceinline__ A adam_step(A p, A g, S* m, S* v, S* vmax, const AdamScalars<A>& s) {
+    if (s.weight_decay != A(0)) {
+        if (s.decoupled) {
+            p = p * s.decay;
+        } else {
+            g = g + p * s.weight_decay;
+        }
+    }
+    // torch.lerp's two-sided formula, so that results match the reference bit for bit
+    const A m0 = to_acc(*m);
+    const S m_stored = from_acc<S>(s.weight < A(0.5) ? m0 + (g - m0) * s.weight
+                                                      : g - (g - m0) * s.weight_c);
+    const S v_stored = from_acc<S>(to_acc(*v) * s.beta2 + g * g * s.beta2_c);
+    *m = m_stored;
+    *v = v_stored;
+    A denom_v = to_acc(v_stored);
+    if (s.amsgrad) {
+        const A old = to_acc(*vmax);
+        denom_v = old > denom_v ? old : denom_v;
+        *vmax = from_acc<S>(denom_v);
+        denom_v = to_acc(*vmax);
+    }
+    const A denom = sqrt(denom_v) / s.bias2_sqrt + s.eps;
+    return p + (to_acc(m_stored) / denom) * -s.step_size;
+}
+
+// ---- per tensor: every array in T, computed in acc_t<T> -----------------------------------------
 template <typename T>
-__device__ void adam_impl(T* __restrict__ param, const T* __restrict__ grad, T* __restrict__ m,
-                          T* __restrict__ v, T* __restrict__ vmax, int amsgrad, T lr, T beta1,
-                          T beta2, T eps, T weight_decay, int decoupled, T step_size,
-                          T bias2_sqrt, long long n) {
-    const T weight = T(1) - beta1;
+__device__ void sgd_impl(T* __restrict__ param, const T* __restrict__ grad, T* __restrict__ buf,
+                         double lr, double momentum, double dampening, double weight_decay,
+                         int nesterov, int first_step, long long n) {
+    using A = acc_t<T>;
     FOR_EACH_INDEX(i, n) {
-        T g = grad[i];
-        T p = param[i];
-        if (weight_decay != T(0)) {
-            if (decoupled) {
-                p *= T(1) - lr * weight_decay;
-            } else {
-                g += p * weight_decay;
-            }
-        }
-        // torch.lerp's two-sided formula, so that results match the reference bit for bit
-        const T mi = weight < T(0.5) ? m[i] + weight * (g - m[i]) : g - (g - m[i]) * (T(1) - weight);
-        const T vi = beta2 * v[i] + g * g * (T(1) - beta2);
-        m[i] = mi;
-        v[i] = vi;
-        T denom_v = vi;
-        if (amsgrad) {
-            denom_v = vmax[i] > vi ? vmax[i] : vi;
-            vmax[i] = denom_v;
-        }
-        const T denom = sqrt(denom_v) / bias2_sqrt + eps;
-        param[i] = p + (mi / denom) * -step_size;
+        const A p = sgd_step<A, T>(to_acc(param[i]), to_acc(grad[i]), buf ? buf + i : nullptr,
+                                   A(lr), A(momentum), A(1.0 - dampening), A(weight_decay),
+                                   nesterov, first_step);
+        param[i] = from_acc<T>(p);
     }
 }
 
+template <typename T>
+__device__ void adam_impl(T* __restrict__ param, const T* __restrict__ grad, T* __restrict__ m,
+                          T* __restrict__ v, T* __restrict__ vmax, int amsgrad, double lr,
+                          double beta1, double beta2, double eps, double weight_decay,
+                          int decoupled, double step_size, double bias2_sqrt, long long n) {
+    using A = acc_t<T>;
+    const AdamScalars<A> s(lr, beta1, beta2, eps, weight_decay, step_size, bias2_sqrt, decoupled,
+                           amsgrad);
+    FOR_EACH_INDEX(i, n) {
+        const A p = adam_step<A, T>(to_acc(param[i]), to_acc(grad[i]), m + i, v + i,
+                                    amsgrad ? vmax + i : nullptr, s);
+        param[i] = from_acc<T>(p);
+    }
+}
+
+// ---- multi-tensor ------------------------------------------------------------------------------
+struct TensorChunk {
+    int tensor;  // which tensor of the table
+    int begin;   // its first element of this block
+    int end;     // one past its last
+};
+
+// This block's chunk: the last tensor whose first chunk is at or before blockIdx.x.
+__device__ __forceinline__ TensorChunk find_chunk(const unsigned long long* table, int rows,
+                                                  int num_tensors, int chunk) {
+    const unsigned long long* sizes = table + rows * num_tensors;
+    const unsigned long long* first_chunk = sizes + num_tensors;
+    const unsigned long long block = blockIdx.x;
+    int lo = 0, hi = num_tensors - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (first_chunk[mid] <= block) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    const int n = (int)sizes[lo];
+    const int begin = (int)(block - first_chunk[lo]) * chunk;
+    return {lo, begin, n - begin < chunk ? n : begin + chunk};
+}
+
+template <typename T>
+__device__ __forceinline__ T* table_pointer(const unsigned long long* table, int row,
+                                            int num_tensors, int tensor) {
+    return reinterpret_cast<T*>(table[row * num_tensors + tensor]);
+}
+
+// The master weight of element i (param + residual for a half parameter) and, after the step,
+// its write-back: rounded into param, the remainder into residual.
+template <typename T>
+__device__ __forceinline__ acc_t<T> load_master(const T* param, const acc_t<T>* residual, int i) {
+    const acc_t<T> p = to_acc(param[i]);
+    return residual ? p + residual[i] : p;
+}
+template <typename T>
+__device__ __forceinline__ void store_master(T* param, acc_t<T>* residual, int i, acc_t<T> p) {
+    const T rounded = from_acc<T>(p);
+    param[i] = rounded;
+    if (residual) residual[i] = p - to_acc(rounded);
+}
+
+// rows: param, momentum_buffer, residual
+template <typename T>
+__device__ void sgd_multi_impl(const unsigned long long* __restrict__ table,
+                               const unsigned long long* __restrict__ grads, int num_tensors,
+                               int chunk, double lr, double momentum, double dampening,
+                               double weight_decay, int nesterov, int maximize, int first_step) {
+    using A = acc_t<T>;
+    const TensorChunk c = find_chunk(table, 3, num_tensors, chunk);
+    T* param = table_pointer<T>(table, 0, num_tensors, c.tensor);
+    A* buf = table_pointer<A>(table, 1, num_tensors, c.tensor);
+    A* residual = table_pointer<A>(table, 2, num_tensors, c.tensor);
+    const T* grad = reinterpret_cast<const T*>(grads[c.tensor]);
+    const A lr_a = A(lr), momentum_a = A(momentum), dampening_c = A(1.0 - dampening),
+            wd = A(weight_decay);
+    for (int i = c.begin + (int)threadIdx.x; i < c.end; i += (int)blockDim.x) {
+        const A g = to_acc(grad[i]);
+        const A p = sgd_step<A, A>(load_master(param, residual, i), maximize ? -g : g,
+                                   buf ? buf + i : nullptr, lr_a, momentum_a, dampening_c, wd,
+                                   nesterov, first_step);
+        store_master(param, residual, i, p);
+    }
+}
+
+// rows: param, exp_avg, exp_avg_sq, max_exp_avg_sq, residual
+template <typename T>
+__device__ void adam_multi_impl(const unsigned long long* __restrict__ table,
+                                const unsigned long long* __restrict__ grads, int num_tensors,
+                                int chunk, double lr, double beta1, double beta2, double eps,
+                                double weight_decay, int amsgrad, int decoupled, int maximize,
+                                double step_size, double bias2_sqrt) {
+    using A = acc_t<T>;
+    const TensorChunk c = find_chunk(table, 5, num_tensors, chunk);
+    T* param = table_pointer<T>(table, 0, num_tensors, c.tensor);
+    A* m = table_pointer<A>(table, 1, num_tensors, c.tensor);
+    A* v = table_pointer<A>(table, 2, num_tensors, c.tensor);
+    A* vmax = table_pointer<A>(table, 3, num_tensors, c.tensor);
+    A* residual = table_pointer<A>(table, 4, num_tensors, c.tensor);
+    const T* grad = reinterpret_cast<const T*>(grads[c.tensor]);
+    const AdamScalars<A> s(lr, beta1, beta2, eps, weight_decay, step_size, bias2_sqrt, decoupled,
+                           amsgrad);
+    for (int i = c.begin + (int)threadIdx.x; i < c.end; i += (int)blockDim.x) {
+        const A g = to_acc(grad[i]);
+        const A p = adam_step<A, A>(load_master(param, residual, i), maximize ? -g : g, m + i,
+                                    v + i, amsgrad ? vmax + i : nullptr, s);
+        store_master(param, residual, i, p);
+    }
+}
+
+#define OPTIM_KERNELS(sfx, T)                                                                     \
+    __global__ void sgd_momentum_update_##sfx(T* param, const T* grad, T* buf, double lr,        \
+                                              double momentum, double dampening,                \
+                                              double weight_decay, int nesterov, int first_step, \
+                                              long long n) {                                      \
+        sgd_impl<T>(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov,            \
+                    first_step, n);                                                               \
+    }                                                                                             \
+    __global__ void adam_update_##sfx(T* param, const T* grad, T* m, T* v, T* vmax, int amsgrad, \
+                                      double lr, double beta1, double beta2, double eps,         \
+                                      double weight_decay, int decoupled, double step_size,      \
+                                      double bias2_sqrt, long long n) {                           \
+        adam_impl<T>(param, grad, m, v, vmax, amsgrad, lr, beta1, beta2, eps, weight_decay,       \
+                     decoupled, step_size, bias2_sqrt, n);                                        \
+    }                                                                                             \
+    __global__ void sgd_multi_tensor_update_##sfx(                                                \
+        const unsigned long long* table, const unsigned long long* grads, int num_tensors,       \
+        int chunk, double lr, double momentum, double dampening, double weight_decay,            \
+        int nesterov, int maximize, int first_step) {                                             \
+        sgd_multi_impl<T>(table, grads, num_tensors, chunk, lr, momentum, dampening,              \
+                          weight_decay, nesterov, maximize, first_step);                          \
+    }                                                                                             \
+    __global__ void adam_multi_tensor_update_##sfx(                                               \
+        const unsigned long long* table, const unsigned long long* grads, int num_tensors,       \
+        int chunk, double lr, double beta1, double beta2, double eps, double weight_decay,       \
+        int amsgrad, int decoupled, int maximize, double step_size, double bias2_sqrt) {         \
+        adam_multi_impl<T>(table, grads, num_tensors, chunk, lr, beta1, beta2, eps,               \
+                           weight_decay, amsgrad, decoupled, maximize, step_size, bias2_sqrt);    \
+    }
 extern "C" {
-__global__ void sgd_momentum_update_f32(float* param, const float* grad, float* buf, float lr,
-                                        float momentum, float dampening, float weight_decay,
-                                        int nesterov, int first_step, long long n) {
-    sgd_impl<float>(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov,
-                    first_step, n);
-}
-__global__ void sgd_momentum_update_f64(double* param, const double* grad, double* buf,
-                                        double lr, double momentum, double dampening,
-                                        double weight_decay, int nesterov, int first_step,
-                                        long long n) {
-    sgd_impl<double>(param, grad, buf, lr, momentum, dampening, weight_decay, nesterov,
-                     first_step, n);
-}
-__global__ void adam_update_f32(float* param, const float* grad, float* m, float* v, float* vmax,
-                                int amsgrad, float lr, float beta1, float beta2, float eps,
-                                float weight_decay, int decoupled, float step_size,
-                                float bias2_sqrt, long long n) {
-    adam_impl<float>(param, grad, m, v, vmax, amsgrad, lr, beta1, beta2, eps, weight_decay,
-                     decoupled, step_size, bias2_sqrt, n);
-}
-__global__ void adam_update_f64(double* param, const double* grad, double* m, double* v,
-                                double* vmax, int amsgrad, double lr, double beta1, double beta2,
-                                double eps, double weight_decay, int decoupled, double step_size,
-                                double bias2_sqrt, long long n) {
-    adam_impl<double>(param, grad, m, v, vmax, amsgrad, lr, beta1, beta2, eps, weight_decay,
-                      decoupled, step_size, bias2_sqrt, n);
-}
+TF_FLOAT_TYPES(OPTIM_KERNELS)
 }

@@ -1,18 +1,32 @@
-"""CUDA twins of ``tinyflow/kernels/optim.py``: fused SGD and Adam/AdamW steps (csrc/optim.cu),
-one launch over the whole parameter instead of a chain of element-wise CuPy calls. Adadelta runs
-the reference's body on CuPy arrays (whole-array in-place passes, no temporaries beyond three
+"""CUDA twins of ``tinyflow/kernels/optim.py``: fused SGD and Adam/AdamW steps (csrc/optim.cu).
+
+The per-tensor twins are one launch over one parameter instead of a chain of element-wise CuPy
+calls; the multi-tensor twins are one launch over every parameter of a dtype (PyTorch's foreach
+path), reading the tensors from a device table of pointers (``_TableCache``). Adadelta runs the
+reference's body on CuPy arrays (whole-array in-place passes, no temporaries beyond three
 scratch buffers): it has no fused kernel yet."""
 from __future__ import annotations
 
-import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
-from tinyflow.kernels import optim as reference
-from tinyflow_cuda.kernels._launch import KernelCall, all_contiguous
+import numpy as np
 
-__all__ = ["sgd_momentum_update", "adam_update", "adadelta_update"]
+from tinyflow.kernels import optim as reference
+from tinyflow_cuda.kernels._launch import KernelCall, all_contiguous, dtype_suffix
+from tinyflow_cuda.runtime import THREADS
+
+__all__ = ["sgd_momentum_update", "adam_update", "adadelta_update", "sgd_multi_tensor_update",
+           "adam_multi_tensor_update"]
 
 Array = Any
+
+CHUNK = 4096
+"""Elements per block of a multi-tensor launch (16 per thread): AlexNet's 61M parameters are
+15k blocks, a 64-element bias one block."""
+MAX_TENSOR = 2**31 - 1  # the multi-tensor kernels index a tensor in 32 bits; larger ones go alone
 
 
 def sgd_momentum_update(param: Array, grad: Array, momentum_buffer: Array | None, lr: float,
@@ -53,8 +67,7 @@ def adam_update(param: Array, grad: Array, exp_avg: Array, exp_avg_sq: Array,
         return reference.adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr,
                                      beta1, beta2, eps, weight_decay, amsgrad,
                                      decoupled_weight_decay)
-    step_size = lr / (1 - beta1**step)
-    bias2_sqrt = math.sqrt(1 - beta2**step)
+    step_size, bias2_sqrt = reference.adam_bias_corrections(lr, beta1, beta2, step)
     with call:
         call.launch(param.size, [param, call.contiguous(grad), exp_avg, exp_avg_sq, vmax,
                                  int(amsgrad), lr, beta1, beta2, eps, weight_decay,
@@ -66,3 +79,161 @@ def adadelta_update(param: Array, grad: Array, square_avg: Array, acc_delta: Arr
                     rho: float = 0.9, eps: float = 1e-6, weight_decay: float = 0.0) -> None:
     """One Adadelta step in place (PyTorch's rule): the reference's in-place passes, on CuPy."""
     return reference.adadelta_update(param, grad, square_avg, acc_delta, lr, rho, eps, weight_decay)
+
+
+# ---- multi-tensor ------------------------------------------------------------------------------
+class _TableCache:
+    """Device copies of the small uint64 tables the multi-tensor kernels read, by content.
+
+    A table holds addresses and sizes only, so a cached copy stays right for as long as the same
+    numbers describe the tensors: the parameters' and states' table is uploaded on the first step
+    and reused while none of them moves; the gradients' table (one address per tensor) is reused
+    whenever the memory pool hands the gradients the same addresses again, else uploaded (one
+    host-to-device copy of 8 bytes per tensor). Nothing is ever read back from the device.
+    The oldest entries go beyond ``size`` tables.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._tables: OrderedDict[tuple, Array] = OrderedDict()
+        self._lock = threading.Lock()  # thread ranks step their optimizers side by side
+        self.uploads = 0  # host-to-device copies so far (tests and benchmarks read it)
+
+    def get(self, call: KernelCall, values: tuple[int, ...]) -> Array:
+        """The device array holding ``values`` as uint64, on ``call``'s device."""
+        # the array module (a module: never collected, so its id stays unique) and the device
+        key = (id(call.xp), str(getattr(call.anchor, "device", "")), values)
+        with self._lock:
+            hit = self._tables.get(key)
+            if hit is not None:
+                self._tables.move_to_end(key)
+                return hit
+        table = call.xp.asarray(np.array(values, dtype=np.uint64))
+        with self._lock:
+            self.uploads += 1
+            self._tables[key] = table
+            while len(self._tables) > self.size:
+                self._tables.popitem(last=False)
+        return table
+
+
+TABLES = _TableCache()
+
+
+def _is_half(arr: Array) -> bool:
+    return arr.dtype.itemsize == 2 and dtype_suffix(arr) in ("f16", "bf16")
+
+
+def _fits_kernel(call: KernelCall, param: Array, grad: Array, states: list[Array | None]) -> bool:
+    """Whether the multi-tensor kernel can take this tensor: a .cu dtype shared by param and grad,
+    on this runtime, contiguous, below 2^31 elements, states in the master weight's dtype."""
+    if dtype_suffix(param, grad) is None or not call.runtime.owns(param) or param.size > MAX_TENSOR:
+        return False
+    state_dtype = np.dtype(np.float32) if _is_half(param) else param.dtype
+    return all_contiguous(param, *states) and all(s is None or s.dtype == state_dtype for s in states)
+
+
+def _launch_multi_tensor(name: str, op: str, params: Sequence[Array], grads: Sequence[Array],
+                         states: list[list[Array | None]], scalars: list[Any]) -> list[int]:
+    """Launch kernel ``name`` once per dtype over the tensors it takes; the indices it left out
+    (dtypes without a kernel, strided or oversized tensors) are returned for the reference.
+
+    ``states`` are the table's rows after the parameters (one entry per tensor, None for absent);
+    the last is the residual row, used for half-precision parameters only.
+    """
+    groups: dict[str, list[int]] = {}
+    left: list[int] = []
+    probe: dict[str, KernelCall] = {}
+    for i, (param, grad) in enumerate(zip(params, grads)):
+        if param.size == 0:
+            continue  # nothing to update
+        suffix = dtype_suffix(param, grad)
+        call = probe.get(suffix) if suffix is not None else None
+        if suffix is not None and call is None:
+            call = probe[suffix] = KernelCall(name, param, grad, op=op)
+        row = [s[i] for s in states]
+        if call is not None and call.supported and _fits_kernel(call, param, grad, row):
+            groups.setdefault(suffix, []).append(i)
+        else:
+            left.append(i)
+    for suffix, members in groups.items():
+        call = KernelCall(name, params[members[0]], op=op)
+        with call:
+            grads_c = [call.contiguous(grads[i]) for i in members]  # alive until the launch
+            address = call.runtime.address
+            pointers: list[int] = [address(params[i]) for i in members]
+            for r, row in enumerate(states):
+                last = r == len(states) - 1
+                for i in members:
+                    keep = row[i] is not None and (not last or _is_half(params[i]))
+                    pointers.append(address(row[i]) if keep else 0)
+            sizes = [int(params[i].size) for i in members]
+            first_chunk = [0]
+            for n in sizes:
+                first_chunk.append(first_chunk[-1] + -(-n // CHUNK))
+            table = TABLES.get(call, tuple(pointers + sizes + first_chunk))
+            grad_table = TABLES.get(call, tuple(address(g) for g in grads_c))
+            call.launch_grid(first_chunk[-1], THREADS,
+                             [table, grad_table, len(members), CHUNK, *scalars])
+    return left
+
+
+def _pick(values: Sequence[Any] | None, indices: list[int]) -> list[Any] | None:
+    return None if values is None else [values[i] for i in indices]
+
+
+def _column(values: Sequence[Any] | None, n: int) -> list[Any]:
+    return [None] * n if values is None else list(values)
+
+
+def sgd_multi_tensor_update(params: Sequence[Array], grads: Sequence[Array],
+                            momentum_buffers: Sequence[Array] | None,
+                            residuals: Sequence[Array] | None, lr: float, momentum: float = 0.0,
+                            dampening: float = 0.0, weight_decay: float = 0.0,
+                            nesterov: bool = False, maximize: bool = False,
+                            first_step: bool = False) -> None:
+    """SGD over lists of tensors in place: one launch per dtype (see the reference)."""
+    reference._check_lists("sgd_multi_tensor_update", params, grads=grads,
+                           momentum_buffers=momentum_buffers, residuals=residuals)
+    n = len(params)
+    bufs = _column(momentum_buffers, n) if momentum != 0 else [None] * n
+    if momentum != 0 and any(b is None for b, p in zip(bufs, params) if p.size):
+        raise ValueError("sgd_multi_tensor_update: momentum != 0 needs a momentum buffer for "
+                         "every parameter")
+    left = _launch_multi_tensor(
+        "sgd_multi_tensor_update", "SGD.step", params, grads, [bufs, _column(residuals, n)],
+        [lr, momentum, dampening, weight_decay, int(nesterov), int(maximize), int(first_step)])
+    if left:
+        reference.sgd_multi_tensor_update(
+            _pick(params, left), _pick(grads, left), _pick(momentum_buffers, left),
+            _pick(residuals, left), lr, momentum, dampening, weight_decay, nesterov, maximize,
+            first_step)
+
+
+def adam_multi_tensor_update(params: Sequence[Array], grads: Sequence[Array],
+                             exp_avgs: Sequence[Array], exp_avg_sqs: Sequence[Array],
+                             max_exp_avg_sqs: Sequence[Array] | None,
+                             residuals: Sequence[Array] | None, step: int, lr: float,
+                             beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+                             weight_decay: float = 0.0, amsgrad: bool = False,
+                             decoupled_weight_decay: bool = False, maximize: bool = False) -> None:
+    """Adam / AdamW over lists of tensors in place: one launch per dtype (see the reference)."""
+    if amsgrad and (max_exp_avg_sqs is None or any(v is None for v in max_exp_avg_sqs)):
+        raise ValueError("adam_multi_tensor_update: amsgrad=True needs a max_exp_avg_sq array "
+                         "for every parameter")
+    reference._check_lists("adam_multi_tensor_update", params, grads=grads, exp_avgs=exp_avgs,
+                           exp_avg_sqs=exp_avg_sqs, max_exp_avg_sqs=max_exp_avg_sqs,
+                           residuals=residuals)
+    n = len(params)
+    step_size, bias2_sqrt = reference.adam_bias_corrections(lr, beta1, beta2, step)
+    vmax = _column(max_exp_avg_sqs, n) if amsgrad else [None] * n
+    left = _launch_multi_tensor(
+        "adam_multi_tensor_update", "Adam.step", params, grads,
+        [list(exp_avgs), list(exp_avg_sqs), vmax, _column(residuals, n)],
+        [lr, beta1, beta2, eps, weight_decay, int(amsgrad), int(decoupled_weight_decay),
+         int(maximize), step_size, bias2_sqrt])
+    if left:
+        reference.adam_multi_tensor_update(
+            _pick(params, left), _pick(grads, left), _pick(exp_avgs, left),
+            _pick(exp_avg_sqs, left), _pick(max_exp_avg_sqs, left), _pick(residuals, left), step,
+            lr, beta1, beta2, eps, weight_decay, amsgrad, decoupled_weight_decay, maximize)
