@@ -10,12 +10,17 @@ each window (uint8, or int32 for windows of more than 256 elements); ties go to 
 in row-major order, as in PyTorch. The CUDA twins in ``tinyflow_cuda.kernels`` follow the same
 names, signatures and index meaning (their argmax is int32; either dtype works in backward).
 Max pooling splits its channels over threads (``tinyflow.kernels._cpu.parallel_for``).
+
+float16 / bfloat16 sum in float32 and round once (average pooling, and max pooling's backward
+where overlapping windows add gradients), as the CUDA kernels and PyTorch do; the max itself is
+exact in any dtype.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from tinyflow.device import array_module
+from tinyflow.dtypes import is_half
 from tinyflow.kernels._cpu import parallel_for
 from tinyflow.kernels.conv import _window_slice
 from tinyflow.kernels.shapes import pool_output_shape
@@ -85,6 +90,9 @@ def maxpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0)
 def maxpool2d_backward(gout, argmax, x_shape: tuple[int, int, int, int], kernel_size: Pair,
                        stride: Pair, padding: Pair = (0, 0), dilation: Pair = (1, 1)):
     """Route each output gradient to the input pixel that won its window; (N, C, H, W)."""
+    if is_half(gout.dtype):  # overlapping windows add: in float32, rounded once
+        return maxpool2d_backward(gout.astype(np.float32), argmax, x_shape, kernel_size, stride, padding,
+                                  dilation).astype(gout.dtype)
     xp = array_module(gout)
     n, c, h, w = x_shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
@@ -174,6 +182,9 @@ def _avg_scale(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad
 def avgpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0),
                       ceil_mode: bool = False, count_include_pad: bool = True):
     """Mean over each window of ``x`` (N, C, H, W) -> (N, C, OH, OW)."""
+    if is_half(x.dtype):  # sum in float32, round once
+        return avgpool2d_forward(x.astype(np.float32), kernel_size, stride, padding, ceil_mode,
+                                 count_include_pad).astype(x.dtype)
     xp = array_module(x)
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding
@@ -194,6 +205,9 @@ def avgpool2d_backward(gout, x_shape: tuple[int, int, int, int], kernel_size: Pa
                        padding: Pair = (0, 0), ceil_mode: bool = False,
                        count_include_pad: bool = True):
     """Spread each output gradient evenly over its window; returns (N, C, H, W)."""
+    if is_half(gout.dtype):  # overlapping windows add: in float32, rounded once
+        return avgpool2d_backward(gout.astype(np.float32), x_shape, kernel_size, stride, padding,
+                                  ceil_mode, count_include_pad).astype(gout.dtype)
     xp = array_module(gout)
     n, c, h, w = x_shape
     (kh, kw), (sh, sw), (ph, pw) = kernel_size, stride, padding

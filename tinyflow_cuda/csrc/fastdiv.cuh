@@ -12,6 +12,11 @@
 
 #include "common.cuh"
 
+// In a namespace: all .cu files share one translation unit under the emulator, and conv.cu has
+// its own conv_detail::FastDiv. A family uses these with ``using namespace index32;`` inside its
+// own detail namespace.
+namespace index32 {
+
 // A divisor decoded from its packed magic; ``d`` is kept for remainders (n - q * d).
 struct FastDiv {
     unsigned d, magic, shift;
@@ -53,6 +58,8 @@ __device__ __forceinline__ double reciprocal(double v) {
 // int min / max (CUDA's overloads exist under NVRTC, not under the g++ emulator).
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+
+}  // namespace index32
 
 // Grid-stride loop over [0, n) in 32-bit unsigned arithmetic (the host keeps n < 2^31 by
 // splitting a launch, so i + stride never wraps): consecutive threads take consecutive indices.

@@ -16,6 +16,9 @@
 #include "common.cuh"
 #include "fastdiv.cuh"
 
+namespace pool_detail {
+using namespace index32;
+
 // ---- forward ---------------------------------------------------------------------------------
 
 // Decode flat output index ``idx`` of (planes, OH, OW) into its plane and its window's top-left
@@ -205,46 +208,49 @@ __device__ __forceinline__ void avgpool_backward(
     }
 }
 
+}  // namespace pool_detail
+
 // ---- entry points: <name>_f32, _f64, _f16, _bf16 ---------------------------------------------
 
-#define MAXPOOL2D_FORWARD(sfx, T)                                                                   \
-    __global__ void maxpool2d_forward_##sfx(const T* x, T* out, int* argmax, int total, int H,     \
-                                            int W, int KH, int KW, int SH, int SW, int PH, int PW, \
-                                            int DH, int DW, int OH, int OW,                        \
-                                            unsigned long long magic_ow,                           \
-                                            unsigned long long magic_plane) {                      \
-        maxpool_forward<T>(x, out, argmax, total, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW,    \
-                           magic_ow, magic_plane);                                                 \
+#define MAXPOOL2D_FORWARD(sfx, T)                                                            \
+    __global__ void maxpool2d_forward_##sfx(                                                \
+        const T* x, T* out, int* argmax, int total, int H, int W, int KH, int KW, int SH,   \
+        int SW, int PH, int PW, int DH, int DW, int OH, int OW, unsigned long long magic_ow, \
+        unsigned long long magic_plane) {                                                    \
+        pool_detail::maxpool_forward<T>(x, out, argmax, total, H, W, KH, KW, SH, SW, PH, PW, \
+                                        DH, DW, OH, OW, magic_ow, magic_plane);              \
     }
 
-#define MAXPOOL2D_BACKWARD(sfx, T)                                                                 \
-    __global__ void maxpool2d_backward_##sfx(                                                      \
-        const T* gout, const int* argmax, T* dx, int total, int H, int W, int KH, int KW, int SH,  \
-        int SW, int PH, int PW, int DH, int DW, int OH, int OW, unsigned long long magic_w,        \
-        unsigned long long magic_plane, unsigned long long magic_sh, unsigned long long magic_sw,  \
-        unsigned long long magic_dh, unsigned long long magic_dw) {                                \
-        maxpool_backward<T>(gout, argmax, dx, total, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW, \
-                            magic_w, magic_plane, magic_sh, magic_sw, magic_dh, magic_dw);         \
+#define MAXPOOL2D_BACKWARD(sfx, T)                                                             \
+    __global__ void maxpool2d_backward_##sfx(                                                 \
+        const T* gout, const int* argmax, T* dx, int total, int H, int W, int KH, int KW,     \
+        int SH, int SW, int PH, int PW, int DH, int DW, int OH, int OW,                       \
+        unsigned long long magic_w, unsigned long long magic_plane,                           \
+        unsigned long long magic_sh, unsigned long long magic_sw, unsigned long long magic_dh, \
+        unsigned long long magic_dw) {                                                         \
+        pool_detail::maxpool_backward<T>(gout, argmax, dx, total, H, W, KH, KW, SH, SW, PH,   \
+                                         PW, DH, DW, OH, OW, magic_w, magic_plane, magic_sh,  \
+                                         magic_sw, magic_dh, magic_dw);                       \
     }
 
-#define AVGPOOL2D_FORWARD(sfx, T)                                                                 \
-    __global__ void avgpool2d_forward_##sfx(const T* x, T* out, int total, int H, int W, int KH,  \
-                                            int KW, int SH, int SW, int PH, int PW, int OH,       \
-                                            int OW, int count_include_pad,                        \
-                                            unsigned long long magic_ow,                          \
-                                            unsigned long long magic_plane) {                     \
-        avgpool_forward<T>(x, out, total, H, W, KH, KW, SH, SW, PH, PW, OH, OW,                   \
-                           count_include_pad, magic_ow, magic_plane);                             \
+#define AVGPOOL2D_FORWARD(sfx, T)                                                             \
+    __global__ void avgpool2d_forward_##sfx(                                                 \
+        const T* x, T* out, int total, int H, int W, int KH, int KW, int SH, int SW, int PH, \
+        int PW, int OH, int OW, int count_include_pad, unsigned long long magic_ow,          \
+        unsigned long long magic_plane) {                                                     \
+        pool_detail::avgpool_forward<T>(x, out, total, H, W, KH, KW, SH, SW, PH, PW, OH, OW,  \
+                                        count_include_pad, magic_ow, magic_plane);            \
     }
 
-#define AVGPOOL2D_BACKWARD(sfx, T)                                                                \
-    __global__ void avgpool2d_backward_##sfx(                                                     \
-        const T* gout, T* dx, int total, int H, int W, int KH, int KW, int SH, int SW, int PH,    \
-        int PW, int OH, int OW, int count_include_pad, unsigned long long magic_w,                \
-        unsigned long long magic_plane, unsigned long long magic_sh,                              \
-        unsigned long long magic_sw) {                                                            \
-        avgpool_backward<T>(gout, dx, total, H, W, KH, KW, SH, SW, PH, PW, OH, OW,                \
-                            count_include_pad, magic_w, magic_plane, magic_sh, magic_sw);         \
+#define AVGPOOL2D_BACKWARD(sfx, T)                                                              \
+    __global__ void avgpool2d_backward_##sfx(                                                  \
+        const T* gout, T* dx, int total, int H, int W, int KH, int KW, int SH, int SW, int PH, \
+        int PW, int OH, int OW, int count_include_pad, unsigned long long magic_w,             \
+        unsigned long long magic_plane, unsigned long long magic_sh,                           \
+        unsigned long long magic_sw) {                                                          \
+        pool_detail::avgpool_backward<T>(gout, dx, total, H, W, KH, KW, SH, SW, PH, PW, OH,    \
+                                         OW, count_include_pad, magic_w, magic_plane,          \
+                                         magic_sh, magic_sw);                                  \
     }
 
 extern "C" {
