@@ -1,6 +1,8 @@
 """CUDA twins of ``tinyflow/kernels/allreduce.py``: the reductions inside the all-reduce
 algorithms, on device memory and on the current stream (csrc/allreduce.cu), so a GPU ring never
-copies its buffer to the host."""
+copies its buffer to the host. float32, float64, float16 and bfloat16 buffers each have their
+kernels (the half types add and scale in float32 and round once per element); other dtypes, mixed
+dtypes and non-contiguous buffers take the in-place xp expression."""
 from __future__ import annotations
 
 from typing import Any
@@ -32,5 +34,5 @@ def reduce_scale(x: Array, factor: float) -> Array:
         x *= factor
         return x
     with call:
-        call.launch(x.size, [x, factor, x.size])
+        call.launch(x.size, [x, float(factor), x.size])
     return x

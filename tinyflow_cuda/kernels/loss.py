@@ -1,5 +1,7 @@
 """CUDA twins of ``tinyflow/kernels/loss.py``: fused log-softmax and cross-entropy over
-csrc/loss.cu (one block of 256 threads per row for the forward, one thread per element back)."""
+csrc/loss.cu (one block of 256 threads per row, forward and backward), for float32, float64,
+float16 and bfloat16 logits (the half types computed in float32 and rounded once per store).
+Other dtypes, mixed logits/weight dtypes and layouts the kernels do not take run the reference."""
 from __future__ import annotations
 
 from typing import Any
@@ -53,7 +55,8 @@ def softmax_cross_entropy_forward(logits: Array, target: Array, ignore_index: in
 def softmax_cross_entropy_backward(log_probs: Array, target: Array, grad_loss: Array,
                                    ignore_index: int = -100, label_smoothing: float = 0.0,
                                    weight: Array | None = None) -> Array:
-    """Gradient of the per-sample losses with respect to the logits, (N, C)."""
+    """Gradient of the per-sample losses with respect to the logits, (N, C), one block per sample
+    (with label smoothing and weights, each block also sums the weights: no separate launch)."""
     call = KernelCall("softmax_cross_entropy_backward", log_probs, weight,
                       op="cross_entropy backward")
     if not call.supported or log_probs.ndim != 2:
@@ -65,8 +68,7 @@ def softmax_cross_entropy_backward(log_probs: Array, target: Array, grad_loss: A
         log_probs, weight = call.contiguous(log_probs, weight)
         target = call.contiguous(target.astype(np.int64, copy=False))
         scale = call.contiguous(xp.broadcast_to(xp.asarray(grad_loss, dtype=log_probs.dtype), (n,)))
-        wsum = None if weight is None else call.contiguous(weight.sum(keepdims=True))
         grad = call.empty((n, c))
-        call.launch(n * c, [log_probs, target, scale, weight, wsum, grad, n, c, ignore_index,
-                            label_smoothing])
+        call.launch_rows(n, [log_probs, target, scale, weight, grad, n, c, ignore_index,
+                             label_smoothing])
         return grad
