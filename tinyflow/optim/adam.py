@@ -15,6 +15,10 @@ class Adam(Optimizer):
     State per parameter: ``step`` (int), ``exp_avg``, ``exp_avg_sq`` and, with amsgrad,
     ``max_exp_avg_sq``, as in PyTorch's state_dict. float16/bfloat16 parameters step in float32
     (float32 buffers and master weight, see ``Optimizer``).
+
+    ``foreach`` as in PyTorch: None (the default) updates every parameter of a group in one
+    multi-tensor kernel launch per dtype when they are all on a GPU, else one at a time;
+    True / False force either path (True on the CPU runs the multi-tensor NumPy reference).
     """
 
     def __init__(
@@ -26,6 +30,7 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
         amsgrad: bool = False,
         *,
+        foreach: bool | None = None,
         maximize: bool = False,
         decoupled_weight_decay: bool = False,
     ) -> None:
@@ -44,6 +49,7 @@ class Adam(Optimizer):
             eps=eps,
             weight_decay=weight_decay,
             amsgrad=amsgrad,
+            foreach=foreach,
             maximize=maximize,
             decoupled_weight_decay=decoupled_weight_decay,
         )
@@ -53,18 +59,12 @@ class Adam(Optimizer):
         """One update of every parameter that has a gradient."""
         loss = self._run_closure(closure)
         for group in self.param_groups:
+            if self._use_foreach(group):
+                self._step_multi_tensor(group)
+                continue
             beta1, beta2 = group["betas"]
             for p, grad in self._gradients(group):
-                state = self.state[p]
-                xp, dtype = array_module(p.array), self._state_dtype(p)
-                if "exp_avg" not in state:
-                    state["step"] = 0
-                    state["exp_avg"] = xp.zeros_like(p.array, dtype=dtype)
-                    state["exp_avg_sq"] = xp.zeros_like(p.array, dtype=dtype)
-                    if group["amsgrad"]:
-                        state["max_exp_avg_sq"] = xp.zeros_like(p.array, dtype=dtype)
-                elif group["amsgrad"] and "max_exp_avg_sq" not in state:
-                    state["max_exp_avg_sq"] = xp.zeros_like(p.array, dtype=dtype)
+                state = self._init_state(p, group)
                 state["step"] += 1
                 master = self._master_weight(p)
                 kernels_of(p.array).adam_update(
@@ -85,6 +85,51 @@ class Adam(Optimizer):
                 self._write_back(p, master)
         return loss
 
+    def _init_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
+        """``p``'s state, its buffers created (zeros, the master weight's dtype) on first use."""
+        state = self.state[p]
+        xp, dtype = array_module(p.array), self._state_dtype(p)
+        if "exp_avg" not in state:
+            state["step"] = 0
+            state["exp_avg"] = xp.zeros_like(p.array, dtype=dtype)
+            state["exp_avg_sq"] = xp.zeros_like(p.array, dtype=dtype)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = xp.zeros_like(p.array, dtype=dtype)
+        elif group["amsgrad"] and "max_exp_avg_sq" not in state:
+            state["max_exp_avg_sq"] = xp.zeros_like(p.array, dtype=dtype)
+        return state
+
+    def _step_multi_tensor(self, group: dict[str, Any]) -> None:
+        """The group's update as one ``adam_multi_tensor_update`` call per device and step count
+        (one call in all, unless parameters joined the group later)."""
+        beta1, beta2 = group["betas"]
+        amsgrad = group["amsgrad"]
+        items = []
+        for p, grad in self._gradients(group, raw=True):
+            state = self._init_state(p, group)
+            state["step"] += 1
+            items.append((p, grad, state["exp_avg"], state["exp_avg_sq"],
+                          state.get("max_exp_avg_sq") if amsgrad else None,
+                          self._master_residual(p), state["step"]))
+        for step, (params, grads, m, v, vmax, residuals, _) in self._batches(items, lambda i: i[6]):
+            kernels_of(params[0].array).adam_multi_tensor_update(
+                [p.array for p in params],
+                grads,
+                m,
+                v,
+                vmax if amsgrad else None,
+                residuals,
+                step=step,
+                lr=group["lr"],
+                beta1=beta1,
+                beta2=beta2,
+                eps=group["eps"],
+                weight_decay=group["weight_decay"],
+                amsgrad=amsgrad,
+                decoupled_weight_decay=group["decoupled_weight_decay"],
+                maximize=group["maximize"],
+            )
+
 
 class AdamW(Adam):
     """``torch.optim.AdamW``: Adam with decoupled weight decay (``p *= 1 - lr * weight_decay``)."""
@@ -98,6 +143,7 @@ class AdamW(Adam):
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
         *,
+        foreach: bool | None = None,
         maximize: bool = False,
     ) -> None:
         super().__init__(
@@ -107,6 +153,7 @@ class AdamW(Adam):
             eps=eps,
             weight_decay=weight_decay,
             amsgrad=amsgrad,
+            foreach=foreach,
             maximize=maximize,
             decoupled_weight_decay=True,
         )

@@ -253,10 +253,12 @@ class Optimizer:
         """``grad`` as the master weight's update needs it: float32 for a float16/bfloat16 param."""
         return grad.astype(np.float32) if _is_half(param) else grad
 
-    def _gradients(self, group: dict[str, Any]) -> Iterator[tuple[Tensor, Any]]:
+    def _gradients(self, group: dict[str, Any], raw: bool = False) -> Iterator[tuple[Tensor, Any]]:
         """(param, grad) for each parameter of ``group`` that has a gradient: the raw grad array
         checked against the parameter's shape, in float32 for a half-precision parameter, and
-        negated where the group maximizes. What every optimizer's step starts from."""
+        negated where the group maximizes. What every optimizer's step starts from.
+        ``raw=True`` gives the checked grad array as it is (the multi-tensor kernels cast and
+        negate it themselves, element by element)."""
         index = 0  # the parameter's position over all groups, for the error message
         for other in self.param_groups:
             if other is group:
@@ -266,7 +268,11 @@ class Optimizer:
         for k, p in enumerate(group["params"]):
             if p.grad is None:
                 continue
-            grad = self._master_grad(p, self._check_grad(p, index + k, name))
+            grad = self._check_grad(p, index + k, name)
+            if raw:
+                yield p, grad
+                continue
+            grad = self._master_grad(p, grad)
             yield p, (-grad if group.get("maximize") else grad)
 
     @staticmethod
@@ -279,3 +285,35 @@ class Optimizer:
                 f"shape {tuple(grad.shape)}; gradients must match their parameter"
             )
         return grad
+
+    # ------------------------------------------------------------------ multi-tensor (foreach)
+    @staticmethod
+    def _use_foreach(group: dict[str, Any]) -> bool:
+        """Whether ``group`` steps through the multi-tensor kernels: ``foreach=True``, or PyTorch's
+        default ``foreach=None`` with every parameter on a CUDA device (one launch per dtype
+        there; on the CPU the per-parameter loop is as fast and allocates less)."""
+        foreach = group.get("foreach")
+        if foreach is None:
+            return all(p.device.type == "cuda" for p in group["params"])
+        return bool(foreach)
+
+    def _master_residual(self, param: Tensor) -> Any:
+        """The float32 master-weight remainder of a float16/bfloat16 ``param`` (zeros at first),
+        or None for a full-precision one: the residual list a multi-tensor kernel takes."""
+        if not _is_half(param):
+            return None
+        state = self.state[param]
+        if state.get("master_residual") is None:
+            state["master_residual"] = array_module(param.array).zeros_like(param.array, dtype=np.float32)
+        return state["master_residual"]
+
+    @staticmethod
+    def _batches(items: Iterable[tuple[Any, ...]], key: Callable[[tuple[Any, ...]], Any]
+                 ) -> list[tuple[Any, list[list[Any]]]]:
+        """``items`` (tuples) grouped by ``(device, key(item))``, each batch as columns: the lists
+        one multi-tensor call takes (a call runs on one device; its twin splits dtypes)."""
+        batches: dict[Any, list[tuple[Any, ...]]] = {}
+        for item in items:
+            device = item[0].device
+            batches.setdefault((device.type, device.index, key(item)), []).append(item)
+        return [(k[2], [list(col) for col in zip(*rows)]) for k, rows in batches.items()]

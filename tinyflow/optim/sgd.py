@@ -15,6 +15,10 @@ class SGD(Optimizer):
     Per parameter: ``d = g + weight_decay * p``; ``buf = momentum * buf + (1 - dampening) * d``;
     ``d = d + momentum * buf`` (nesterov) or ``buf``; ``p -= lr * d``. float16/bfloat16
     parameters step in float32 (float32 buffer and master weight; see ``Optimizer``).
+
+    ``foreach`` as in PyTorch: None (the default) updates every parameter of a group in one
+    multi-tensor kernel launch per dtype when they are all on a GPU, else one at a time;
+    True / False force either path (True on the CPU runs the multi-tensor NumPy reference).
     """
 
     def __init__(
@@ -27,6 +31,7 @@ class SGD(Optimizer):
         nesterov: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
     ) -> None:
         if lr is not required and lr < 0.0:
             raise ValueError(f"SGD: invalid learning rate lr={lr}; it must be >= 0")
@@ -46,6 +51,7 @@ class SGD(Optimizer):
             weight_decay=weight_decay,
             nesterov=nesterov,
             maximize=maximize,
+            foreach=foreach,
         )
         super().__init__(params, defaults)
 
@@ -53,6 +59,9 @@ class SGD(Optimizer):
         """One update of every parameter that has a gradient."""
         loss = self._run_closure(closure)
         for group in self.param_groups:
+            if self._use_foreach(group):
+                self._step_multi_tensor(group)
+                continue
             momentum = group["momentum"]
             for p, grad in self._gradients(group):
                 buf = None
@@ -78,3 +87,33 @@ class SGD(Optimizer):
                 )
                 self._write_back(p, master)
         return loss
+
+    def _step_multi_tensor(self, group: dict[str, Any]) -> None:
+        """The group's update as one ``sgd_multi_tensor_update`` call per device (and, on the
+        step that creates momentum buffers, apart for the parameters whose buffer is new)."""
+        momentum = group["momentum"]
+        items = []
+        for p, grad in self._gradients(group, raw=True):
+            buf, first_step = None, False
+            if momentum != 0:
+                state = self.state[p]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = array_module(p.array).empty_like(p.array, dtype=self._state_dtype(p))
+                    state["momentum_buffer"] = buf
+                    first_step = True
+            items.append((p, grad, buf, self._master_residual(p), first_step))
+        for first_step, (params, grads, bufs, residuals, _) in self._batches(items, lambda i: i[4]):
+            kernels_of(params[0].array).sgd_multi_tensor_update(
+                [p.array for p in params],
+                grads,
+                bufs if momentum != 0 else None,
+                residuals,
+                lr=group["lr"],
+                momentum=momentum,
+                dampening=group["dampening"],
+                weight_decay=group["weight_decay"],
+                nesterov=group["nesterov"],
+                maximize=group["maximize"],
+                first_step=first_step,
+            )
