@@ -58,8 +58,10 @@ two, so that blocks own several hidden units and the split is uneven."""
 
 
 def _mode(info: KernelInfo) -> int:
-    """emu::Mode of a kernel: grid threads (persistent), block threads (__syncthreads) or neither."""
-    if any(p.ctype == "pointer" and p.name == GRID_BARRIER_PARAM for p in info.params):
+    """emu::Mode of a kernel: grid threads (persistent: TF_COOPERATIVE or a ``barrier`` counter),
+    block threads (__syncthreads) or neither."""
+    if info.cooperative or any(p.ctype == "pointer" and p.name == GRID_BARRIER_PARAM
+                               for p in info.params):
         return 2
     return 1 if "__syncthreads" in info.source.read_text() else 0
 
@@ -86,7 +88,13 @@ _PRELUDE = """
 // The type of parameter I of a function, for casting void* arguments back.
 template <std::size_t I, typename... Args>
 auto _arg_type(void (*)(Args...)) -> std::tuple_element_t<I, std::tuple<Args...>>;
+// The dynamic shared memory of the next launch (TF_DYNAMIC_SHARED), per block.
+extern "C" void emu_set_dynamic_shared(unsigned long long bytes) { emu::pending_dynamic_shared = bytes; }
 """
+
+SHARED_MEMORY_PER_BLOCK = 227 * 1024
+"""The shared memory a block may use under the emulator: an H100's (sharedMemPerBlockOptin), so
+that the twins plan their launches as they would there."""
 
 
 class EmulatorRuntime:
@@ -144,8 +152,11 @@ class EmulatorRuntime:
         return runtime
 
     def launch(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...],
-               args: Sequence[Any]) -> None:
+               args: Sequence[Any], shared_mem: int = 0) -> None:
         info = self.kernels[name]
+        if not 0 <= shared_mem <= self.shared_memory_per_block():
+            raise ValueError(f"kernel {name}: shared_mem={shared_mem} bytes, the most a block may "
+                             f"have is {self.shared_memory_per_block()}")
         if len(args) != len(info.params):
             raise TypeError(f"kernel {name} takes {len(info.params)} arguments, got {len(args)}")
         converted = []
@@ -162,7 +173,11 @@ class EmulatorRuntime:
                 converted.append(value)
         with self._lock:
             self.launches.append(name)
+            self._lib.emu_set_dynamic_shared(ctypes.c_ulonglong(shared_mem))
             self._fns[name](*dim3(grid), *dim3(block), *converted)
+
+    def shared_memory_per_block(self) -> int:
+        return SHARED_MEMORY_PER_BLOCK
 
     def resident_blocks(self, name: str, block: int) -> int:
         """Blocks of a persistent kernel that run at once: all of them, as threads; a few."""

@@ -48,11 +48,23 @@ class Param:
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """A kernel's name, the .cu file that defines it, and its parameters in order."""
+    """A kernel's name, the .cu file that defines it, and its parameters in order.
+
+    ``cooperative``: declared ``TF_COOPERATIVE __global__ ...`` (csrc/common.cuh), a persistent
+    kernel that calls grid_sync(): launched cooperatively, every block resident at once."""
 
     name: str
     source: Path
     params: tuple[Param, ...]
+    cooperative: bool = False
+
+
+COOPERATIVE_MARK = "TF_COOPERATIVE"
+
+
+def _marked_cooperative(source: str, start: int) -> bool:
+    """Whether the ``__global__`` at ``start`` follows the TF_COOPERATIVE mark (in a macro too)."""
+    return source[:start].rstrip(" \t\n\\").endswith(COOPERATIVE_MARK)
 
 
 def parse_params(text: str) -> tuple[Param, ...]:
@@ -80,15 +92,18 @@ def discover(csrc: Path = CSRC) -> dict[str, KernelInfo]:
     for path in sorted(csrc.glob("*.cu")):
         source = path.read_text()
         extern_block = source[source.find('extern "C"'):] if 'extern "C"' in source else ""
-        found = [(m.group(1), m.group(2)) for m in _SIGNATURE.finditer(extern_block)]
+        offset = len(source) - len(extern_block)
+        found = [(m.group(1), m.group(2), _marked_cooperative(source, offset + m.start()))
+                 for m in _SIGNATURE.finditer(extern_block)]
         for match in _GENERIC_SIGNATURE.finditer(source):  # defined in a macro, outside extern "C"
             params = match.group(2).replace("\\", " ")  # the macro's line continuations
-            found += [(f"{match.group(1)}_{sfx}", params) for sfx in FLOAT_SUFFIXES]
-        for name, params in found:
+            cooperative = _marked_cooperative(source, match.start())
+            found += [(f"{match.group(1)}_{sfx}", params, cooperative) for sfx in FLOAT_SUFFIXES]
+        for name, params, cooperative in found:
             if name in kernels:
                 raise ValueError(f"kernel {name} is defined in both {kernels[name].source.name} "
                                  f"and {path.name}")
-            kernels[name] = KernelInfo(name, path, parse_params(params))
+            kernels[name] = KernelInfo(name, path, parse_params(params), cooperative)
     return kernels
 
 
@@ -111,8 +126,13 @@ class Runtime(Protocol):
     xp: Any  # the array module its arrays belong to
 
     def launch(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...],
-               args: Sequence[Any]) -> None:
-        """Run kernel ``name`` on a ``grid`` of ``block``s (ints or (x, y, z) tuples)."""
+               args: Sequence[Any], shared_mem: int = 0) -> None:
+        """Run kernel ``name`` on a ``grid`` of ``block``s (ints or (x, y, z) tuples), with
+        ``shared_mem`` bytes of dynamic shared memory a block (TF_DYNAMIC_SHARED)."""
+        ...
+
+    def shared_memory_per_block(self) -> int:
+        """The most shared memory one block may have (bytes, with the opt-in above 48 KB)."""
         ...
 
     def resident_blocks(self, name: str, block: int) -> int:
@@ -134,6 +154,9 @@ class CupyRuntime:
 
     # NVRTC options: C++17, and csrc/ on the include path for common.cuh
     options = ("-std=c++17", f"-I{CSRC}")
+    # and for a file with TF_COOPERATIVE kernels, compiled with enable_cooperative_groups
+    cooperative_options = options + ("-DTF_COOPERATIVE_GROUPS",)
+    default_shared = 48 * 1024  # dynamic shared memory a launch may use without the opt-in
 
     def __init__(self, cupy: Any) -> None:
         import numpy as np
@@ -144,6 +167,8 @@ class CupyRuntime:
         self._modules: dict[tuple[Path, int], Any] = {}
         self._functions: dict[tuple[str, int], Any] = {}
         self._sm_counts: dict[int, int] = {}
+        self._shared_limits: dict[int, int] = {}
+        self._shared_set: dict[tuple[str, int], int] = {}  # max_dynamic_shared_size_bytes given
         self._compile_lock = threading.Lock()
         self._scalar = {"int": np.int32, "long long": np.int64, "unsigned long long": np.uint64,
                         "float": np.float32, "double": np.float64}
@@ -159,7 +184,12 @@ class CupyRuntime:
                     info = self.kernels[name]
                     module = self._modules.get((info.source, device))
                     if module is None:
-                        module = self.xp.RawModule(code=info.source.read_text(), options=self.options)
+                        cooperative = any(k.cooperative for k in self.kernels.values()
+                                          if k.source == info.source)
+                        module = self.xp.RawModule(
+                            code=info.source.read_text(),
+                            options=self.cooperative_options if cooperative else self.options,
+                            enable_cooperative_groups=cooperative)
                         self._modules[(info.source, device)] = module
                     fn = self._functions[key] = module.get_function(name)
         return fn
@@ -178,8 +208,25 @@ class CupyRuntime:
         return tuple(out)
 
     def launch(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...],
-               args: Sequence[Any]) -> None:
-        self._function(name)(dim3(grid), dim3(block), self.convert(name, args))
+               args: Sequence[Any], shared_mem: int = 0) -> None:
+        fn = self._function(name)
+        if shared_mem > self.default_shared:  # the opt-in, once per kernel, device and size
+            key = (name, self.xp.cuda.runtime.getDevice())
+            if self._shared_set.get(key, 0) < shared_mem:
+                fn.max_dynamic_shared_size_bytes = int(shared_mem)
+                self._shared_set[key] = int(shared_mem)
+        fn(dim3(grid), dim3(block), self.convert(name, args), shared_mem=int(shared_mem),
+           enable_cooperative_groups=self.kernels[name].cooperative)
+
+    def shared_memory_per_block(self) -> int:
+        """sharedMemPerBlockOptin of the current device (227 KB on an H100)."""
+        device = self.xp.cuda.runtime.getDevice()
+        limit = self._shared_limits.get(device)
+        if limit is None:
+            props = self.xp.cuda.runtime.getDeviceProperties(device)
+            limit = int(props.get("sharedMemPerBlockOptin", props.get("sharedMemPerBlock", 48 * 1024)))
+            self._shared_limits[device] = limit
+        return limit
 
     def resident_blocks(self, name: str, block: int) -> int:
         """One block per SM of the current device. A block of 256 threads without shared memory

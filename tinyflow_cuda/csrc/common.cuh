@@ -79,3 +79,33 @@ template <> __device__ __forceinline__ f16_t from_acc<f16_t>(float v) {
 // ``extern "C" { TF_FLOAT_TYPES(IM2COL) }`` becomes im2col_f32, _f64, _f16 and _bf16; runtime.py
 // reads the ``name_##sfx(...)`` signature and knows all four. Scalar parameters are never T.
 #define TF_FLOAT_TYPES(X) X(f32, float) X(f64, double) X(f16, f16_t) X(bf16, bf16_t)
+
+// ---- Block-shared memory and the grid barrier of persistent kernels ---------------------------
+// TF_SHARED(T, name, n) declares a block-shared array T name[n]; TF_DYNAMIC_SHARED(T, name) makes
+// `name` a T* to the launch's dynamic shared memory (its shared_mem bytes; above 48 KB the
+// runtime raises the kernel's max_dynamic_shared_size_bytes). Write these instead of __shared__
+// in kernels that run with all their blocks alive (TF_COOPERATIVE): the emulator then gives each
+// block its own memory (csrc/emu.h), where a plain __shared__ would be one array for all blocks.
+#ifndef TINYFLOW_EMULATOR
+#define TF_SHARED(T, name, n) __shared__ T name[n]
+#define TF_DYNAMIC_SHARED(T, name)                                   \
+    extern __shared__ __align__(16) unsigned char tf_dynamic_shared_[]; \
+    T* name = reinterpret_cast<T*>(tf_dynamic_shared_)
+#endif
+
+// TF_COOPERATIVE before ``__global__`` marks a persistent kernel: one that calls grid_sync().
+// runtime.discover() reads the mark: CupyRuntime compiles the file with cooperative groups and
+// launches the kernel cooperatively (every block resident, or the launch fails instead of
+// hanging), and the emulator runs all its blocks at once. It expands to nothing.
+#define TF_COOPERATIVE
+
+// grid_sync(): every thread of the grid waits here until all have arrived; writes before it are
+// visible to every thread after it. cooperative_groups' grid.sync() on the GPU (NVRTC compiles
+// it where CupyRuntime defines TF_COOPERATIVE_GROUPS; nvcc, check_cu.sh's compiler, always);
+// the emulator's all-fibers barrier on the CPU.
+#if defined(TINYFLOW_EMULATOR)
+__device__ __forceinline__ void grid_sync() { emu::sync_grid(); }
+#elif defined(TF_COOPERATIVE_GROUPS) || !defined(__CUDACC_RTC__)
+#include <cooperative_groups.h>
+__device__ __forceinline__ void grid_sync() { cooperative_groups::this_grid().sync(); }
+#endif

@@ -11,8 +11,13 @@
 //   grid-wide barrier): every thread of every block at once, as fibers, each block with its own
 //   __syncthreads; a block spinning at the grid barrier (__nanosleep) lets the others run.
 // __shared__ becomes `static`, which is per block only because blocks never overlap in the first
-// two modes: a grid-threads kernel must not use __shared__. Performance means little here; only
-// the results do. A launch runs on the calling OS thread (emulator.py admits one at a time).
+// two modes. Kernels that run in the grid-threads mode declare block-shared memory with
+// TF_SHARED(T, name, n) or TF_DYNAMIC_SHARED(T, name) instead (common.cuh has the GPU spelling):
+// here they point into an arena per running block (see "Per-block shared memory" below), so
+// blocks alive at once never see each other's shared memory; `grid_sync()` (common.cuh) waits
+// for every thread of the grid (emu::sync_grid), as cooperative groups' grid.sync() does.
+// Performance means little here; only the results do. A launch runs on the calling OS thread
+// (emulator.py admits one at a time).
 #pragma once
 
 #include <atomic>
@@ -90,6 +95,8 @@ struct Scheduler {
     unsigned rounds = 1;  // blocks each fiber runs in turn
     Fiber* current = nullptr;
     const std::function<void()>* body = nullptr;
+    bool grid = false;  // all the grid's blocks alive at once (grid_sync() is allowed)
+    std::size_t grid_arrived = 0;  // threads waiting at grid_sync()
 };
 inline thread_local Scheduler* scheduler = nullptr;
 constexpr std::size_t kFiberStack = 256 * 1024;
@@ -137,10 +144,93 @@ inline void sync_block() {
     yield();
 }
 
+// A barrier for every thread of the grid (grid-threads mode only): the last one in releases all.
+// A thread that skips it (or waits at __syncthreads meanwhile) leaves the rest waiting, which the
+// scheduler reports as a deadlock instead of hanging.
+inline void sync_grid() {
+    Scheduler* s = scheduler;
+    if (s == nullptr || !s->grid) {
+        std::fprintf(stderr, "emu: grid_sync() in a kernel that is not launched with all its blocks "
+                             "alive: mark it TF_COOPERATIVE (common.cuh)\n");
+        std::abort();
+    }
+    if (++s->grid_arrived == s->fibers.size()) {
+        s->grid_arrived = 0;
+        for (Fiber& f : s->fibers) f.waiting = false;
+        return;
+    }
+    s->current->waiting = true;
+    yield();
+}
+
+// ---- Per-block shared memory ------------------------------------------------------------------
+// Each running block owns an arena: [dynamic shared memory (the launch's shared_mem bytes) |
+// a canary | the static TF_SHARED region]. TF_SHARED declarations get a fixed offset in the
+// static region the first time they run (one per declaration, like the GPU's static layout);
+// TF_DYNAMIC_SHARED is the arena's start. The dynamic part is filled with 0xff bytes before each
+// launch (a NaN in every float type: reading shared memory nobody wrote shows), and the canary
+// is checked after it (a kernel that writes past its shared_mem stops the process, naming it).
+constexpr std::size_t kStaticShared = 256 * 1024;  // room for every TF_SHARED of all kernels
+constexpr std::size_t kCanary = 64;
+constexpr unsigned char kCanaryByte = 0xa5;
+inline std::mutex shared_mutex;
+inline std::size_t static_shared_used = 0;
+inline std::size_t pending_dynamic_shared = 0;  // set by emulator.py right before a launch
+inline std::size_t dynamic_shared_bytes = 0;  // of the launch in progress
+inline std::vector<std::unique_ptr<unsigned char[]>> arenas;  // one per running block
+inline std::size_t arena_dynamic = 0;  // the dynamic size the arenas were cut for
+
+inline std::size_t reserve_static_shared(std::size_t bytes, std::size_t align) {
+    std::lock_guard<std::mutex> lock(shared_mutex);
+    const std::size_t offset = (static_shared_used + align - 1) / align * align;
+    if (offset + bytes > kStaticShared) {
+        std::fprintf(stderr, "emu: TF_SHARED declarations exceed the emulator's %zu bytes\n",
+                     kStaticShared);
+        std::abort();
+    }
+    static_shared_used = offset + bytes;
+    return offset;
+}
+
+inline std::size_t dynamic_padded() { return (dynamic_shared_bytes + 63) / 64 * 64; }
+
+// Arenas for `count` blocks at once, the dynamic part poisoned and the canaries set.
+inline void prepare_arenas(unsigned count) {
+    const std::size_t dynamic = dynamic_padded();
+    if (arena_dynamic != dynamic) {
+        arenas.clear();
+        arena_dynamic = dynamic;
+    }
+    while (arenas.size() < count)
+        arenas.emplace_back(new unsigned char[dynamic + kCanary + kStaticShared]);
+    for (unsigned b = 0; b < count; ++b) {
+        std::memset(arenas[b].get(), 0xff, dynamic);
+        std::memset(arenas[b].get() + dynamic, kCanaryByte, kCanary);
+    }
+}
+
+inline void check_arenas(unsigned count) {
+    const std::size_t dynamic = dynamic_padded();
+    for (unsigned b = 0; b < count; ++b)
+        for (std::size_t i = 0; i < kCanary; ++i)
+            if (arenas[b][dynamic + i] != kCanaryByte) {
+                std::fprintf(stderr, "emu: a kernel wrote past its dynamic shared memory "
+                                     "(shared_mem = %zu bytes)\n", dynamic_shared_bytes);
+                std::abort();
+            }
+}
+
+inline unsigned char* block_arena() {
+    return arenas[scheduler != nullptr ? scheduler->current->block : 0].get();
+}
+inline unsigned char* dynamic_shared() { return block_arena(); }
+inline unsigned char* static_shared() { return block_arena() + dynamic_padded() + kCanary; }
+
 // Run `count` blocks at once, their threads as fibers, until all have ended; with `rounds` > 1
 // (count 1) the fibers then go on to the next block, `rounds` blocks in turn.
 inline void run_blocks(unsigned count, unsigned rounds, dim3 block, const std::function<void()>& body) {
     Scheduler s;
+    s.grid = rounds == 1;
     s.block_threads = block.x * block.y * block.z;
     s.rounds = rounds;
     s.body = &body;
@@ -184,7 +274,8 @@ inline void run_blocks(unsigned count, unsigned rounds, dim3 block, const std::f
         }
         if (all_done) break;
         if (!ran) {
-            std::fprintf(stderr, "emu: deadlock: every live thread waits at __syncthreads\n");
+            std::fprintf(stderr, "emu: deadlock: every live thread waits at __syncthreads or "
+                                 "grid_sync, and none can go on\n");
             std::abort();
         }
     }
@@ -197,6 +288,14 @@ inline void launch(dim3 grid, dim3 block, int mode, const std::function<void()>&
     blockDim = block;
     const unsigned threads = block.x * block.y * block.z;
     const unsigned blocks = grid.x * grid.y * grid.z;
+    dynamic_shared_bytes = pending_dynamic_shared;
+    pending_dynamic_shared = 0;
+    const unsigned alive = mode == kGridThreads ? blocks : 1;  // blocks with an arena at once
+    prepare_arenas(alive);
+    struct Check {  // the canaries, however the launch below returns
+        unsigned alive;
+        ~Check() { check_arenas(alive); }
+    } check{alive};
     if (mode == kSequential) {
         for (unsigned b = 0; b < blocks; ++b)
             for (unsigned t = 0; t < threads; ++t) {
@@ -215,6 +314,13 @@ inline void launch(dim3 grid, dim3 block, int mode, const std::function<void()>&
 }  // namespace emu
 
 inline void __syncthreads() { emu::sync_block(); }
+
+// Block-shared arrays that are per block in every mode (see the top; common.cuh defines the GPU's).
+#define TF_SHARED(T, name, n)                                                                    \
+    static const std::size_t name##_emu_offset = emu::reserve_static_shared(sizeof(T) * (n),      \
+                                                                             alignof(T));          \
+    T(&name)[n] = *reinterpret_cast<T(*)[n]>(emu::static_shared() + name##_emu_offset)
+#define TF_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(emu::dynamic_shared())
 
 template <typename T>
 inline T atomicAdd(T* address, T value) {

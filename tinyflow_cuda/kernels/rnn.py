@@ -3,13 +3,17 @@ the whole recurrence of a layer as one persistent kernel.
 
 Feature-major like the reference: gates (G*H, B), states (H, B). The cells take one thread per
 (unit, sample); the cell ops' GEMMs stay in ops/rnn.py (cuBLAS). The ``*_sequence_*`` twins
-launch ONE kernel for all T steps (forward or backward) where the reference loops in Python: its
-blocks, at most one per SM so that all of them run at once, own slices of hidden units, compute
-their gates from h_{t-1} and meet at a grid-wide barrier after each step. The launches per layer
-are therefore a constant, whatever the sequence length.
+launch ONE cooperative kernel for all T steps (forward or backward) where the reference loops in
+Python: its blocks, at most one per SM, each keep their slice of W_hh in shared memory for the
+whole sequence, stage h_{t-1} (or the step's gate gradients) once per block and step, and meet at
+one grid barrier a step (csrc/rnn.cu, docs/lstm.md). The launches per layer are therefore a
+constant, whatever the sequence length. ``plan_sequence`` sizes that launch; where W_hh's slice
+does not fit in a block's shared memory (large hidden sizes) it says so, and the twins run the
+per-step path instead: one cuBLAS GEMM and one fused cell kernel a step.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -101,12 +105,93 @@ def gru_cell_backward(dh: Array, acts: Array, gh: Array, h_prev: Array,
 
 
 # ---- whole sequences: one persistent kernel per call --------------------------------------------
-def _persistent_grid(call: KernelCall, hidden: int) -> int:
-    """Blocks for a persistent kernel over ``hidden`` units: no more than run at once (they wait
-    for each other at every step), none without a unit, and as even a split as that allows."""
-    limit = max(1, min(hidden, call.runtime.resident_blocks(call.kernel, THREADS)))
-    per = -(-hidden // limit)  # units a block
-    return -(-hidden // per)
+SPLIT_MAX = 32
+"""The most threads that share one dot product (a warp)."""
+
+DEFAULT_SHARED_MEMORY = 227 * 1024
+"""A block's shared memory where the runtime does not say (an H100's sharedMemPerBlockOptin)."""
+
+
+def _align16(n: int) -> int:
+    return (n + 15) // 16 * 16
+
+
+@dataclass(frozen=True)
+class SequencePlan:
+    """How one persistent launch over a layer is cut: ``blocks`` blocks of ``threads`` threads,
+    ``per`` hidden units a block (its slice of W_hh in shared memory), the batch staged ``chunk``
+    columns at a time, ``split`` threads a dot product, ``shared_mem`` bytes of shared memory a
+    block (csrc/rnn.cu's layout, byte for byte)."""
+
+    blocks: int
+    per: int
+    chunk: int
+    split: int
+    threads: int
+    shared_mem: int
+
+
+def sequence_shared_bytes(gates: int, hidden: int, per: int, chunk: int, batch: int, threads: int,
+                          itemsize: int, acc_size: int, backward: bool, lstm: bool) -> int:
+    """The dynamic shared memory of a block (csrc/rnn.cu's Carve, in the same order): its slice
+    of W_hh (in the weights' dtype), ``chunk`` staged columns of h_{t-1} (H + 1 words each; the
+    backward's of dgates_t, G*H + 1), the reduction buffer (G partial sums a thread forward, one
+    backward), and the running states of its units (c forward; dh and dc backward for the LSTM,
+    dh for the GRU), in the accumulate type."""
+    rows = gates * hidden if backward else hidden
+    states = (2 if lstm else 1) if backward else (1 if lstm else 0)
+    parts = [gates * per * hidden * itemsize, chunk * (rows + 1) * acc_size,
+             (1 if backward else gates) * threads * acc_size] + [per * batch * acc_size] * states
+    return sum(_align16(p) for p in parts)
+
+
+def plan_sequence(gates: int, hidden: int, batch: int, itemsize: int, *, backward: bool, lstm: bool,
+                  blocks_available: int, shared_limit: int, threads: int = THREADS) -> SequencePlan | None:
+    """The persistent launch for a layer, or None where a block's slice of W_hh and one staged
+    column do not fit in ``shared_limit`` bytes: then the caller runs a GEMM and a cell kernel a
+    step. Hidden units go to at most ``blocks_available`` blocks (the resident ones), as evenly as
+    that allows; the batch is staged in as few equal chunks as fit; ``split`` (a power of two up
+    to a warp) spreads each dot product over threads when the block has fewer (unit, column)
+    pairs than threads.
+
+    Where the switch is, on an H100 (132 SMs, 227 KB a block), batch 64 (tested): fp32 LSTM
+    layers keep W_hh on chip up to H = 1285 (the backward's limit; the forward's is 1320: at
+    H = 1285, 10 units a block, W_hh's slice is 4 x 10 x 1285 x 4 bytes = 201 KB), fp32 GRU
+    layers up to H = 1463; with 16-bit weights up to 1751 (LSTM) and 2104 (GRU)."""
+    acc_size = 8 if itemsize == 8 else 4
+    blocks = max(1, min(blocks_available, hidden))
+    per = -(-hidden // blocks)
+    blocks = -(-hidden // per)  # none without a unit
+
+    def shared(chunk: int) -> int:
+        return sequence_shared_bytes(gates, hidden, per, chunk, batch, threads, itemsize, acc_size,
+                                     backward, lstm)
+
+    if shared(1) > shared_limit:
+        return None
+    rows = gates * hidden if backward else hidden
+    fit = 1 + (shared_limit - shared(1)) // (_align16((rows + 1) * acc_size) or 1)
+    chunk = min(batch, max(1, fit))
+    while chunk > 1 and shared(chunk) > shared_limit:  # the alignment's last few bytes
+        chunk -= 1
+    chunk = -(-batch // -(-batch // chunk))  # equal chunks: as many as needed, as wide as fits
+    split = 1
+    while split * 2 <= SPLIT_MAX and per * chunk * split * 2 <= threads and split * 2 <= rows:
+        split *= 2
+    return SequencePlan(blocks, per, chunk, split, threads, shared(chunk))
+
+
+def _shared_limit(runtime: Any) -> int:
+    limit = getattr(runtime, "shared_memory_per_block", None)
+    return int(limit()) if limit is not None else DEFAULT_SHARED_MEMORY
+
+
+def _plan(call: KernelCall, gates: int, hidden: int, batch: int, backward: bool,
+          lstm: bool) -> SequencePlan | None:
+    """``plan_sequence`` for this launch's runtime (its resident blocks and shared memory)."""
+    return plan_sequence(gates, hidden, batch, np.dtype(call.anchor.dtype).itemsize, backward=backward,
+                         lstm=lstm, blocks_available=call.runtime.resident_blocks(call.kernel, THREADS),
+                         shared_limit=_shared_limit(call.runtime))
 
 
 def _state(call: KernelCall, a: Array | None, dtype: Any) -> Array | None:
@@ -114,10 +199,10 @@ def _state(call: KernelCall, a: Array | None, dtype: Any) -> Array | None:
     return None if a is None else call.xp.ascontiguousarray(a, dtype=dtype)
 
 
-def _launch_persistent(call: KernelCall, hidden: int, args: list[Any]) -> None:
-    """One launch for all T steps; the last argument is the grid barrier's counter, zeroed here."""
-    barrier = call.zeros((1,), dtype=np.uint32)
-    call.runtime.launch(call.kernel, _persistent_grid(call, hidden), THREADS, [*args, barrier])
+def _launch_persistent(call: KernelCall, plan: SequencePlan, args: list[Any]) -> None:
+    """One cooperative launch for all T steps, cut as ``plan`` says."""
+    call.runtime.launch(call.kernel, plan.blocks, plan.threads,
+                        [*args, plan.per, plan.chunk, plan.split], shared_mem=plan.shared_mem)
 
 
 def lstm_sequence_forward(proj: Array, w_hh: Array, h0: Array | None, c0: Array | None,
@@ -130,11 +215,14 @@ def lstm_sequence_forward(proj: Array, w_hh: Array, h0: Array | None, c0: Array 
     dtype = proj.dtype
     with call:
         proj, w_hh, h0, c0 = (_state(call, a, dtype) for a in (proj, w_hh, h0, c0))
+        plan = _plan(call, 4, hidden, batch, backward=False, lstm=True)
+        if plan is None:
+            return _lstm_forward_per_step(call, proj, w_hh, h0, c0, reverse)
         acts = call.empty((steps, 4 * hidden, batch))
         hs = call.empty((steps + 1, hidden, batch))
         cs = call.empty((steps + 1, hidden, batch))
-        _launch_persistent(call, hidden, [proj, w_hh, h0, c0, acts, hs, cs, steps, hidden, batch,
-                                          int(reverse)])
+        _launch_persistent(call, plan, [proj, w_hh, h0, c0, acts, hs, cs, steps, hidden, batch,
+                                        int(reverse)])
         return acts, hs, cs
 
 
@@ -143,8 +231,9 @@ def lstm_sequence_backward(dout: Array, dh_n: Array | None, dc_n: Array | None, 
                            hs: Array | None = None) -> tuple[Array, Array, Array]:
     """The recurrence backwards in one launch: (dgates (T, 4H, B), dh0 (H, B), dc0 (H, B)).
 
-    ``hs`` is accepted for the reference's signature and not read: the fused kernel recomputes
-    tanh(c) in registers, which costs nothing next to its memory traffic."""
+    dgates is a view of a gate-major (4H, T, B) buffer, as the reference's: the op's GEMMs over
+    all steps read it without a copy. ``hs`` is accepted for the reference's signature and not
+    read: the fused kernel recomputes tanh(c) in registers."""
     call = KernelCall("lstm_sequence_backward", acts, op="lstm backward")
     if not call.supported:
         return reference.lstm_sequence_backward(dout, dh_n, dc_n, w_hh, acts, cs, reverse, hs)
@@ -153,12 +242,15 @@ def lstm_sequence_backward(dout: Array, dh_n: Array | None, dc_n: Array | None, 
     with call:
         dout, dh_n, dc_n, w_hh, acts, cs = (_state(call, a, dtype)
                                             for a in (dout, dh_n, dc_n, w_hh, acts, cs))
-        dgates = call.empty(acts.shape)
+        plan = _plan(call, 4, hidden, batch, backward=True, lstm=True)
+        if plan is None:
+            return _lstm_backward_per_step(call, dout, dh_n, dc_n, w_hh, acts, cs, reverse)
+        dgates = call.empty((4 * hidden, steps, batch))  # gate-major
         dh = call.empty((hidden, batch))
         dc = call.empty((hidden, batch))
-        _launch_persistent(call, hidden, [dout, dh_n, dc_n, w_hh, acts, cs, dgates, dh, dc, steps,
-                                          hidden, batch, int(reverse)])
-        return dgates, dh, dc
+        _launch_persistent(call, plan, [dout, dh_n, dc_n, w_hh, acts, cs, dgates, dh, dc, steps,
+                                        hidden, batch, int(reverse)])
+        return dgates.transpose(1, 0, 2), dh, dc
 
 
 def gru_sequence_forward(proj: Array, w_hh: Array, b_hh: Array | None, h0: Array | None,
@@ -171,17 +263,21 @@ def gru_sequence_forward(proj: Array, w_hh: Array, b_hh: Array | None, h0: Array
     dtype = proj.dtype
     with call:
         proj, w_hh, b_hh, h0 = (_state(call, a, dtype) for a in (proj, w_hh, b_hh, h0))
+        plan = _plan(call, 3, hidden, batch, backward=False, lstm=False)
+        if plan is None:
+            return _gru_forward_per_step(call, proj, w_hh, b_hh, h0, reverse)
         acts = call.empty((steps, 3 * hidden, batch))
         gh = call.empty((steps, 3 * hidden, batch))
         hs = call.empty((steps + 1, hidden, batch))
-        _launch_persistent(call, hidden, [proj, w_hh, b_hh, h0, acts, gh, hs, steps, hidden, batch,
-                                          int(reverse)])
+        _launch_persistent(call, plan, [proj, w_hh, b_hh, h0, acts, gh, hs, steps, hidden, batch,
+                                        int(reverse)])
         return acts, gh, hs
 
 
 def gru_sequence_backward(dout: Array, dh_n: Array | None, w_hh: Array, acts: Array, gh: Array,
                           hs: Array, reverse: bool = False) -> tuple[Array, Array, Array]:
-    """The recurrence backwards in one launch: (dgi, dgh (T, 3H, B), dh0 (H, B))."""
+    """The recurrence backwards in one launch: (dgi, dgh (T, 3H, B) views of gate-major buffers,
+    dh0 (H, B))."""
     call = KernelCall("gru_sequence_backward", acts, op="gru backward")
     if not call.supported:
         return reference.gru_sequence_backward(dout, dh_n, w_hh, acts, gh, hs, reverse)
@@ -190,9 +286,92 @@ def gru_sequence_backward(dout: Array, dh_n: Array | None, w_hh: Array, acts: Ar
     with call:
         dout, dh_n, w_hh, acts, gh, hs = (_state(call, a, dtype)
                                           for a in (dout, dh_n, w_hh, acts, gh, hs))
-        dgi = call.empty(acts.shape)
-        dgh = call.empty(acts.shape)
+        plan = _plan(call, 3, hidden, batch, backward=True, lstm=False)
+        if plan is None:
+            return _gru_backward_per_step(call, dout, dh_n, w_hh, acts, gh, hs, reverse)
+        dgi = call.empty((3 * hidden, steps, batch))  # gate-major
+        dgh = call.empty((3 * hidden, steps, batch))
         dh = call.empty((hidden, batch))
-        _launch_persistent(call, hidden, [dout, dh_n, w_hh, acts, gh, hs, dgi, dgh, dh, steps,
-                                          hidden, batch, int(reverse)])
-        return dgi, dgh, dh
+        _launch_persistent(call, plan, [dout, dh_n, w_hh, acts, gh, hs, dgi, dgh, dh, steps,
+                                        hidden, batch, int(reverse)])
+        return dgi.transpose(1, 0, 2), dgh.transpose(1, 0, 2), dh
+
+
+# ---- the per-step path, where W_hh does not fit on chip: a GEMM (cuBLAS) and a fused cell a step --
+def _lstm_forward_per_step(call: KernelCall, proj: Array, w_hh: Array, h0: Array | None,
+                           c0: Array | None, reverse: bool) -> tuple[Array, Array, Array]:
+    xp = call.xp
+    steps, hidden, batch = proj.shape[1], w_hh.shape[1], proj.shape[2]
+    acts = call.empty((steps, 4 * hidden, batch))
+    hs = call.empty((steps + 1, hidden, batch))
+    cs = call.empty((steps + 1, hidden, batch))
+    order, out_offset = reference.sequence_slots(steps, reverse)
+    first = order[0]
+    init = first + 1 - out_offset
+    hs[init] = 0 if h0 is None else h0
+    cs[init] = 0 if c0 is None else c0
+    for t in order:
+        prev, new = t + 1 - out_offset, t + out_offset
+        gates = acts[t]  # (4H, B)
+        if t != first or h0 is not None:
+            xp.matmul(w_hh, hs[prev], out=gates)
+            gates += proj[:, t]
+        else:
+            gates[...] = proj[:, t]
+        lstm_cell_forward(gates, cs[prev], hs[new], cs[new])
+    return acts, hs, cs
+
+
+def _lstm_backward_per_step(call: KernelCall, dout: Array, dh_n: Array | None, dc_n: Array | None,
+                            w_hh: Array, acts: Array, cs: Array,
+                            reverse: bool) -> tuple[Array, Array, Array]:
+    xp = call.xp
+    steps, hidden = acts.shape[0], cs.shape[1]
+    order, out_offset = reference.sequence_slots(steps, reverse)
+    dgates = call.empty(acts.shape)  # (T, 4H, B)
+    dh = xp.zeros_like(cs[0]) if dh_n is None else dh_n.copy()
+    dc = dc_n
+    w_hh_t = xp.ascontiguousarray(w_hh.T)  # (H, 4H)
+    for t in reversed(order):
+        prev, new = t + 1 - out_offset, t + out_offset
+        dh += dout[t]
+        _, dc = lstm_cell_backward(dh, dc, acts[t], cs[prev], cs[new], dgates[t])
+        xp.matmul(w_hh_t, dgates[t], out=dh)
+    return dgates, dh, dc if dc is not None else xp.zeros_like(dh)
+
+
+def _gru_forward_per_step(call: KernelCall, proj: Array, w_hh: Array, b_hh: Array | None,
+                          h0: Array | None, reverse: bool) -> tuple[Array, Array, Array]:
+    xp = call.xp
+    steps, hidden, batch = proj.shape[1], w_hh.shape[1], proj.shape[2]
+    acts = call.empty((steps, 3 * hidden, batch))
+    gh = call.empty((steps, 3 * hidden, batch))
+    hs = call.empty((steps + 1, hidden, batch))
+    order, out_offset = reference.sequence_slots(steps, reverse)
+    hs[order[0] + 1 - out_offset] = 0 if h0 is None else h0
+    for t in order:
+        prev, new = t + 1 - out_offset, t + out_offset
+        xp.matmul(w_hh, hs[prev], out=gh[t])
+        if b_hh is not None:
+            gh[t] += b_hh[:, None]
+        acts[t] = proj[:, t]
+        gru_cell_forward(acts[t], gh[t], hs[prev], hs[new])
+    return acts, gh, hs
+
+
+def _gru_backward_per_step(call: KernelCall, dout: Array, dh_n: Array | None, w_hh: Array,
+                           acts: Array, gh: Array, hs: Array,
+                           reverse: bool) -> tuple[Array, Array, Array]:
+    xp = call.xp
+    steps = acts.shape[0]
+    order, out_offset = reference.sequence_slots(steps, reverse)
+    dgi = call.empty(acts.shape)  # (T, 3H, B)
+    dgh = call.empty(acts.shape)
+    dh = xp.zeros_like(hs[0]) if dh_n is None else dh_n.copy()
+    w_hh_t = xp.ascontiguousarray(w_hh.T)  # (H, 3H)
+    for t in reversed(order):
+        prev = t + 1 - out_offset
+        dh += dout[t]
+        _, _, direct = gru_cell_backward(dh, acts[t], gh[t], hs[prev], dgi[t], dgh[t])
+        dh = direct + xp.matmul(w_hh_t, dgh[t])
+    return dgi, dgh, dh

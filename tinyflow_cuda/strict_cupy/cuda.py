@@ -139,15 +139,31 @@ def get_default_memory_pool() -> MemoryPool:
 
 # ---- kernels: RawModule through the emulator --------------------------------------------------
 class RawFunction:
-    """One kernel of a RawModule; ``fn(grid, block, args)`` runs it in the emulator."""
+    """One kernel of a RawModule; ``fn(grid, block, args)`` runs it in the emulator.
 
-    def __init__(self, emulator: Any, name: str) -> None:
+    As on a GPU, dynamic shared memory above 48 KB needs ``max_dynamic_shared_size_bytes`` set
+    first, and a TF_COOPERATIVE kernel (grid_sync) a cooperative launch from a module compiled
+    with ``enable_cooperative_groups=True``; otherwise the launch fails."""
+
+    DEFAULT_SHARED = 48 * 1024
+
+    def __init__(self, emulator: Any, name: str, cooperative_module: bool = False) -> None:
         self.emulator = emulator
         self.name = name
         self.params = emulator.kernels[name].params
+        self.cooperative = emulator.kernels[name].cooperative
+        self.cooperative_module = cooperative_module
+        self.max_dynamic_shared_size_bytes = self.DEFAULT_SHARED
 
     def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], *,
-                 shared_mem: int = 0) -> None:
+                 shared_mem: int = 0, stream: Any = None, enable_cooperative_groups: bool = False) -> None:
+        if shared_mem > max(self.DEFAULT_SHARED, self.max_dynamic_shared_size_bytes):
+            raise CUDARuntimeError(f"kernel {self.name}: shared_mem={shared_mem} bytes without "
+                                   "max_dynamic_shared_size_bytes raised to it (CUDA_ERROR_INVALID_VALUE)")
+        if self.cooperative and not (enable_cooperative_groups and self.cooperative_module):
+            raise CUDARuntimeError(f"kernel {self.name} calls grid_sync: it needs a module compiled "
+                                   "with enable_cooperative_groups=True and a launch with "
+                                   "enable_cooperative_groups=True")
         if not isinstance(grid, tuple) or not isinstance(block, tuple):
             raise TypeError(f"kernel {self.name}: grid and block must be tuples, as CuPy's "
                             f"RawKernel takes them, got {grid!r} and {block!r}")
@@ -172,7 +188,7 @@ class RawFunction:
                                     f"scalar of the C type (CuPy needs the width), got {type(value).__name__}")
                 converted.append(value.item())
         record(f"kernel:{self.name}", kernels=1)
-        self.emulator.launch(self.name, grid, block, converted)
+        self.emulator.launch(self.name, grid, block, converted, shared_mem=int(shared_mem))
 
 
 class RawModule:
@@ -187,10 +203,11 @@ class RawModule:
         if code is None:
             raise NotImplementedError("strict CuPy stand-in: RawModule(path=) is not emulated; pass code=")
         self.code = code
+        self.enable_cooperative_groups = enable_cooperative_groups
         self.emulator = EmulatorRuntime.build()
 
     def get_function(self, name: str) -> RawFunction:
         info = self.emulator.kernels.get(name)
         if info is None or info.source.read_text() != self.code:  # a kernel of another file
             raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name}")
-        return RawFunction(self.emulator, name)
+        return RawFunction(self.emulator, name, self.enable_cooperative_groups)
