@@ -105,19 +105,38 @@ def _adaptive_matrix(xp, size: int, out: int, dtype):
 
 
 class AdaptiveAvgPool2dFunction(Function):
-    """out = A_h @ x @ A_w.T with averaging matrices A; backward is the transposed products."""
+    """Mean over PyTorch's adaptive windows.
+
+    Where the output tiles the input (H = k*OH, W = l*OW: AlexNet-224's 6x6 -> 6x6, global
+    pooling) the windows are exactly avg_pool2d's with kernel = stride = (k, l), so both
+    directions are the one pooling kernel of ``ctx.kernels``; otherwise out = A_h @ x @ A_w.T
+    with averaging matrices A, and backward is the transposed products (no loop either way).
+    """
 
     @staticmethod
     def forward(ctx, x, output_size):
         xp = ctx.xp
         h, w = x.shape[-2:]
-        ah = _adaptive_matrix(xp, h, output_size[0], x.dtype)  # (OH, H)
-        aw = _adaptive_matrix(xp, w, output_size[1], x.dtype)  # (OW, W)
+        oh, ow = output_size
+        ctx.shape = x.shape
+        if h % oh == 0 and w % ow == 0:
+            ctx.window = (h // oh, w // ow)
+            planes = x.reshape(-1, 1, h, w)  # (N*C, 1, H, W): any leading dims
+            out = ctx.kernels.avgpool2d_forward(planes, ctx.window, ctx.window)
+            return out.reshape(*x.shape[:-2], oh, ow)  # (N, C, OH, OW)
+        ctx.window = None
+        ah = _adaptive_matrix(xp, h, oh, x.dtype)  # (OH, H)
+        aw = _adaptive_matrix(xp, w, ow, x.dtype)  # (OW, W)
         ctx.mats = (ah, aw)
         return _left_right(xp, ah, x, aw.T)  # (N, C, OH, OW)
 
     @staticmethod
     def backward(ctx, gout):
+        if ctx.window is not None:
+            h, w = ctx.shape[-2:]
+            planes = gout.reshape(-1, 1, *gout.shape[-2:])  # (N*C, 1, OH, OW)
+            gx = ctx.kernels.avgpool2d_backward(planes, (planes.shape[0], 1, h, w), ctx.window, ctx.window)
+            return gx.reshape(ctx.shape)  # (N, C, H, W)
         ah, aw = ctx.mats
         return _left_right(ctx.xp, ah.T, gout, aw)  # (N, C, H, W)
 
