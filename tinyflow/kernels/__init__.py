@@ -12,8 +12,9 @@ Ops never import a kernel by name from here: they ask their context for the kern
 their inputs' device (``ctx.kernels.im2col(...)``; outside an op, ``tinyflow.device.kernels_of``).
 That is the one place that decides whether the reference or its CUDA twin runs.
 """
-from tinyflow.kernels import allreduce, conv, embedding, loss, lrn, optim, pool, random, rnn, winograd
+from tinyflow.kernels import allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn, winograd
 from tinyflow.kernels.allreduce import *  # noqa: F401,F403
+from tinyflow.kernels.batchnorm import *  # noqa: F401,F403
 from tinyflow.kernels.conv import *  # noqa: F401,F403
 from tinyflow.kernels.embedding import *  # noqa: F401,F403
 from tinyflow.kernels.loss import *  # noqa: F401,F403
@@ -24,7 +25,7 @@ from tinyflow.kernels.random import *  # noqa: F401,F403
 from tinyflow.kernels.rnn import *  # noqa: F401,F403
 from tinyflow.kernels.winograd import *  # noqa: F401,F403
 
-FAMILIES = (allreduce, conv, embedding, loss, lrn, optim, pool, random, rnn)
+FAMILIES = (allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn)
 """The kernel families, each mirrored by a module of the same name in tinyflow_cuda/kernels/."""
 
 CPU_ONLY = (winograd,)

@@ -4,8 +4,6 @@ float32 inside ``tf.amp.autocast``.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from tinyflow.autograd import Function
 
 __all__ = ["LocalResponseNormFunction", "BatchNorm", "LayerNormFunction"]
@@ -28,70 +26,31 @@ class LocalResponseNormFunction(Function):
         return ctx.kernels.lrn_backward(gout, x, out, scale, *ctx.params)
 
 
-def _stat_axes(ndim: int) -> tuple[int, ...]:
-    """Axes that batch statistics reduce over: all but the channel axis 1."""
-    return (0, *range(2, ndim))
-
-
-def _per_channel(a: Any, ndim: int) -> Any:
-    """A (C,) array shaped to broadcast against (N, C, *)."""
-    return a.reshape(1, -1, *([1] * (ndim - 2)))
-
-
 class BatchNorm(Function):
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the channel axis of (N, C, *).
 
     In training the batch statistics are used (biased variance, as PyTorch) and the running
-    statistics are updated in place, the running variance with the unbiased estimate.
+    statistics are updated in place, the running variance with the unbiased estimate. The work is
+    the named ``batch_norm_forward`` / ``batch_norm_backward`` kernels (tinyflow/kernels/batchnorm.py,
+    the CUDA twin fused into two launches each way); the backward recomputes xhat from the saved
+    input and per-channel statistics, as PyTorch's.
     """
 
     @staticmethod
     def forward(ctx, x, running_mean, running_var, weight, bias, training, momentum, eps):
-        xp = ctx.xp
-        axes = _stat_axes(x.ndim)
-        if training:
-            count = x.size // x.shape[1]
-            mean = x.mean(axis=axes)
-            centered = x - _per_channel(mean, x.ndim)
-            var = xp.mean(centered * centered, axis=axes)  # biased, for normalising
-            if running_mean is not None:
-                running_mean *= 1 - momentum
-                running_mean += momentum * mean.astype(running_mean.dtype)
-            if running_var is not None:
-                unbiased = var * (count / max(count - 1, 1))
-                running_var *= 1 - momentum
-                running_var += momentum * unbiased.astype(running_var.dtype)
-        else:
-            mean, var = running_mean.astype(x.dtype), running_var.astype(x.dtype)
-            centered = x - _per_channel(mean, x.ndim)
-        invstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype)  # (C,)
-        xhat = centered
-        xhat *= _per_channel(invstd, x.ndim)
-        y = xhat * _per_channel(weight, x.ndim) if weight is not None else xhat.copy()
-        if bias is not None:
-            y += _per_channel(bias, x.ndim)
-        ctx.save_for_backward(xhat, invstd, weight)
+        y, save_mean, save_invstd = ctx.kernels.batch_norm_forward(
+            x, weight, bias, running_mean, running_var, training, momentum, eps)
+        if any(ctx.needs_input_grad):
+            ctx.save_for_backward(x, weight, save_mean, save_invstd)
         ctx.training = training
         return y
 
     @staticmethod
     def backward(ctx, gout):
-        xhat, invstd, weight = ctx.saved_tensors
-        nd = gout.ndim
-        axes = _stat_axes(nd)
-        gweight = (gout * xhat).sum(axis=axes) if ctx.needs_input_grad[3] else None
-        gbias = gout.sum(axis=axes) if ctx.needs_input_grad[4] else None
-        gx = None
-        if ctx.needs_input_grad[0]:
-            gxhat = gout * _per_channel(weight, nd) if weight is not None else gout
-            scale = _per_channel(invstd, nd)
-            if ctx.training:
-                # d/dx of normalising by the batch's own mean and variance
-                mean_g = _per_channel(gxhat.mean(axis=axes), nd)
-                mean_gx = _per_channel((gxhat * xhat).mean(axis=axes), nd)
-                gx = (gxhat - mean_g - xhat * mean_gx) * scale
-            else:
-                gx = gxhat * scale
+        x, weight, save_mean, save_invstd = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        gx, gweight, gbias = ctx.kernels.batch_norm_backward(
+            gout, x, weight, save_mean, save_invstd, ctx.training, (needs[0], needs[3], needs[4]))
         return gx, None, None, gweight, gbias
 
 

@@ -12,8 +12,9 @@ against ``xp`` and so runs on CuPy too. The arrows run one way: this package imp
 The GEMMs of convolution and of the recurrent layers are not here: they are ``xp.matmul``
 calls in the ops (cuBLAS through CuPy). See docs/cuda.md for the layouts.
 """
-from tinyflow_cuda.kernels import allreduce, conv, embedding, loss, lrn, optim, pool, random, rnn
+from tinyflow_cuda.kernels import allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn
 from tinyflow_cuda.kernels.allreduce import *  # noqa: F401,F403
+from tinyflow_cuda.kernels.batchnorm import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.conv import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.embedding import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.loss import *  # noqa: F401,F403
@@ -23,7 +24,7 @@ from tinyflow_cuda.kernels.pool import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.random import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.rnn import *  # noqa: F401,F403
 
-FAMILIES = (allreduce, conv, embedding, loss, lrn, optim, pool, random, rnn)
+FAMILIES = (allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn)
 """The twin of each module in ``tinyflow.kernels.FAMILIES``, in the same order."""
 
 __all__ = [name for family in FAMILIES for name in family.__all__]
