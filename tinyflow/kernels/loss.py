@@ -12,6 +12,10 @@ takes exp row block by row block in a small scratch buffer that stays in cache, 
 turns exp(lp) into the gradient in place. On NumPy both split their rows over tinyflow's CPU
 threads (``parallel_for``: NumPy releases the GIL in its ufuncs; each row is computed exactly as
 without the split). The results are those of the plain formulas, bit for bit.
+
+Half-precision inputs (float16, bfloat16) are computed in float32 and the results rounded once,
+as the CUDA kernels and PyTorch do: a row's sum of exponentials in bfloat16 stops growing at 256
+times its terms.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.device import array_module
+from tinyflow.dtypes import is_half
 from tinyflow.kernels._cpu import parallel_for
 
 __all__ = ["log_softmax_forward", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward"]
@@ -42,8 +47,15 @@ def _log_softmax_rows(x: np.ndarray, out: np.ndarray, start: int, stop: int) -> 
         part -= np.log(sums)
 
 
+def _widen(a: Any) -> Any:
+    """A half-precision array as float32 (exact); None and other dtypes unchanged."""
+    return a.astype(np.float32) if a is not None and is_half(a.dtype) else a
+
+
 def log_softmax_forward(x: Any, axis: int = -1) -> Any:
     """log_softmax computed stably: x - max - log(sum(exp(x - max))), in one new array."""
+    if is_half(x.dtype):  # in float32, rounded once
+        return log_softmax_forward(_widen(x), axis).astype(x.dtype)
     xp = array_module(x)
     if xp is np and x.ndim == 2 and axis in (-1, 1) and x.flags.c_contiguous:
         out = np.empty_like(x)
@@ -62,6 +74,10 @@ def softmax_cross_entropy_forward(
     weight: Any = None,  # (C,) or None
 ) -> tuple[Any, Any]:
     """Per-sample losses (N,) and the log-probabilities (N, C) that backward needs."""
+    if is_half(logits.dtype):  # in float32, each result rounded once
+        loss, lp = softmax_cross_entropy_forward(_widen(logits), target, ignore_index,
+                                                 label_smoothing, _widen(weight))
+        return loss.astype(logits.dtype), lp.astype(logits.dtype)
     xp = array_module(logits)
     n, c = logits.shape
     lp = log_softmax_forward(logits, axis=1)  # (N, C)
@@ -85,6 +101,10 @@ def softmax_cross_entropy_backward(
     weight: Any = None,
 ) -> Any:
     """Gradient of the per-sample losses with respect to the logits, (N, C)."""
+    if is_half(log_probs.dtype):  # in float32, rounded once
+        grad = softmax_cross_entropy_backward(_widen(log_probs), target, _widen(grad_loss),
+                                              ignore_index, label_smoothing, _widen(weight))
+        return grad.astype(log_probs.dtype)
     xp = array_module(log_probs)
     n, c = log_probs.shape
     valid = target != ignore_index

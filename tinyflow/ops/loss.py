@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import Context, Function
+from tinyflow.dtypes import is_half
 
 __all__ = [
     "CrossEntropy", "NLLLossFunction", "MSELossFunction", "L1LossFunction", "SmoothL1LossFunction",
@@ -46,11 +47,11 @@ class CrossEntropy(Function):
         losses, lp = ctx.kernels.softmax_cross_entropy_forward(z, t, ignore_index, label_smoothing, weight)
         if reduction == "mean":
             valid = t != ignore_index
-            denom = (weight[xp.where(valid, t, 0)] * valid).sum() if weight is not None else valid.sum()
+            denom = _sum(weight[xp.where(valid, t, 0)] * valid) if weight is not None else valid.sum()
             ctx.scale = _mean_scale(xp, denom)
-            out = losses.sum() * ctx.scale
+            out = _sum(losses) * ctx.scale
         elif reduction == "sum":
-            out = losses.sum()
+            out = _sum(losses)
         else:
             out = losses.reshape(target.shape)
         ctx.save_for_backward(lp, t, weight)
@@ -72,6 +73,12 @@ class CrossEntropy(Function):
         if len(shape) > 2:  # back to (N, C, d1, ...)
             gz = gz.reshape(shape[0], -1, shape[1]).transpose(0, 2, 1).reshape(shape)
         return (gz,) + (None,) * 5
+
+
+def _sum(x: Any) -> Any:
+    """x.sum(), in float32 for half-precision x (as PyTorch reduces them): a bfloat16 running sum
+    stops growing at 256 times its terms, so a batch's mean loss would come out wrong."""
+    return x.sum(dtype=np.float32) if is_half(x.dtype) else x.sum()
 
 
 def _mean_scale(xp: Any, denom: Any) -> Any:
@@ -125,10 +132,10 @@ class NLLLossFunction(Function):
         ctx.save_for_backward(safe, w)
         ctx.shape, ctx.reduction, ctx.zshape = lp.shape, reduction, z.shape
         if reduction == "mean":
-            ctx.scale = _mean_scale(xp, w.sum())
-            return xp.asarray(losses.sum() * ctx.scale, dtype=lp.dtype)
+            ctx.scale = _mean_scale(xp, _sum(w))
+            return xp.asarray(_sum(losses) * ctx.scale, dtype=lp.dtype)
         if reduction == "sum":
-            return xp.asarray(losses.sum(), dtype=lp.dtype)
+            return xp.asarray(_sum(losses), dtype=lp.dtype)
         return losses.reshape(target.shape)
 
     @staticmethod
