@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_backend import FLOATS, SETTINGS, reference, run, tol
@@ -192,3 +192,226 @@ def test_sequence_layer_launches_do_not_grow_with_the_sequence_length(monkeypatc
     assert short == long == [f"{layer}_sequence_forward_f32", f"{layer}_sequence_backward_f32"]
     for g, w in pairs_short + pairs_long:
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+# ---- the persistent kernels' cuts: blocks, staged chunks, split dot products, the fallback -------
+from kernel_dtypes import HALVES, as_float64, widen  # noqa: E402
+
+from tinyflow_cuda.kernels.rnn import plan_sequence, sequence_shared_bytes  # noqa: E402
+
+cut_cases = st.fixed_dictionaries({
+    "steps": st.integers(1, 4), "batch": st.integers(1, 9), "hidden": st.integers(1, 9),
+    "reverse": st.booleans(), "with_state": st.booleans(), "dtype": FLOATS,
+    "seed": st.integers(0, 99), "blocks": st.sampled_from([1, 2, 4, 7]),
+    "tight": st.booleans(),
+})
+
+
+def _tight_limit(gates: int, hidden: int, batch: int, blocks: int, itemsize: int) -> int:
+    """A shared-memory limit that leaves room for two staged columns only (so the kernel stages
+    the batch in chunks), for the forward and the backward of either layer."""
+    per = -(-hidden // max(1, min(blocks, hidden)))
+    acc = 8 if itemsize == 8 else 4
+    return max(sequence_shared_bytes(gates, hidden, per, 2, batch, 256, itemsize, acc, backward, lstm)
+               for backward in (False, True) for lstm in (True, False))
+
+
+def _with_cut(emu, case: dict, gates: int):
+    """The emulator runtime patched to ``blocks`` resident blocks (and a tight shared memory)."""
+    if emu.kind != "emulator":
+        pytest.skip("the cut is patched into the emulator's runtime")
+    mp = pytest.MonkeyPatch()
+    mp.setattr(emu.emu, "resident_blocks", lambda name, block: case["blocks"])
+    if case["tight"]:
+        limit = _tight_limit(gates, case["hidden"], case["batch"], case["blocks"],
+                             np.dtype(case["dtype"]).itemsize)
+        mp.setattr(emu.emu, "shared_memory_per_block", lambda: limit)
+    return mp
+
+
+@SETTINGS
+@given(case=cut_cases)
+def test_lstm_sequence_over_blocks_chunks_and_splits(emu, case):
+    """Uneven unit splits over 1 to 7 blocks, the batch staged in chunks of 2 columns or all at
+    once, split dot products (few pairs a block) and whole ones (one block, 9 units x 9 columns
+    is fewer than 256 threads: split 16 .. 1)."""
+    _, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, 4)
+    rev, t = case["reverse"], seq_tol(case["dtype"])
+    mp = _with_cut(emu, case, 4)
+    try:
+        want = reference("lstm_sequence_forward")(proj, w_hh, h0, c0, rev)
+        got = run(emu, "lstm_sequence_forward", proj, w_hh, h0, c0, rev)
+        assert len(emu.launches) == 1 and emu.launches[0].startswith("lstm_sequence_forward")
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **t)
+        acts, _, cs = want
+        want = reference("lstm_sequence_backward")(dout, dh_n, dc_n, w_hh, acts, cs, rev)
+        got = run(emu, "lstm_sequence_backward", dout, dh_n, dc_n, w_hh, acts, cs, rev)
+        assert len(emu.launches) == 1
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **t)
+    finally:
+        mp.undo()
+
+
+@SETTINGS
+@given(case=cut_cases, bias=st.booleans())
+def test_gru_sequence_over_blocks_chunks_and_splits(emu, case, bias):
+    rng, proj, w_hh, (h0, _), dout, (dh_n, _) = _sequence_inputs(case, 3)
+    b_hh = rng.standard_normal(w_hh.shape[0]).astype(case["dtype"]) if bias else None
+    rev, t = case["reverse"], seq_tol(case["dtype"])
+    mp = _with_cut(emu, case, 3)
+    try:
+        want = reference("gru_sequence_forward")(proj, w_hh, b_hh, h0, rev)
+        got = run(emu, "gru_sequence_forward", proj, w_hh, b_hh, h0, rev)
+        assert len(emu.launches) == 1
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **t)
+        acts, gh, hs = want
+        dh_n = dh_n if case["with_state"] else None
+        want = reference("gru_sequence_backward")(dout, dh_n, w_hh, acts, gh, hs, rev)
+        got = run(emu, "gru_sequence_backward", dout, dh_n, w_hh, acts, gh, hs, rev)
+        assert len(emu.launches) == 1
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **t)
+    finally:
+        mp.undo()
+
+
+def half_seq_tol(dtype) -> dict:
+    """h_t is stored (and read back by the next step) in the half dtype, as cuDNN's half RNNs do,
+    so each step adds a rounding of h to the float32 reference's error: a few steps' worth."""
+    return {"rtol": 2e-2, "atol": 2e-2} if np.dtype(dtype).name == "bfloat16" else {"rtol": 4e-3, "atol": 4e-3}
+
+
+@SETTINGS
+@given(case=sequence_cases, half=st.sampled_from(HALVES), layer=st.sampled_from(["lstm", "gru"]))
+def test_half_sequences_against_the_float32_reference(emu, case, half, layer):
+    """bf16 and fp16 kernels (fp32 arithmetic and running state inside) against the reference
+    in float32 on the same half inputs: forward and backward, both directions."""
+    gates = 4 if layer == "lstm" else 3
+    case = {**case, "dtype": np.float32, "steps": min(case["steps"], 4)}
+    _, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, gates)
+    proj, w_hh, dout = (a.astype(half) for a in (proj, w_hh, dout))
+    h0, c0, dh_n, dc_n = (None if a is None else a.astype(half) for a in (h0, c0, dh_n, dc_n))
+    rev, t = case["reverse"], half_seq_tol(half)
+    sfx = "bf16" if np.dtype(half).name == "bfloat16" else "f16"
+    if layer == "lstm":
+        want = reference("lstm_sequence_forward")(*map(widen, (proj, w_hh, h0, c0)), rev)
+        got = run(emu, "lstm_sequence_forward", proj, w_hh, h0, c0, rev)
+        grads = lambda acts, hs, cs, src: (dout, dh_n, dc_n, w_hh, acts, cs, rev)  # noqa: E731
+    else:
+        want = reference("gru_sequence_forward")(*map(widen, (proj, w_hh, None, h0)), rev)
+        got = run(emu, "gru_sequence_forward", proj, w_hh, None, h0, rev)
+        grads = lambda acts, gh, hs, src: (dout, dh_n, w_hh, acts, gh, hs, rev)  # noqa: E731
+    assert emu.launches == [f"{layer}_sequence_forward_{sfx}"]
+    for g, w in zip(got, want):
+        assert g.dtype == half
+        np.testing.assert_allclose(as_float64(g), w, **t)
+    # the backward from the kernel's own (half) forward, against the reference on it widened
+    args = grads(*got, None)
+    want = reference(f"{layer}_sequence_backward")(*map(widen, args))
+    got = run(emu, f"{layer}_sequence_backward", *args)
+    assert emu.launches == [f"{layer}_sequence_backward_{sfx}"]
+    for g, w in zip(got, want):
+        assert g.dtype == half
+        np.testing.assert_allclose(as_float64(g), w, **t)
+
+
+@pytest.mark.parametrize("layer", ["lstm", "gru"])
+def test_without_room_for_w_hh_the_twins_take_a_gemm_and_a_fused_cell_a_step(emu, layer):
+    if emu.kind != "emulator":
+        pytest.skip("the shared-memory limit is patched into the emulator's runtime")
+    case = {"steps": 3, "batch": 2, "hidden": 5, "reverse": True, "with_state": True,
+            "dtype": np.float32, "seed": 3}
+    gates = 4 if layer == "lstm" else 3
+    rng, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, gates)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(emu.emu, "shared_memory_per_block", lambda: 1024)  # not even one unit's rows
+        if layer == "lstm":
+            want = reference("lstm_sequence_forward")(proj, w_hh, h0, c0, True)
+            got = run(emu, "lstm_sequence_forward", proj, w_hh, h0, c0, True)
+            back = (dout, dh_n, dc_n, w_hh, want[0], want[2], True)
+        else:
+            b_hh = rng.standard_normal(3 * 5).astype(np.float32)
+            want = reference("gru_sequence_forward")(proj, w_hh, b_hh, h0, True)
+            got = run(emu, "gru_sequence_forward", proj, w_hh, b_hh, h0, True)
+            back = (dout, dh_n, w_hh, *want, True)
+        assert emu.launches == [f"{layer}_cell_forward_f32"] * 3  # the GEMMs are NumPy's here
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **seq_tol(np.float32))
+        want = reference(f"{layer}_sequence_backward")(*back)
+        got = run(emu, f"{layer}_sequence_backward", *back)
+        assert emu.launches == [f"{layer}_cell_backward_f32"] * 3
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **seq_tol(np.float32))
+
+
+H100 = {"blocks_available": 132, "shared_limit": 227 * 1024}
+
+
+@pytest.mark.parametrize("gates, lstm, backward, itemsize, last", [
+    (4, True, False, 4, 1320), (4, True, True, 4, 1285), (3, False, False, 4, 1549),
+    (3, False, True, 4, 1463), (4, True, True, 2, 1751), (3, False, True, 2, 2104),
+])
+def test_where_w_hh_stops_fitting_on_chip(gates, lstm, backward, itemsize, last):
+    """The switch to the per-step path on an H100 at batch 64, as plan_sequence's docstring says:
+    the largest hidden size whose slice of W_hh a block holds, and none above it."""
+    def fits(hidden: int) -> bool:
+        return plan_sequence(gates, hidden, 64, itemsize, backward=backward, lstm=lstm, **H100) is not None
+
+    assert fits(last) and not fits(last + 1)
+    assert all(fits(h) for h in (1, 7, 64, 512, 1024)) and not any(fits(h) for h in (last + 100, 4096))
+
+
+@settings(max_examples=200, deadline=None)
+@given(gates=st.sampled_from([3, 4]), hidden=st.integers(1, 3000), batch=st.integers(1, 512),
+       itemsize=st.sampled_from([2, 4, 8]), backward=st.booleans(), blocks=st.integers(1, 200),
+       limit=st.integers(1024, 256 * 1024))
+def test_sequence_plans_fit_and_cover(gates, hidden, batch, itemsize, backward, blocks, limit):
+    """Every plan fits its shared memory, covers every unit with no empty block, stages at most
+    the batch, and splits dot products only over threads that would otherwise idle."""
+    lstm = gates == 4
+    plan = plan_sequence(gates, hidden, batch, itemsize, backward=backward, lstm=lstm,
+                         blocks_available=blocks, shared_limit=limit)
+    acc = 8 if itemsize == 8 else 4
+    if plan is None:  # not even one staged column fits
+        per = -(-hidden // min(blocks, hidden))
+        assert sequence_shared_bytes(gates, hidden, per, 1, batch, 256, itemsize, acc, backward, lstm) > limit
+        return
+    assert plan.shared_mem <= limit and plan.blocks <= blocks
+    assert plan.blocks * plan.per >= hidden > (plan.blocks - 1) * plan.per
+    assert 1 <= plan.chunk <= batch
+    assert plan.split & (plan.split - 1) == 0 and plan.split <= 32
+    assert plan.split == 1 or plan.per * plan.chunk * plan.split <= plan.threads
+    assert plan.shared_mem == sequence_shared_bytes(gates, hidden, plan.per, plan.chunk, batch,
+                                                    plan.threads, itemsize, acc, backward, lstm)
+
+
+@pytest.mark.gpu
+@pytest.mark.cupy_strict
+def test_lstm_layer_with_over_48k_of_shared_memory_on_the_stand_in():
+    """H = 72, batch 64: the forward's block needs more than 48 KB of shared memory, so the
+    runtime must raise the kernel's max_dynamic_shared_size_bytes and launch cooperatively (the
+    stand-in refuses otherwise, as CUDA does); the results are the CPU's."""
+    import tinyflow as tf
+    from tinyflow.ops.rnn import lstm_layer
+
+    rng = np.random.default_rng(0)
+    steps, batch, inputs, hidden = 2, 64, 3, 72
+    plan = plan_sequence(4, hidden, batch, 4, backward=False, lstm=True, blocks_available=3,
+                         shared_limit=227 * 1024)
+    assert plan is not None and plan.shared_mem > 48 * 1024
+    arrays = [rng.standard_normal((steps, batch, inputs)), 0.2 * rng.standard_normal((4 * hidden, inputs)),
+              0.2 * rng.standard_normal((4 * hidden, hidden)), rng.standard_normal(4 * hidden),
+              rng.standard_normal(4 * hidden)]
+
+    def run_on(device: str) -> list[np.ndarray]:
+        x, w_ih, w_hh, b_ih, b_hh = (tf.tensor(a, dtype=tf.float32, device=device, requires_grad=True)
+                                     for a in arrays)
+        out, h_n, c_n = lstm_layer(x, None, None, w_ih, w_hh, b_ih, b_hh)
+        (out.sum() + (h_n * c_n).sum()).backward()
+        return [t.numpy() for t in (out, h_n, c_n)] + [t.grad.numpy() for t in (x, w_ih, w_hh, b_ih)]
+
+    for g, w in zip(run_on("cuda:0"), run_on("cpu")):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)

@@ -178,7 +178,7 @@ inline std::size_t static_shared_used = 0;
 inline std::size_t pending_dynamic_shared = 0;  // set by emulator.py right before a launch
 inline std::size_t dynamic_shared_bytes = 0;  // of the launch in progress
 inline std::vector<std::unique_ptr<unsigned char[]>> arenas;  // one per running block
-inline std::size_t arena_dynamic = 0;  // the dynamic size the arenas were cut for
+inline std::size_t arena_dynamic = 0;  // the static_offset() the arenas were cut for
 
 inline std::size_t reserve_static_shared(std::size_t bytes, std::size_t align) {
     std::lock_guard<std::mutex> lock(shared_mutex);
@@ -192,17 +192,18 @@ inline std::size_t reserve_static_shared(std::size_t bytes, std::size_t align) {
     return offset;
 }
 
-inline std::size_t dynamic_padded() { return (dynamic_shared_bytes + 63) / 64 * 64; }
+// Where the static region starts: after the dynamic bytes and the canary right behind them.
+inline std::size_t static_offset() { return (dynamic_shared_bytes + kCanary + 63) / 64 * 64; }
 
 // Arenas for `count` blocks at once, the dynamic part poisoned and the canaries set.
 inline void prepare_arenas(unsigned count) {
-    const std::size_t dynamic = dynamic_padded();
-    if (arena_dynamic != dynamic) {
+    const std::size_t dynamic = dynamic_shared_bytes;
+    if (arena_dynamic != static_offset()) {
         arenas.clear();
-        arena_dynamic = dynamic;
+        arena_dynamic = static_offset();
     }
     while (arenas.size() < count)
-        arenas.emplace_back(new unsigned char[dynamic + kCanary + kStaticShared]);
+        arenas.emplace_back(new unsigned char[static_offset() + kStaticShared]);
     for (unsigned b = 0; b < count; ++b) {
         std::memset(arenas[b].get(), 0xff, dynamic);
         std::memset(arenas[b].get() + dynamic, kCanaryByte, kCanary);
@@ -210,7 +211,7 @@ inline void prepare_arenas(unsigned count) {
 }
 
 inline void check_arenas(unsigned count) {
-    const std::size_t dynamic = dynamic_padded();
+    const std::size_t dynamic = dynamic_shared_bytes;
     for (unsigned b = 0; b < count; ++b)
         for (std::size_t i = 0; i < kCanary; ++i)
             if (arenas[b][dynamic + i] != kCanaryByte) {
@@ -224,7 +225,7 @@ inline unsigned char* block_arena() {
     return arenas[scheduler != nullptr ? scheduler->current->block : 0].get();
 }
 inline unsigned char* dynamic_shared() { return block_arena(); }
-inline unsigned char* static_shared() { return block_arena() + dynamic_padded() + kCanary; }
+inline unsigned char* static_shared() { return block_arena() + static_offset(); }
 
 // Run `count` blocks at once, their threads as fibers, until all have ended; with `rounds` > 1
 // (count 1) the fibers then go on to the next block, `rounds` blocks in turn.
