@@ -48,3 +48,29 @@ def test_lrn_backward_matches_finite_differences(c, prm, seed):
         xm[idx] -= eps
         num[idx] = np.sum(g * (naive_lrn(xp_, size, alpha, beta, k) - naive_lrn(xm, size, alpha, beta, k))) / (2 * eps)
     np.testing.assert_allclose(gx, num, rtol=1e-5, atol=1e-7)
+
+
+def _half_dtypes():
+    import pytest
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    return [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
+
+
+def test_half_precision_lrn_is_the_float32_result_rounded_once():
+    """fp16 / bf16 compute in float32 and round once (as the CUDA kernels): the window sum of
+    squares in half precision would drop the small terms."""
+    rng = np.random.default_rng(6)
+    for dtype in _half_dtypes():
+        x = rng.standard_normal((2, 5, 3)).astype(dtype)
+        out, scale = lrn_forward(x, 3, 0.5, 0.75, 1.0)
+        out32, scale32 = lrn_forward(x.astype(np.float32), 3, 0.5, 0.75, 1.0)
+        assert out.dtype == dtype and scale.dtype == dtype
+        np.testing.assert_array_equal(out.astype(np.float64), out32.astype(dtype).astype(np.float64))
+        np.testing.assert_array_equal(scale.astype(np.float64), scale32.astype(dtype).astype(np.float64))
+        g = rng.standard_normal(x.shape).astype(dtype)
+        gx = lrn_backward(g, x, out, scale, 3, 0.5, 0.75, 1.0)
+        wide = [a.astype(np.float32) for a in (g, x, out, scale)]
+        want = lrn_backward(*wide, 3, 0.5, 0.75, 1.0).astype(dtype)
+        assert gx.dtype == dtype
+        np.testing.assert_array_equal(gx.astype(np.float64), want.astype(np.float64))

@@ -143,3 +143,36 @@ def test_maxpool_backward_scatter_and_slab_paths_agree(geom, seed):
     finally:
         pool.SCATTER_ON_CPU = True
     np.testing.assert_allclose(scatter, slabs, rtol=1e-12, atol=1e-12)
+
+
+def test_half_precision_pool_sums_are_float32_rounded_once():
+    """fp16 / bf16 average pooling and max pooling's backward (overlapping windows add) sum in
+    float32 and round once, as the CUDA kernels; the max itself is exact in the half dtype."""
+    import pytest
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(7)
+    k, s, p = (3, 3), (2, 2), (1, 1)
+    for dtype in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
+        x = rng.standard_normal((2, 3, 9, 8)).astype(dtype)
+        x32 = x.astype(np.float32)
+        out, argmax = maxpool2d_forward(x, k, s, p)
+        out32, argmax32 = maxpool2d_forward(x32, k, s, p)
+        assert out.dtype == dtype
+        np.testing.assert_array_equal(out.astype(np.float32), out32)
+        np.testing.assert_array_equal(argmax, argmax32)
+        g = rng.standard_normal(out.shape).astype(dtype)
+        got = {
+            "maxpool backward": maxpool2d_backward(g, argmax, x.shape, k, s, p),
+            "avgpool forward": avgpool2d_forward(x, k, s, p, True, False),
+            "avgpool backward": avgpool2d_backward(g, x.shape, k, s, p, False, True),
+        }
+        want = {
+            "maxpool backward": maxpool2d_backward(g.astype(np.float32), argmax, x.shape, k, s, p),
+            "avgpool forward": avgpool2d_forward(x32, k, s, p, True, False),
+            "avgpool backward": avgpool2d_backward(g.astype(np.float32), x.shape, k, s, p, False, True),
+        }
+        for name in got:
+            assert got[name].dtype == dtype, name
+            np.testing.assert_array_equal(got[name].astype(np.float64),
+                                          want[name].astype(dtype).astype(np.float64), err_msg=name)
