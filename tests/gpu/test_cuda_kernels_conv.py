@@ -1,50 +1,173 @@
-"""im2col / col2im (csrc/conv.cu) against tinyflow/kernels/conv.py, on the emulator and a GPU."""
+"""csrc/conv.cu (im2col, col2im, conv_output, conv_output_grad, their *_wide variants) against
+tinyflow/kernels/conv.py in float32, float64, float16 and bfloat16, on the emulator and a GPU;
+and the host side of the kernels (the 32/64-bit choice, folded grids). The magic divisors are
+tested with csrc/fastdiv.cuh's other users."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernel_backend import FLOATS, SETTINGS, reference, run, tol
+import tinyflow_cuda.kernels.conv as twin
+from tinyflow_cuda.kernels._launch import dtype_suffix
+from kernel_backend import SETTINGS, reference, run
+
+ALL_FLOATS = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
+DTYPES = st.sampled_from(ALL_FLOATS)
 
 
-# ---- convolution ----------------------------------------------------------------------------
-conv_cases = st.fixed_dictionaries({
-    "n": st.integers(1, 2), "c": st.integers(1, 3), "h": st.integers(3, 7), "w": st.integers(3, 7),
-    "kh": st.integers(1, 3), "kw": st.integers(1, 3), "sh": st.integers(1, 3),
-    "sw": st.integers(1, 2), "ph": st.integers(0, 2), "pw": st.integers(0, 1),
-    "dh": st.integers(1, 2), "dw": st.integers(1, 2), "dtype": FLOATS, "seed": st.integers(0, 99),
-})
+def eps(dtype) -> float:
+    return float(ml_dtypes.finfo(dtype).eps)
+
+
+def exact(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float64)
+
+
+def assert_sum_close(got: np.ndarray, want64: np.ndarray, dtype, scale: float) -> None:
+    """``got`` (dtype) against the float64 result: fp32 accumulation (f64 for f64) and one rounding
+    to dtype, so within a couple of dtype ulps plus the accumulation error on ``scale``."""
+    acc_eps = eps(np.float64) if dtype == np.float64 else eps(np.float32)
+    np.testing.assert_allclose(exact(got), want64, rtol=2 * eps(dtype), atol=8 * acc_eps * scale + 1e-300)
+
+
+@st.composite
+def conv_cases(draw):
+    k = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    p = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    d = (draw(st.integers(1, 3)), draw(st.integers(1, 2)))
+    h = draw(st.integers(max(1, d[0] * (k[0] - 1) + 1 - 2 * p[0]), 9))
+    w = draw(st.integers(max(1, d[1] * (k[1] - 1) + 1 - 2 * p[1]), 9))
+    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 3)), h, w)
+    return shape, (k, s, p, d), draw(DTYPES), draw(st.integers(0, 2**16))
 
 
 @SETTINGS
-@given(case=conv_cases)
-def test_im2col_and_col2im_match_reference(emu, case):
-    k = (case["kh"], case["kw"])
-    geo = dict(stride=(case["sh"], case["sw"]), padding=(case["ph"], case["pw"]),
-               dilation=(case["dh"], case["dw"]))
-    if case["h"] + 2 * case["ph"] < case["dh"] * (case["kh"] - 1) + 1 or \
-            case["w"] + 2 * case["pw"] < case["dw"] * (case["kw"] - 1) + 1:
-        return  # no output position: the op rejects this before any kernel runs
-    rng = np.random.default_rng(case["seed"])
-    x = rng.standard_normal((case["n"], case["c"], case["h"], case["w"])).astype(case["dtype"])
-    expected = reference("im2col")(x, k, **geo)
-    got = run(emu, "im2col", x, k, **geo)
-    assert got.shape == expected.shape and got.dtype == x.dtype
-    np.testing.assert_array_equal(got, expected)  # a pure copy: exact
+@given(case=conv_cases())
+def test_im2col_and_col2im_match_reference_in_every_dtype(emu, case):
+    """Strides, padding and dilation in both directions; N*L multiples of V and not (the vector
+    and the scalar stores); im2col exact (it moves bits), col2im to fp32 accumulation."""
+    shape, geom, dtype, seed = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(dtype)
+    want = reference("im2col")(x, *geom)
+    got = run(emu, "im2col", x, *geom)
+    assert got.shape == want.shape and got.dtype == x.dtype
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))  # bit for bit
 
-    col = rng.standard_normal(expected.shape).astype(case["dtype"])
-    dx_ref = reference("col2im")(col, x.shape, k, **geo)
-    dx = run(emu, "col2im", col, x.shape, k, **geo)
-    assert dx.shape == x.shape
-    np.testing.assert_allclose(dx, dx_ref, **tol(case["dtype"]))
+    col = rng.standard_normal(want.shape).astype(dtype)
+    dx = run(emu, "col2im", col, x.shape, *geom)
+    assert dx.shape == x.shape and dx.dtype == col.dtype
+    want64 = reference("col2im")(exact(col), x.shape, *geom)
+    assert_sum_close(dx, want64, dtype, scale=float(np.abs(exact(col)).max(initial=0)) * geom[0][0] * geom[0][1])
 
 
-def test_im2col_strided_input_and_odd_dtype_fall_back(emu):
-    """A non-contiguous input is made contiguous; float16 runs the reference body."""
+@pytest.mark.parametrize("dtype", ALL_FLOATS, ids=lambda d: np.dtype(d).name)
+def test_im2col_vector_and_scalar_stores_agree_and_padding_rows_are_zero(emu, dtype):
+    """N*L = 2*6*6 is a multiple of every V: an aligned out takes the vector stores, one shifted
+    by an element the scalar ones; both exact. Rows past C*kh*kw (the padded K) come back zero."""
+    x = np.random.default_rng(1).standard_normal((2, 3, 6, 6)).astype(dtype)
+    want = reference("im2col")(x, (3, 3), (1, 1), (1, 1))  # (27, 72)
+    aligned = np.full((32, 72), np.nan, dtype=dtype)
+    assert aligned.ctypes.data % 16 == 0
+    shifted = np.full(32 * 72 + 1, np.nan, dtype=dtype)[1:].reshape(32, 72)
+    for out in (aligned, shifted):
+        got = run(emu, "im2col", x, (3, 3), (1, 1), (1, 1), out=out)
+        assert got is out
+        np.testing.assert_array_equal(exact(out[:27]), exact(want))
+        np.testing.assert_array_equal(exact(out[27:]), 0)
+
+
+def test_im2col_rejects_a_buffer_with_fewer_rows_or_other_columns(emu):
+    x = np.zeros((1, 2, 4, 4), dtype=np.float32)
+    for bad in (np.empty((17, 4), np.float32), np.empty((18, 5), np.float32), np.empty((18, 4), np.float64)):
+        with pytest.raises(ValueError, match=r"im2col: out must be a C-contiguous float32 array of shape \(18, 4\)"):
+            run(emu, "im2col", x, (3, 3), out=bad)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_wide_variants_and_folded_grids_match_reference(emu, monkeypatch, dtype):
+    """The 64-bit kernels, selected here by lowering the limit (allocating 2**31 elements is not
+    a unit test), and grids whose y and z are capped at 2 so every kernel loops over the rest."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 5, 7, 6)).astype(dtype)
+    geom = ((3, 2), (2, 1), (1, 1), (1, 2))
+    want = reference("im2col")(x, *geom)
+    col = rng.standard_normal(want.shape).astype(dtype)
+    want_dx = reference("col2im")(exact(col), x.shape, *geom)
+    monkeypatch.setattr(twin, "MAX_GRID_YZ", 2)
+    for limit, suffix in ((2**31, ""), (1, "_wide")):
+        monkeypatch.setattr(twin, "INDEX_LIMIT", limit)
+        got = run(emu, "im2col", x, *geom)
+        assert emu.launches == [f"im2col{suffix}_{dtype_suffix(x)}"]
+        np.testing.assert_array_equal(exact(got), exact(want))
+        dx = run(emu, "col2im", col, x.shape, *geom)
+        assert emu.launches[0].startswith(f"col2im{suffix}_")
+        assert_sum_close(dx, want_dx, dtype, scale=float(np.abs(exact(col)).max()) * 6)
+    out = rng.standard_normal((15, 3 * 4)).astype(dtype)
+    b = rng.standard_normal(15).astype(dtype)
+    np.testing.assert_array_equal(exact(run(emu, "conv_output", out, b, (3, 15, 2, 2), True)),
+                                  exact(reference("conv_output")(out, b, (3, 15, 2, 2), True)))
+
+
+def test_the_wide_kernels_are_chosen_from_2_to_the_31_elements():
+    assert twin.index_kernel("im2col", 2**31 - 1, 2**31 - 1) == "im2col"
+    assert twin.index_kernel("im2col", 5, 2**31) == "im2col_wide"  # the column matrix
+    assert twin.index_kernel("col2im", 2**31, 5) == "col2im_wide"  # or the input
+    # AlexNet-224 conv1 at batch 512: col (363 -> 368, 512*55*55) has 570M elements: 32-bit
+    assert twin.index_kernel("im2col", 512 * 3 * 224 * 224, 368 * 512 * 55 * 55) == "im2col"
+
+
+@st.composite
+def output_cases(draw):
+    n, o = draw(st.integers(1, 3)), draw(st.integers(1, 5))
+    oh, ow = draw(st.integers(1, 7)), draw(st.integers(1, 40))
+    return (n, o, oh, ow), draw(DTYPES), draw(st.booleans()), draw(st.booleans()), draw(st.integers(0, 2**16))
+
+
+@SETTINGS
+@given(case=output_cases())
+def test_conv_output_and_its_gradient_match_reference(emu, case):
+    """The GEMM output to NCHW with bias and ReLU (exact: one fp32 add, one rounding, as NumPy's
+    half arithmetic), and the way back with the ReLU's mask (exact) and the bias gradient."""
+    shape, dtype, with_bias, relu, seed = case
+    n, o, oh, ow = shape
+    rng = np.random.default_rng(seed)
+    out = rng.standard_normal((o, n * oh * ow)).astype(dtype)
+    bias = rng.standard_normal(o).astype(dtype) if with_bias else None
+    y = run(emu, "conv_output", out, bias, shape, relu)
+    want = reference("conv_output")(out, bias, shape, relu)
+    assert y.shape == shape and y.dtype == out.dtype
+    np.testing.assert_array_equal(exact(y), exact(want))
+
+    gout = rng.standard_normal(shape).astype(dtype)
+    relu_out = y if relu else None
+    gy, gb = run(emu, "conv_output_grad", gout, relu_out, with_bias)
+    want_gy, _ = reference("conv_output_grad")(gout, relu_out, False)
+    np.testing.assert_array_equal(exact(gy), exact(want_gy))
+    if not with_bias:
+        assert gb is None
+        return
+    assert gb.shape == (o,) and gb.dtype == gout.dtype
+    assert_sum_close(gb, exact(want_gy).sum(axis=1), dtype, scale=float(np.abs(exact(gy)).sum(axis=1).max()))
+
+
+def test_conv_output_keeps_nan_and_masks_its_gradient_where_the_relu_cut(emu):
+    out = np.array([[1.0, -2.0, np.nan, 0.0]], dtype=np.float32)  # O = 1, N = 1, L = 4
+    y = run(emu, "conv_output", out, np.array([0.5], np.float32), (1, 1, 2, 2), True)
+    np.testing.assert_array_equal(y.reshape(-1), [1.5, 0.0, np.nan, 0.5])
+    gy, gb = run(emu, "conv_output_grad", np.full((1, 1, 2, 2), 2.0, np.float32), y, True)
+    np.testing.assert_array_equal(gy.reshape(-1), [2.0, 0.0, 2.0, 2.0])  # NaN passes, as torch
+    np.testing.assert_array_equal(gb, [6.0])
+
+
+def test_non_float_input_falls_back_and_strided_input_is_made_contiguous(emu):
     x = np.arange(2 * 3 * 6 * 6, dtype=np.float32).reshape(2, 3, 6, 6)[:, :, ::2, ::2]
     np.testing.assert_array_equal(run(emu, "im2col", x, (2, 2)), reference("im2col")(x, (2, 2)))
-    half = x.astype(np.float16)
-    out = emu.call("im2col", half, (2, 2), expect_kernel=False)
-    assert emu.launches == []  # float16 has no .cu kernel: the reference body ran
-    np.testing.assert_array_equal(out, reference("im2col")(half, (2, 2)))
+    ints = np.arange(2 * 3 * 4 * 4, dtype=np.int32).reshape(2, 3, 4, 4)
+    out = emu.call("im2col", ints, (2, 2), expect_kernel=False)
+    assert emu.launches == []  # int32 has no .cu kernel: the reference body ran
+    np.testing.assert_array_equal(out, reference("im2col")(ints, (2, 2)))

@@ -1,6 +1,6 @@
 """The CPU reference kernels: the kernel module of the ``cpu`` device.
 
-One file per family (conv, winograd, pool, lrn, rnn, embedding, loss, random, optim,
+One file per family (activation, conv, winograd, pool, lrn, rnn, embedding, loss, random, optim,
 allreduce). Each is a plain function over arrays, written against ``xp`` where it can be, and the
 families of ``FAMILIES`` are the contract: ``tinyflow_cuda/kernels/<family>.py`` (over
 ``csrc/<family>.cu``) defines the same names with the same signatures for CUDA arrays. Winograd
@@ -12,7 +12,8 @@ Ops never import a kernel by name from here: they ask their context for the kern
 their inputs' device (``ctx.kernels.im2col(...)``; outside an op, ``tinyflow.device.kernels_of``).
 That is the one place that decides whether the reference or its CUDA twin runs.
 """
-from tinyflow.kernels import allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn, winograd
+from tinyflow.kernels import activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn, winograd
+from tinyflow.kernels.activation import *  # noqa: F401,F403
 from tinyflow.kernels.allreduce import *  # noqa: F401,F403
 from tinyflow.kernels.batchnorm import *  # noqa: F401,F403
 from tinyflow.kernels.conv import *  # noqa: F401,F403
@@ -25,7 +26,7 @@ from tinyflow.kernels.random import *  # noqa: F401,F403
 from tinyflow.kernels.rnn import *  # noqa: F401,F403
 from tinyflow.kernels.winograd import *  # noqa: F401,F403
 
-FAMILIES = (allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn)
+FAMILIES = (activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn)
 """The kernel families, each mirrored by a module of the same name in tinyflow_cuda/kernels/."""
 
 CPU_ONLY = (winograd,)

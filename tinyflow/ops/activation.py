@@ -88,17 +88,21 @@ def _no_bool(op: str, a: Any) -> None:
 
 
 class ReLUFunction(Function):
+    """max(x, 0) through the named kernels ``relu_forward`` / ``relu_backward``
+    (tinyflow/kernels/activation.py): one kernel each way on the GPU, backward from the saved
+    output with no bool temporary."""
+
     @staticmethod
     def forward(ctx: Context, a: Any) -> Any:
         _no_bool("relu", a)
-        out = ctx.xp.maximum(a, 0)
+        out = ctx.kernels.relu_forward(a)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> Any:
         (out,) = ctx.saved_tensors
-        return g * ~(out <= 0)  # NaN passes its gradient, as PyTorch's threshold_backward
+        return ctx.kernels.relu_backward(g, out)  # NaN passes its gradient, as PyTorch's threshold_backward
 
 
 class LeakyReLUFunction(Function):

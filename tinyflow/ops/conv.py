@@ -8,8 +8,13 @@ viewed as (O, C*kh*kw) with no copy, and the whole batch is one GEMM per group::
     input     gcol(CKK, N*OH*OW) = W.T            @ gout (O, N*OH*OW)      -> col2im
 
 The only copies besides im2col itself are the (O, N, OH, OW) <-> (N, O, OH, OW) transposes of
-the output and its gradient, which are ``kh*kw*C/O`` times smaller than ``col``; the bias add is
-fused into the first of them. ``col`` is not saved: backward rebuilds it (see Conv2dFunction).
+the output and its gradient, which are ``kh*kw*C/O`` times smaller than ``col``: named kernels
+(``conv_output`` / ``conv_output_grad``) that fuse the bias add into the first and the bias
+gradient into the second, and, when the op is asked for a ReLU after it (``relu=True``, an
+internal switch for callers that know a ReLU follows), the ReLU and its mask as well.
+On the GPU (with groups=1) K = C*kh*kw is padded to a multiple of 8, zero rows in ``col`` (im2col
+writes them) and zero columns in the weight matrix, so cuBLAS takes its aligned kernels (AlexNet's
+conv1 has K = 363). ``col`` is not saved: backward rebuilds it (see Conv2dFunction).
 It lives in one reusable workspace per thread and device (``tinyflow.kernels._cpu.workspace``),
 on a GPU as on the CPU: im2col writes into it, and in backward gcol takes its place once gW is
 done.
@@ -28,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinyflow.autograd import Function
-from tinyflow.kernels._cpu import give_buffer, parallel_for, take_buffer, workspace
+from tinyflow.kernels._cpu import give_buffer, take_buffer, workspace
 from tinyflow.kernels.shapes import conv_output_size
 from tinyflow.ops.linalg import matmul_array, safe_sum
 
@@ -46,90 +51,114 @@ class Conv2dFunction(Function):
     """
 
     @staticmethod
-    def forward(ctx, x, w, b, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    def forward(ctx, x, w, b, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, relu=False):
         xp = ctx.xp
         n, c, h, wd = x.shape
         o, _, kh, kw = w.shape
         geom = ((kh, kw), stride, padding, dilation)
         ctx.x_shape, ctx.geom, ctx.groups = x.shape, geom, groups
-        ctx.save_for_backward(x if ctx.needs_input_grad[1] else None,
-                              w if ctx.needs_input_grad[0] else None)
         ctx.winograd = xp is np and ctx.kernels.use_winograd(x, w, stride, dilation, groups)
         if ctx.winograd:  # V (transformed input) and U (weight) are kept for the gradients
             y, ctx.winograd_v, u = ctx.kernels.winograd_conv2d_forward(x, w, b, padding, ctx.needs_input_grad[1])
             ctx.winograd_u = u if ctx.needs_input_grad[0] else None
+            if relu:
+                y = ctx.kernels.relu_forward(y)
+            ctx.save_for_backward(x if ctx.needs_input_grad[1] else None,
+                                  w if ctx.needs_input_grad[0] else None, y if relu else None)
             return y
         oh = conv_output_size(h, kh, stride[0], padding[0], dilation[0])
         ow = conv_output_size(wd, kw, stride[1], padding[1], dilation[1])
+        ckk, nl = c * kh * kw, n * oh * ow  # explicit sizes: reshape cannot infer -1 for an empty batch
+        kp = _gemm_k(xp, ckk, groups)  # K, padded to a multiple of 8 on the GPU
         # A first layer (no input gradient: x is data, a few channels) keeps its col for the
         # weight gradient in a recycled buffer instead of rebuilding it: one im2col less per step
         keep_col = xp is np and ctx.needs_input_grad[1] and not ctx.needs_input_grad[0]
         if keep_col:
-            buf = take_buffer((c * kh * kw, n * oh * ow), x.dtype)
+            buf = take_buffer((kp, nl), x.dtype)
         else:
-            buf = workspace(xp, "conv2d.col", (c * kh * kw, n * oh * ow), x.dtype, like=x)
-        col = ctx.kernels.im2col(x, *geom, out=buf)  # (C*kh*kw, N*OH*OW), written into buf
+            buf = workspace(xp, "conv2d.col", (kp, nl), x.dtype, like=x)
+        col = ctx.kernels.im2col(x, *geom, out=buf)  # (Kp, N*OH*OW), written into buf
         ctx.col = col if keep_col else None
-        ckk, nl = col.shape  # explicit sizes below: reshape cannot infer -1 for an empty batch
-        w3 = w.reshape(groups, o // groups, ckk // groups)  # (G, O/G, C/G*kh*kw), a view
-        col3 = col.reshape(groups, ckk // groups, nl)  # (G, C/G*kh*kw, N*OH*OW), a view
+        w3 = _weight_matrix(xp, w, groups, kp)  # (G, O/G, Kp/G)
+        col3 = col.reshape(groups, kp // groups, nl)  # (G, Kp/G, N*OH*OW), a view
         out = xp.empty((groups, o // groups, nl), dtype=x.dtype)
         for g in range(groups):
             matmul_array(xp, w3[g], col3[g], out=out[g])
-        out = out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)  # (N, O, OH, OW) strided view
-        y = xp.empty((n, o, oh, ow), dtype=x.dtype)
-
-        def transpose_out(o0: int, o1: int) -> None:
-            if b is None:
-                y[:, o0:o1] = out[:, o0:o1]
-            else:  # the bias add is fused into the transpose copy
-                xp.add(out[:, o0:o1], b[o0:o1].reshape(1, -1, 1, 1), out=y[:, o0:o1])
-
-        parallel_for(xp, o, transpose_out, work=y.size)
-        return y  # x was saved to rebuild col for the weight gradient; w for the input gradient
+        # (O, N*OH*OW) -> (N, O, OH, OW), the bias (and the ReLU) in the same copy
+        y = ctx.kernels.conv_output(out.reshape(o, nl), b, (n, o, oh, ow), relu)
+        # x is saved to rebuild col for the weight gradient, w for the input gradient, y for the ReLU's mask
+        ctx.save_for_backward(x if ctx.needs_input_grad[1] else None,
+                              w if ctx.needs_input_grad[0] else None, y if relu else None)
+        return y
 
     @staticmethod
     def backward(ctx, gout):
         xp = ctx.xp
-        x, w = ctx.saved_tensors
+        x, w, relu_out = ctx.saved_tensors
         if ctx.winograd:  # V goes back to the kernel's buffers: a second backward rebuilds it
             v, ctx.winograd_v = ctx.winograd_v, None
             (ksize, _, padding, _), need = ctx.geom, ctx.needs_input_grad
-            return ctx.kernels.winograd_conv2d_backward(gout, x, w, v, ctx.winograd_u, ctx.x_shape, ksize, padding, need)
+            if relu_out is not None:
+                gout = ctx.kernels.relu_backward(gout, relu_out)
+            grads = ctx.kernels.winograd_conv2d_backward(gout, x, w, v, ctx.winograd_u, ctx.x_shape, ksize, padding, need)
+            return (*grads, None)
         groups = ctx.groups
         n, o, oh, ow = gout.shape
         c, (kh, kw) = ctx.x_shape[1], ctx.geom[0]
         ckk, nl = c * kh * kw, n * oh * ow
-        # (N, O, OH, OW) -> (O, N, OH, OW) -> (G, O/G, N*OH*OW): the one copy on the way back
-        gy = xp.empty((o, n, oh, ow), dtype=gout.dtype)
-
-        def transpose_gout(o0: int, o1: int) -> None:
-            gy[o0:o1] = gout[:, o0:o1].transpose(1, 0, 2, 3)
-
-        parallel_for(xp, o, transpose_gout, work=gy.size)
+        kp = _gemm_k(xp, ckk, groups)
+        # (N, O, OH, OW) -> (O, N*OH*OW): the one copy on the way back, with the ReLU's mask and
+        # the bias gradient in the same pass
+        gy, gb = ctx.kernels.conv_output_grad(gout, relu_out, ctx.needs_input_grad[2])
         gy = gy.reshape(groups, o // groups, nl)
         # col and gcol take turns in the same workspace: col is dead once gW is computed
-        buf = workspace(xp, "conv2d.col", (ckk, nl), gout.dtype, like=gout)
-        gx = gw = gb = None
-        if ctx.needs_input_grad[2]:
-            gb = safe_sum(gy.reshape(o, nl), axis=1)
+        buf = workspace(xp, "conv2d.col", (kp, nl), gout.dtype, like=gout)
+        gx = gw = None
         if ctx.needs_input_grad[1]:
             col, ctx.col = ctx.col, None  # forward's, if it kept it (a second backward rebuilds it)
             col = col if col is not None else ctx.kernels.im2col(x, *ctx.geom, out=buf)
-            col3 = col.reshape(groups, ckk // groups, nl)
-            gw = xp.empty((groups, o // groups, ckk // groups), dtype=gout.dtype)
+            col3 = col.reshape(groups, kp // groups, nl)
+            gw = xp.empty((groups, o // groups, kp // groups), dtype=gout.dtype)
             for g in range(groups):
                 matmul_array(xp, gy[g], col3[g].T, out=gw[g])  # BLAS reads col.T in place
+            gw = gw.reshape(o, kp // groups)
+            if kp != ckk:  # drop the padding columns (only an ungrouped layer pads)
+                gw = xp.ascontiguousarray(gw[:, :ckk])
             gw = gw.reshape(o, c // groups, kh, kw)  # (O, C/G, kh, kw)
             if col is not buf:
                 give_buffer(col)
         if ctx.needs_input_grad[0]:
-            w3 = w.reshape(groups, o // groups, ckk // groups)
-            gcol = buf.reshape(groups, ckk // groups, nl)  # (G, C/G*kh*kw, N*OH*OW)
+            w3 = _weight_matrix(xp, w, groups, kp)
+            gcol = buf.reshape(groups, kp // groups, nl)  # (G, Kp/G, N*OH*OW)
             for g in range(groups):
                 matmul_array(xp, w3[g].T, gy[g], out=gcol[g])
-            gx = ctx.kernels.col2im(buf, ctx.x_shape, *ctx.geom)  # (N, C, H, W)
+            gx = ctx.kernels.col2im(buf[:ckk], ctx.x_shape, *ctx.geom)  # (N, C, H, W)
         return gx, gw, gb
+
+
+GEMM_K_ALIGN = 8
+"""On the GPU, K of the convolution GEMMs is padded to a multiple of this (cuBLAS's aligned
+kernels want 16-byte multiples; 8 covers every dtype up to float16 and float32 alike)."""
+
+
+def _gemm_k(xp, ckk: int, groups: int) -> int:
+    """The K the GEMMs run with: C*kh*kw, rounded up to GEMM_K_ALIGN on the GPU for ungrouped layers."""
+    if xp is np or groups != 1:
+        return ckk
+    return -(-ckk // GEMM_K_ALIGN) * GEMM_K_ALIGN
+
+
+def _weight_matrix(xp, w, groups: int, kp: int):
+    """w (O, C/G, kh, kw) as (G, O/G, Kp/G): a view, or (padded K) a copy with zero columns."""
+    o = w.shape[0]
+    ckk_g = w.size // o
+    w3 = w.reshape(groups, o // groups, ckk_g)
+    if kp == ckk_g * groups:
+        return w3
+    padded = xp.empty((1, o, kp), dtype=w.dtype)  # two small kernels, no memset (launch budgets)
+    padded[0, :, :ckk_g] = w3[0]
+    padded[0, :, ckk_g:] = 0
+    return padded
 
 
 class ConvTranspose2dFunction(Function):

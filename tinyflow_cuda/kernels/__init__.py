@@ -1,5 +1,5 @@
 """The kernel module of ``cuda`` devices: CUDA twins of ``tinyflow.kernels``, file for file and
-name for name (conv, pool, lrn, rnn, embedding, loss, random, optim, allreduce).
+name for name (activation, conv, pool, lrn, rnn, embedding, loss, random, optim, allreduce).
 
 ``tinyflow.device.kernel_module`` hands this module to ops whose inputs are CuPy arrays
 (``ctx.kernels.im2col(...)``). Each twin launches the hand-written kernel of
@@ -12,7 +12,8 @@ against ``xp`` and so runs on CuPy too. The arrows run one way: this package imp
 The GEMMs of convolution and of the recurrent layers are not here: they are ``xp.matmul``
 calls in the ops (cuBLAS through CuPy). See docs/cuda.md for the layouts.
 """
-from tinyflow_cuda.kernels import allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn
+from tinyflow_cuda.kernels import activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn
+from tinyflow_cuda.kernels.activation import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.allreduce import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.batchnorm import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.conv import *  # noqa: F401,F403
@@ -24,7 +25,7 @@ from tinyflow_cuda.kernels.pool import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.random import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.rnn import *  # noqa: F401,F403
 
-FAMILIES = (allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn)
+FAMILIES = (activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn)
 """The twin of each module in ``tinyflow.kernels.FAMILIES``, in the same order."""
 
 __all__ = [name for family in FAMILIES for name in family.__all__]

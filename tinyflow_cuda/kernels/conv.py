@@ -1,21 +1,52 @@
-"""CUDA twins of ``tinyflow/kernels/conv.py``: im2col and col2im over csrc/conv.cu.
+"""CUDA twins of ``tinyflow/kernels/conv.py`` over csrc/conv.cu: im2col, col2im, and the copies
+around the GEMM (conv_output, conv_output_grad), in float32, float64, float16 and bfloat16.
 
-Same layout as the reference: ``col`` is (C*kh*kw, N*OH*OW), rows (channel, kernel row, kernel
-column), columns (image, output row, output column). The GEMMs around them are ``xp.matmul``
-calls in ops/conv.py (cuBLAS through CuPy); see docs/cuda.md.
+Same layout as the reference: ``col`` is (C*kh*kw, N*OH*OW) (on the GPU with K padded by zero
+rows to a multiple of 8, see ops/conv.py), rows (channel, kernel row, kernel column), columns
+(image, output row, output column). The GEMMs between them are ``xp.matmul`` calls in
+ops/conv.py (cuBLAS through CuPy). The host does the integer work the kernels must not do per
+element: magic-number divisors (``_fastdiv.magic``), the 32- or 64-bit variant
+(:func:`index_kernel`), grids that keep y and z within 65535. See docs/convolution.md.
 """
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tinyflow.kernels import conv as reference
 from tinyflow.kernels.shapes import conv_output_size
+from tinyflow_cuda.kernels._fastdiv import magic
 from tinyflow_cuda.kernels._launch import KernelCall
+from tinyflow_cuda.runtime import THREADS
 
-__all__ = ["im2col", "col2im"]
+__all__ = ["im2col", "col2im", "conv_output", "conv_output_grad"]
 
 Array = Any
 Pair = tuple[int, int]
+
+INDEX_LIMIT = 2**31
+"""Arrays of at least this many elements take the *_wide kernels (64-bit row bases)."""
+MAX_GRID_YZ = 65535
+"""CUDA's limit on gridDim.y and gridDim.z; the kernels loop over what lies beyond it."""
+VECTOR_BYTES = 16
+"""im2col stores 16 bytes a thread where it can: 4 float32, 2 float64, 8 float16 / bfloat16."""
+BIAS_GRAD_BLOCKS = 1024
+"""conv_output_grad splits each channel's images over enough blocks to fill the GPU."""
+
+
+def index_kernel(name: str, *sizes: int) -> str:
+    """``name`` or its 64-bit variant ``name_wide``: the wide one only when an array the kernel
+    touches has 2**31 elements or more (32-bit offsets are cheaper per element)."""
+    return f"{name}_wide" if max(sizes, default=0) >= INDEX_LIMIT else name
+
+
+def _block_threads(n: int) -> int:
+    """A power of two from 32 to THREADS covering ``n`` (rows of 169 pixels need not idle 87)."""
+    threads = 32
+    while threads < min(n, THREADS):
+        threads *= 2
+    return threads
 
 
 def _geometry(x_shape: tuple[int, ...], kernel_size: Pair, stride: Pair, padding: Pair,
@@ -32,7 +63,8 @@ def im2col(x: Array, kernel_size: Pair, stride: Pair = (1, 1), padding: Pair = (
            dilation: Pair = (1, 1), out: Array | None = None) -> Array:
     """Unfold ``x`` (N, C, H, W) into the column matrix (C*kh*kw, N*OH*OW), one launch.
 
-    ``out``, if given, is a C-contiguous workspace of that shape and dtype to write into.
+    ``out``, if given, is a C-contiguous workspace of that shape and dtype to write into; it may
+    have more rows (K padded for an aligned GEMM), which the kernel zeroes.
     """
     call = KernelCall("im2col", x)
     if not call.supported or (out is not None and not out.flags.c_contiguous):
@@ -41,14 +73,26 @@ def im2col(x: Array, kernel_size: Pair, stride: Pair = (1, 1), padding: Pair = (
         x = call.contiguous(x)
         geo = _geometry(x.shape, kernel_size, stride, padding, dilation)
         n, c, kh, kw, oh, ow = geo[0], geo[1], geo[4], geo[5], geo[12], geo[13]
-        shape = (c * kh * kw, n * oh * ow)
+        k, nl = c * kh * kw, n * oh * ow
         if out is None:
-            out = call.empty(shape)
-        elif tuple(out.shape) != shape or out.dtype != x.dtype:
-            raise ValueError(f"im2col: out must be a {x.dtype} array of shape {shape}, "
-                             f"got {out.dtype} {tuple(out.shape)}")
-        # strides of (image n, row k, column l): column index is n * OH*OW + l
-        call.launch(out.size, [x, out, *geo, oh * ow, n * oh * ow, 1])
+            out = call.empty((k, nl))
+        else:
+            reference.check_columns_out(out, x.dtype, (k, nl))
+        kp = out.shape[0]
+        if out.size == 0:
+            return out
+        divisors = [magic(kh * kw), magic(kw)]
+        if index_kernel("im2col", x.size, out.size) == "im2col_wide":
+            wide = KernelCall("im2col_wide", x)
+            grid = (-(-(oh * ow) // THREADS), min(kp, MAX_GRID_YZ), min(n, MAX_GRID_YZ))
+            wide.launch_grid(grid, THREADS, [x, out, *geo, k, kp, *divisors, magic(ow)])
+            return out
+        per_thread = VECTOR_BYTES // x.dtype.itemsize
+        # vector stores: every row starts 16-byte aligned, so the rows' length must allow it
+        vec = nl % per_thread == 0 and call.runtime.address(out) % VECTOR_BYTES == 0
+        grid = (-(-nl // (THREADS * per_thread)), min(kp, MAX_GRID_YZ))
+        call.launch_grid(grid, THREADS, [x, out, *geo, k, kp, int(vec), *divisors, magic(oh * ow),
+                                         magic(ow)])
         return out
 
 
@@ -61,11 +105,67 @@ def col2im(col: Array, x_shape: tuple[int, int, int, int], kernel_size: Pair,
     with call:
         col = call.contiguous(col)
         geo = _geometry(tuple(x_shape), kernel_size, stride, padding, dilation)
-        n, c, kh, kw, oh, ow = geo[0], geo[1], geo[4], geo[5], geo[12], geo[13]
+        n, c, h, w, kh, kw, sh, sw, _, _, dh, dw, oh, ow = geo
         if col.shape != (c * kh * kw, n * oh * ow):
             raise ValueError(f"col2im: col {tuple(col.shape)} does not match x_shape "
                              f"{tuple(x_shape)} with kernel {kernel_size}: expected "
                              f"{(c * kh * kw, n * oh * ow)}")
         dx = call.empty(tuple(x_shape))
-        call.launch(dx.size, [col, dx, *geo, oh * ow, n * oh * ow, 1])
+        if dx.size == 0:
+            return dx
+        if index_kernel("col2im", col.size, dx.size) == "col2im_wide":
+            call = KernelCall("col2im_wide", col)
+        threads = _block_threads(h * w)
+        grid = (-(-(h * w) // threads), min(c, MAX_GRID_YZ), min(n, MAX_GRID_YZ))
+        # a step of one output row moves the tap row by -sh / dh: its quotient and remainder
+        steps = [*divmod(sh, dh), *divmod(sw, dw)]
+        divisors = [magic(d) for d in (w, sh, sw, dh, dw)]
+        call.launch_grid(grid, threads, [col, dx, *geo, *steps, *divisors])
         return dx
+
+
+def conv_output(out: Array, bias: Array | None, shape: tuple[int, int, int, int],
+                relu: bool = False) -> Array:
+    """The GEMM result ``out`` (O, N*OH*OW) as y (N, O, OH, OW) + bias, ReLU'd when ``relu``:
+    one launch, a 3-D grid of (pixel tile, channel, image), no per-element decoding."""
+    call = KernelCall("conv_output", out, bias, op="conv2d")
+    if not call.supported:
+        return reference.conv_output(out, bias, shape, relu)
+    with call:
+        out, bias = call.contiguous(out, bias)
+        n, o, oh, ow = shape
+        y = call.empty(tuple(shape))
+        if y.size == 0:
+            return y
+        threads = _block_threads(oh * ow)
+        grid = (-(-(oh * ow) // threads), min(o, MAX_GRID_YZ), min(n, MAX_GRID_YZ))
+        call.launch_grid(grid, threads, [out, bias, y, n, o, oh * ow, int(relu)])
+        return y
+
+
+def conv_output_grad(gout: Array, relu_out: Array | None = None,
+                     bias_grad: bool = False) -> tuple[Array, Array | None]:
+    """``gout`` (N, O, OH, OW) -> (gy (O, N*OH*OW), gb (O,) or None), in one launch (plus the sum
+    of a few partials per channel for gb): the transpose, the fused ReLU's mask (``relu_out``, its
+    output) and the bias gradient's sums (in float32 for the half types) in one pass."""
+    call = KernelCall("conv_output_grad", gout, relu_out, op="conv2d")
+    if not call.supported or (relu_out is not None and relu_out.shape != gout.shape):
+        return reference.conv_output_grad(gout, relu_out, bias_grad)
+    with call:
+        gout, relu_out = call.contiguous(gout, relu_out)
+        n, o, oh, ow = gout.shape
+        gy = call.empty((o, n * oh * ow))
+        if gy.size == 0:
+            return gy, (call.zeros((o,)) if bias_grad else None)
+        threads = _block_threads(oh * ow)
+        tiles, rows = -(-(oh * ow) // threads), min(o, MAX_GRID_YZ)
+        groups = min(n, MAX_GRID_YZ, max(1, -(-BIAS_GRAD_BLOCKS // (tiles * rows))))
+        per_group = -(-n // groups)
+        groups = -(-n // per_group)  # no empty group of images
+        acc = np.float64 if gout.dtype == np.float64 else np.float32
+        partial = call.empty((o, tiles, groups), dtype=acc) if bias_grad else None
+        call.launch_grid((tiles, rows, groups), threads, [gout, relu_out, gy, partial, n, o, oh * ow, per_group])
+        gb = None
+        if bias_grad:
+            gb = partial.reshape(o, tiles * groups).sum(axis=1).astype(gout.dtype, copy=False)
+        return gy, gb
