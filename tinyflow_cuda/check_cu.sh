@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Compile-check every CUDA source of tinyflow_cuda with nvcc (CI runs this where nvcc exists).
+# Compile-check every CUDA source of tinyflow_cuda with nvcc, then lint their PTX (CI runs this
+# where nvcc exists).
 #
-#   tinyflow_cuda/check_cu.sh            # uses nvcc from PATH, sm_90
+#   tinyflow_cuda/check_cu.sh                 # uses nvcc from PATH, sm_90
 #   NVCC=/opt/cuda/bin/nvcc ARCH=sm_80 tinyflow_cuda/check_cu.sh
+#   tinyflow_cuda/check_cu.sh --allow-stale   # arguments go to the lint (ptx_lint.py --help)
+#   PTX_LINT=0 tinyflow_cuda/check_cu.sh      # the compile check alone
 #
 # At run time the same files are compiled by NVRTC through cupy.RawModule; nvcc catches the
-# syntax, type and template errors first, without a GPU. Exits non-zero if any file fails.
+# syntax, type and template errors first, without a GPU. Then tinyflow_cuda/ptx_lint.py (standard
+# library only; $PYTHON, default python3) flags integer division by a runtime value and 64-bit
+# index math inside loops, and register spills, unless the kernel is listed with its reason in
+# tinyflow_cuda/check_cu_allow.txt; it runs only when every file compiled.
+# Exit status: 0 clean; 1 a file failed to compile or the lint failed (new finding, stale or
+# malformed allowlist entry); 2 nvcc, ptxas or python missing, or no .cu files.
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 nvcc="${NVCC:-nvcc}"
@@ -30,4 +38,18 @@ if [ "$count" -eq 0 ]; then
     exit 2
 fi
 echo "$count file(s) checked with $("$nvcc" --version | tail -n 2 | head -n 1)"
-exit $status
+if [ "$status" -ne 0 ]; then
+    echo "check_cu.sh: PTX lint skipped: fix the compile errors first" >&2
+    exit $status
+fi
+if [ "${PTX_LINT:-1}" = "0" ]; then
+    echo "check_cu.sh: PTX lint skipped (PTX_LINT=0)"
+    exit 0
+fi
+python="${PYTHON:-python3}"
+if ! command -v "$python" >/dev/null 2>&1; then
+    echo "check_cu.sh: $python not found for the PTX lint; set PYTHON or put python3 on PATH" >&2
+    exit 2
+fi
+NVCC="$nvcc" ARCH="$arch" "$python" "$here/ptx_lint.py" "$@"
+exit $?
