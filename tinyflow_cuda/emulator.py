@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,26 @@ SHARED_MEMORY_PER_BLOCK = 227 * 1024
 that the twins plan their launches as they would there."""
 
 
+TRACE_FLAGS = ["-g", "-fsanitize=thread"]
+"""How the instrumented variant compiles the kernels (``build(instrument=True)``): g++'s
+ThreadSanitizer pass at compile time only, which puts a ``__tsan_read4(addr)``-style call before
+every load and store; the library links without libtsan and csrc/emu_trace.h answers the calls
+(the coalescing report, tinyflow_cuda/coalescing.py). ``-g`` lets addr2line name the access sites."""
+
+
+class TraceRow(ctypes.Structure):
+    """Sums over the warp-wide requests of one access site of a launch (csrc/emu_trace.h's Row)."""
+
+    _fields_ = [("site", ctypes.c_uint64), ("write", ctypes.c_uint32), ("arg", ctypes.c_uint32),
+                ("requests", ctypes.c_uint64), ("lanes", ctypes.c_uint64),
+                ("sectors", ctypes.c_uint64), ("minimal", ctypes.c_uint64), ("bytes", ctypes.c_uint64)]
+
+
+TraceSink = Callable[[str, list[str], list[TraceRow]], None]
+"""Receives each traced launch: kernel name, its pointer parameters' names (a row's ``arg``
+indexes them) and the rows."""
+
+
 class EmulatorRuntime:
     """A runtime (see tinyflow_cuda.runtime) whose arrays are NumPy and whose GPU is g++."""
 
@@ -115,10 +135,21 @@ class EmulatorRuntime:
         # One launch at a time: emu.h's gridDim/blockDim are process-wide, and ctypes lets thread
         # ranks call in side by side (a GPU would queue their kernels on its streams).
         self._lock = threading.Lock()
+        # The instrumented variant (build(instrument=True)) records the memory accesses of each
+        # launch while trace_sink is set, and hands them to it.
+        self.instrumented = hasattr(library, "emu_trace_begin")
+        self.library_path = Path(library._name)
+        self.trace_sink: TraceSink | None = None
 
     @classmethod
-    def build(cls, csrc: Path = CSRC, cache_dir: Path | None = None) -> EmulatorRuntime:
-        """Compile every .cu file under ``csrc`` into one shared library (cached by content)."""
+    def build(cls, csrc: Path = CSRC, cache_dir: Path | None = None,
+              instrument: bool = False) -> EmulatorRuntime:
+        """Compile every .cu file under ``csrc`` into one shared library (cached by content).
+
+        ``instrument=True`` builds a separate library (its own cache entry) whose launches can
+        record their memory accesses (see ``TRACE_FLAGS`` and tinyflow_cuda/coalescing.py); the
+        plain one is unchanged.
+        """
         gxx = compiler()
         if gxx is None:
             raise RuntimeError("the CUDA emulator needs g++ on PATH")
@@ -132,6 +163,8 @@ class EmulatorRuntime:
         digest = hashlib.sha256(
             (text + "".join(p.read_text() for p in sorted(csrc.glob("*")) if p.is_file())).encode()
         ).hexdigest()[:16]
+        if instrument:
+            return cls._build_instrumented(text, digest, kernels, csrc, cache_dir)
         if digest in _built:
             return _built[digest]
         cache = cache_dir or Path(tempfile.gettempdir()) / "tinyflow_cuda_emu"
@@ -150,6 +183,56 @@ class EmulatorRuntime:
             tmp.replace(lib_path)  # atomic: parallel test workers never load a half-written .so
         runtime = _built[digest] = cls(ctypes.CDLL(str(lib_path)), kernels)
         return runtime
+
+    @classmethod
+    def _build_instrumented(cls, text: str, digest: str, kernels: dict[str, KernelInfo],
+                            csrc: Path, cache_dir: Path | None) -> EmulatorRuntime:
+        """The kernels compiled with ``TRACE_FLAGS`` (-c), the recorder uninstrumented, linked."""
+        gxx = compiler()
+        assert gxx is not None
+        recorder = CSRC / "emu_trace.h"  # the package's, whatever kernel folder is traced
+        tag = hashlib.sha256((digest + " ".join(TRACE_FLAGS) + recorder.read_text()).encode())
+        digest = "trace_" + tag.hexdigest()[:16]
+        if digest in _built:
+            return _built[digest]
+        cache = cache_dir or Path(tempfile.gettempdir()) / "tinyflow_cuda_emu"
+        cache.mkdir(parents=True, exist_ok=True)
+        lib_path = cache / f"kernels_{digest}.so"
+        if not lib_path.exists():
+            pid = os.getpid()
+            kernels_src, trace_src = cache / f"kernels_{digest}.cpp", cache / f"recorder_{digest}.cpp"
+            kernels_src.write_text(text)
+            trace_src.write_text(f'#include "emu.h"\n#include "{recorder}"\n')
+            base = [gxx, "-std=c++20", "-O1", "-U_FORTIFY_SOURCE", "-fPIC", "-pthread", f"-I{csrc}",
+                    "-x", "c++"]
+            objects = [cache / f"kernels_{digest}.{pid}.o", cache / f"recorder_{digest}.{pid}.o"]
+            tmp = cache / f"kernels_{digest}.{pid}.tmp.so"
+            compiles = [base + TRACE_FLAGS + ["-c", str(kernels_src), "-o", str(objects[0])],
+                        base + ["-c", str(trace_src), "-o", str(objects[1])]]
+            # no libtsan: -Wl,--no-undefined fails on any hook emu_trace.h does not supply
+            link = [gxx, "-shared", "-pthread", "-Wl,--no-undefined", *map(str, objects), "-ldl",
+                    "-o", str(tmp)]
+            running = [(cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True)) for cmd in compiles]  # side by side
+            results = [(cmd, proc.communicate()[1], proc.returncode) for cmd, proc in running]
+            done = subprocess.run(link, capture_output=True, text=True)
+            for cmd, stderr, code in [*results, (link, done.stderr, done.returncode)]:
+                if code != 0:
+                    raise RuntimeError(f"instrumented emulator build failed:\n{' '.join(cmd)}\n"
+                                       f"{stderr}")
+            tmp.replace(lib_path)
+            for obj in objects:
+                obj.unlink(missing_ok=True)
+        runtime = _built[digest] = cls(ctypes.CDLL(str(lib_path)), kernels)
+        runtime._lib.emu_trace_begin.argtypes = [ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int,
+                                                 ctypes.c_int]
+        runtime._lib.emu_trace_end.restype = ctypes.c_int
+        runtime._lib.emu_trace_base.restype = ctypes.c_ulonglong
+        return runtime
+
+    def trace_base(self) -> int:
+        """The load address of the instrumented library (a site minus it is what addr2line reads)."""
+        return int(self._lib.emu_trace_base())
 
     def launch(self, name: str, grid: int | tuple[int, ...], block: int | tuple[int, ...],
                args: Sequence[Any], shared_mem: int = 0) -> None:
@@ -174,7 +257,30 @@ class EmulatorRuntime:
         with self._lock:
             self.launches.append(name)
             self._lib.emu_set_dynamic_shared(ctypes.c_ulonglong(shared_mem))
-            self._fns[name](*dim3(grid), *dim3(block), *converted)
+            if self.trace_sink is not None and self.instrumented:
+                self._traced_launch(info, dim3(grid), dim3(block), args, converted)
+            else:
+                self._fns[name](*dim3(grid), *dim3(block), *converted)
+
+    def _traced_launch(self, info: KernelInfo, grid: tuple[int, int, int],
+                       block: tuple[int, int, int], args: Sequence[Any], converted: list[Any]) -> None:
+        """Run a launch recording the accesses to its pointer arguments; hand them to trace_sink."""
+        names, ranges = [], []
+        for param, value in zip(info.params, args):
+            if param.ctype == "pointer" and value is not None and value.nbytes > 0:
+                names.append(param.name)
+                ranges += [value.ctypes.data, value.ctypes.data + value.nbytes]
+        table = (ctypes.c_ulonglong * max(1, len(ranges)))(*ranges)
+        fold_by_block = 0 if _mode(info) == 2 else 1  # persistent kernels interleave their blocks
+        self._lib.emu_trace_begin(table, len(names), fold_by_block)
+        try:
+            self._fns[info.name](*grid, *block, *converted)
+        finally:
+            count = self._lib.emu_trace_end()
+        rows = (TraceRow * max(1, count))()
+        self._lib.emu_trace_rows(rows)
+        assert self.trace_sink is not None
+        self.trace_sink(info.name, names, list(rows[:count]))
 
     def shared_memory_per_block(self) -> int:
         return SHARED_MEMORY_PER_BLOCK

@@ -1,0 +1,335 @@
+"""The coalescing report (tinyflow_cuda/coalescing.py): sectors per warp-wide access against the
+fewest possible, from the emulator built with g++'s -fsanitize=thread instrumentation.
+
+Synthetic kernels with known access patterns (compiled from a scratch csrc folder, so the real
+kernels stay what the GPU runs) pin the counting down: a coalesced copy is 100%, a stride-s gather
+is 1/min(s, 8) for floats, a transposed store 1/8, a misaligned window 4/5; masked tails, 2-D
+blocks, loops, broadcasts, block fibers and __shared__ are handled. Then the real im2col, col2im
+and pooling kernels against issue 21's 80%.
+"""
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinyflow_cuda import coalescing, emulator
+from tinyflow_cuda.runtime import CSRC
+
+pytestmark = pytest.mark.skipif(emulator.compiler() is None, reason="the emulator needs g++")
+
+PATTERNS_CU = r"""
+#include "common.cuh"
+extern "C" {
+__global__ void copy_f32(const float* x, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+__global__ void copy_f64(const double* x, double* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i];
+}
+__global__ void gather_stride(const float* x, float* y, int n, int stride, int offset) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[(long long)i * stride + offset];
+}
+__global__ void gather_index(const float* x, const int* index, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[index[i]];
+}
+// (rows, cols) -> (cols, rows): the load is coalesced, the store strides by rows.
+__global__ void transpose(const float* x, float* y, int rows, int cols) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < rows * cols) y[(i % cols) * rows + i / cols] = x[i];
+}
+__global__ void broadcast(const float* x, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[0];
+}
+// A 2-D block whose x is fastest: warps are 32 consecutive linear ids, (4 x 8) patches here.
+__global__ void copy_2d(const float* x, float* y, int n) {
+    const int block = blockIdx.y * gridDim.x + blockIdx.x;
+    const int i = (block * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;  // linear id order
+    if (i < n) y[i] = x[i];
+}
+// Each thread sums `rounds` planes: the k-th iterations of the lanes line up.
+__global__ void plane_sum(const float* x, float* y, int n, int rounds) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float s = 0.0f;
+    for (int k = 0; k < rounds; ++k) s += x[(long long)k * n + i];
+    y[i] = s;
+}
+// Staged through __shared__ (block fibers): only the global loads and stores count.
+__global__ void reverse_block(const float* x, float* y, int n) {
+    __shared__ float tile[256];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    const int j = blockIdx.x * blockDim.x + (blockDim.x - 1 - threadIdx.x);
+    if (j < n) y[j] = tile[threadIdx.x];
+}
+}
+"""
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)  # atomic: a parallel worker never reads half a file
+
+
+@pytest.fixture(scope="module")
+def patterns():
+    """Record launches of the synthetic kernels: patterns(name, grid, block, args) -> KernelStats."""
+    # A fixed folder: the emulator's cache key holds the sources' paths, so a fresh tmp folder per
+    # session would compile the instrumented library (~20 s) every time.
+    csrc = Path(tempfile.gettempdir()) / "tinyflow_coalescing_patterns"
+    csrc.mkdir(exist_ok=True)
+    for name in ("common.cuh", "emu.h"):
+        _write_if_changed(csrc / name, (CSRC / name).read_text())
+    _write_if_changed(csrc / "patterns.cu", PATTERNS_CU)
+
+    def run(name, grid, block, args):
+        with coalescing.recording(csrc=csrc) as rec:
+            rec.runtime.launch(name, grid, block, args)
+        return rec.report()[name]
+
+    run.csrc = csrc
+    return run
+
+
+def _site(stats, kind, argument):
+    """The one site of ``stats`` that does ``kind`` on ``argument``."""
+    found = [s for s in stats.sites if s.kind == kind and s.argument == argument]
+    assert len(found) == 1, f"{kind} of {argument}: {[s.describe() for s in stats.sites]}"
+    return found[0]
+
+
+def test_a_coalesced_copy_is_100_percent_with_a_masked_tail(patterns):
+    n = 1003  # the last warp has 11 active lanes: 44 bytes, 2 sectors
+    x, y = np.arange(n, dtype=np.float32), np.zeros(n, np.float32)
+    stats = patterns("copy_f32", 4, 256, [x, y, n])
+    assert np.array_equal(y, x)  # the instrumented build still computes
+    load, store = _site(stats, "load", "x"), _site(stats, "store", "y")
+    for site in (load, store):
+        assert site.requests == math.ceil(n / 32)
+        assert site.lanes == n
+        assert site.bytes == 4 * n
+        assert site.sectors == site.minimal == 31 * 4 + 2
+    assert stats.efficiency == stats.load_efficiency == stats.store_efficiency == 1.0
+    assert stats.worst() == []
+
+
+def test_a_coalesced_fp64_copy_moves_8_sectors_per_warp(patterns):
+    n = 512
+    stats = patterns("copy_f64", 2, 256, [np.ones(n), np.zeros(n), n])
+    assert _site(stats, "load", "x").sectors == 8 * n // 32
+    assert stats.efficiency == 1.0
+
+
+def test_a_stride_32_gather_is_one_eighth(patterns):
+    n, stride = 256, 32  # each lane's float in its own sector: 32 sectors for 4 sectors' bytes
+    x = np.arange(n * stride, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    stats = patterns("gather_stride", 1, 256, [x, y, n, stride, 0])
+    assert np.array_equal(y, x[::stride])
+    load = _site(stats, "load", "x")
+    assert (load.sectors, load.minimal) == (32 * n // 32, 4 * n // 32)
+    assert stats.load_efficiency == pytest.approx(1 / 8)
+    assert stats.store_efficiency == 1.0
+    assert stats.efficiency == pytest.approx((4 + 4) / (32 + 4))
+    assert stats.worst(1) == [load]
+
+
+@settings(max_examples=25, deadline=None)
+@given(stride=st.integers(1, 40), offset=st.integers(0, 7))
+def test_a_strided_gather_scores_one_over_min_stride_8(patterns, stride, offset):
+    n = 128
+    x = np.zeros(n * stride + offset, np.float32)
+    stats = patterns("gather_stride", 1, 128, [x, np.zeros(n, np.float32), n, stride, offset])
+    load = _site(stats, "load", "x")
+    # a warp's 32 floats, `stride` apart from float `offset` of the aligned buffer
+    addr = 4 * (offset + stride * np.arange(n)).reshape(-1, 32)
+    assert load.sectors == sum(len(np.unique(w // 32)) for w in addr)
+    assert load.minimal == n // 32 * 4
+    if offset == 0:
+        assert load.efficiency == pytest.approx(1 / min(stride, 8))
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_a_gather_counts_distinct_sectors_and_bytes_per_warp(patterns, data):
+    n = data.draw(st.integers(1, 200))
+    size = data.draw(st.integers(1, 300))
+    index = np.array(data.draw(st.lists(st.integers(0, size - 1), min_size=n, max_size=n)), np.int32)
+    x = np.arange(size, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    stats = patterns("gather_index", 1, 256, [x, index, y, n])
+    assert np.array_equal(y, x[index])
+    warps = [index[w:w + 32] for w in range(0, n, 32)]
+    load = _site(stats, "load", "x")
+    assert load.requests == len(warps)
+    assert load.sectors == sum(len(np.unique(w * 4 // 32)) for w in warps)
+    assert load.minimal == sum(math.ceil(4 * len(np.unique(w)) / 32) for w in warps)  # repeats once
+    assert load.bytes == sum(4 * len(np.unique(w)) for w in warps)
+
+
+def test_a_transposed_store_scores_low(patterns):
+    rows, cols = 64, 64
+    x = np.arange(rows * cols, dtype=np.float32)
+    y = np.zeros(rows * cols, np.float32)
+    stats = patterns("transpose", 16, 256, [x, y, rows, cols])
+    assert np.array_equal(y.reshape(cols, rows), x.reshape(rows, cols).T)
+    assert stats.load_efficiency == 1.0
+    assert stats.store_efficiency == pytest.approx(1 / 8)  # 32 lanes, 256 bytes apart
+    assert stats.efficiency < 0.3
+    assert stats.worst(1)[0].kind == "store"
+
+
+def test_a_broadcast_is_one_sector_of_one(patterns):
+    n = 256
+    stats = patterns("broadcast", 1, 256, [np.full(4, 7, np.float32), np.zeros(n, np.float32), n])
+    load = _site(stats, "load", "x")
+    assert (load.requests, load.sectors, load.minimal, load.bytes) == (8, 8, 8, 32)
+
+
+def test_a_misaligned_window_touches_5_sectors_for_4(patterns):
+    n = 256
+    x = np.arange(n + 1, dtype=np.float32)
+    stats = patterns("gather_stride", 1, 256, [x, np.zeros(n, np.float32), n, 1, 1])
+    assert stats.load_efficiency == pytest.approx(4 / 5)
+
+
+def test_warps_are_32_consecutive_linear_ids_x_fastest(patterns):
+    # blocks of (4, 32): a warp is 8 rows of 4 threads, contiguous in linear id order; were y
+    # fastest, its lanes would be 16 bytes apart (25%)
+    grid, block = (2, 2), (4, 32)
+    n = 2 * 2 * 4 * 32
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    stats = patterns("copy_2d", grid, block, [x, y, n])
+    assert np.array_equal(y, x)
+    assert _site(stats, "load", "x").requests == n // 32
+    assert stats.efficiency == 1.0
+
+
+def test_loop_iterations_line_up_lane_by_lane(patterns):
+    n, rounds = 256, 5
+    x = np.ones(rounds * n, np.float32)
+    y = np.zeros(n, np.float32)
+    stats = patterns("plane_sum", 1, 256, [x, y, n, rounds])
+    assert np.array_equal(y, np.full(n, rounds, np.float32))
+    load = _site(stats, "load", "x")
+    assert load.requests == rounds * n // 32
+    assert load.lanes == rounds * n
+    assert load.efficiency == 1.0
+
+
+def test_block_fibers_and_shared_memory(patterns):
+    n = 500
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    stats = patterns("reverse_block", 2, 256, [x, y, n])
+    assert np.array_equal(y[:256], x[:256][::-1])
+    assert {s.argument for s in stats.sites} == {"x", "y"}  # __shared__ tile is not global memory
+    assert stats.efficiency == 1.0
+
+
+def test_the_plain_emulator_build_is_not_instrumented(patterns):
+    plain = emulator.EmulatorRuntime.build(csrc=patterns.csrc)
+    traced = emulator.EmulatorRuntime.build(csrc=patterns.csrc, instrument=True)
+    assert not plain.instrumented and traced.instrumented
+    assert plain.library_path != traced.library_path
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    plain.trace_sink = lambda *args: pytest.fail("the plain build traced a launch")
+    try:
+        plain.launch("copy_f32", 1, 64, [x, y, 64])
+    finally:
+        plain.trace_sink = None
+    assert np.array_equal(y, x)
+
+
+# --- the real kernels against issue 21's target ------------------------------------------------
+
+REWRITE = pytest.mark.xfail(strict=True, reason="issue 21: rewrite in progress")
+
+
+def _im2col(rng):
+    from tinyflow_cuda import kernels
+    kernels.im2col(rng.random((1, 8, 27, 27), dtype=np.float32), (5, 5), (1, 1), (2, 2))
+    kernels.im2col(rng.random((1, 3, 63, 63), dtype=np.float32), (11, 11), (4, 4), (2, 2))
+
+
+def _col2im(rng):
+    from tinyflow_cuda import kernels
+    kernels.col2im(rng.random((8 * 25, 27 * 27), dtype=np.float32), (1, 8, 27, 27), (5, 5),
+                   (1, 1), (2, 2))
+    kernels.col2im(rng.random((3 * 121, 15 * 15), dtype=np.float32), (1, 3, 63, 63), (11, 11),
+                   (4, 4), (2, 2))
+
+
+def _maxpool_forward(rng):
+    from tinyflow_cuda import kernels
+    kernels.maxpool2d_forward(rng.random((1, 16, 27, 27), dtype=np.float32), (3, 3), (2, 2))
+
+
+def _maxpool_backward(rng):
+    from tinyflow_cuda import kernels
+    x = rng.random((1, 16, 27, 27), dtype=np.float32)
+    out, argmax = kernels.maxpool2d_forward(x, (3, 3), (2, 2))
+    kernels.maxpool2d_backward(rng.random(out.shape, dtype=np.float32), argmax, x.shape, (3, 3),
+                               (2, 2))
+
+
+def _avgpool_forward(rng):
+    from tinyflow_cuda import kernels
+    kernels.avgpool2d_forward(rng.random((1, 16, 27, 27), dtype=np.float32), (3, 3), (2, 2))
+
+
+def _avgpool_backward(rng):
+    from tinyflow_cuda import kernels
+    kernels.avgpool2d_backward(rng.random((1, 16, 13, 13), dtype=np.float32), (1, 16, 27, 27),
+                               (3, 3), (2, 2))
+
+
+# Measured when these tests were written (f32, the shapes above): im2col 55% (loads of x 41%),
+# col2im 47% (loads of col 45%), maxpool2d_forward 43%, maxpool2d_backward 78%,
+# avgpool2d_forward 40% (the window loads of x at 38%), avgpool2d_backward 86%. A strict xfail
+# turns into a failure once its rewrite reaches the target: then drop the mark.
+REAL = [
+    pytest.param("im2col", _im2col, id="im2col", marks=REWRITE),
+    pytest.param("col2im", _col2im, id="col2im", marks=REWRITE),
+    pytest.param("maxpool2d_forward", _maxpool_forward, id="maxpool2d_forward", marks=REWRITE),
+    pytest.param("maxpool2d_backward", _maxpool_backward, id="maxpool2d_backward", marks=REWRITE),
+    pytest.param("avgpool2d_forward", _avgpool_forward, id="avgpool2d_forward", marks=REWRITE),
+    pytest.param("avgpool2d_backward", _avgpool_backward, id="avgpool2d_backward"),
+]
+FAMILIES = ["conv", "pool"]
+
+
+@pytest.fixture(scope="module")
+def conv_and_pool():
+    """The instrumented build of conv.cu and pool.cu only (cached by content; ~20 s the first time)."""
+    with coalescing.recording(families=FAMILIES):
+        pass
+
+
+@pytest.mark.parametrize("kernel, launch", REAL)
+def test_real_kernels_reach_the_issue_21_target(conv_and_pool, kernel, launch):
+    with coalescing.recording(families=FAMILIES) as rec:
+        launch(np.random.default_rng(0))
+    stats = rec.report()[f"{kernel}_f32"]
+    assert stats.sectors > 0
+    worst = "; ".join(s.describe() for s in stats.worst(3))
+    assert stats.efficiency >= coalescing.TARGET, (
+        f"{kernel}: {stats.efficiency:.0%} of sectors useful ({stats.sectors} moved, "
+        f"{stats.minimal} needed); worst sites: {worst}")
