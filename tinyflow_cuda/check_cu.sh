@@ -9,7 +9,7 @@
 #
 # At run time the same files are compiled by NVRTC through cupy.RawModule; nvcc catches the
 # syntax, type and template errors first, without a GPU. Then tinyflow_cuda/ptx_lint.py (standard
-# library only; $PYTHON, default python3) flags integer division by a runtime value and 64-bit
+# library only; $PYTHON, else the first of python3, python3.11, python) flags integer division by a runtime value and 64-bit
 # index math inside loops, and register spills, unless the kernel is listed with its reason in
 # tinyflow_cuda/check_cu_allow.txt; it runs only when every file compiled.
 # Exit status: 0 clean; 1 a file failed to compile or the lint failed (new finding, stale or
@@ -46,9 +46,14 @@ if [ "${PTX_LINT:-1}" = "0" ]; then
     echo "check_cu.sh: PTX lint skipped (PTX_LINT=0)"
     exit 0
 fi
-python="${PYTHON:-python3}"
-if ! command -v "$python" >/dev/null 2>&1; then
-    echo "check_cu.sh: $python not found for the PTX lint; set PYTHON or put python3 on PATH" >&2
+python="${PYTHON:-}"
+if [ -z "$python" ]; then
+    for candidate in python3 python3.11 python; do
+        if command -v "$candidate" >/dev/null 2>&1; then python="$candidate"; break; fi
+    done
+fi
+if [ -z "$python" ] || ! command -v "$python" >/dev/null 2>&1; then
+    echo "check_cu.sh: no python for the PTX lint (${PYTHON:-python3}); set PYTHON or put python3 on PATH" >&2
     exit 2
 fi
 NVCC="$nvcc" ARCH="$arch" "$python" "$here/ptx_lint.py" "$@"
