@@ -365,3 +365,52 @@ def test_batched_matmul_is_matmul_whether_the_pool_or_blas_splits_it(monkeypatch
     out = np.empty((7, 5, 8), dtype=np.float32)
     assert _cpu.batched_matmul(a, b, out) is out
     np.testing.assert_array_equal(out, np.matmul(a, b))
+
+
+# ------------------------------------------------------------ the copies around the GEMM
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 3), st.integers(1, 5), st.integers(1, 4), st.integers(1, 6), st.booleans(), st.booleans(),
+       st.integers(0, 2**31 - 1))
+def test_conv_output_and_its_gradient_against_naive_loops(n, o, oh, ow, with_bias, relu, seed):
+    """y[n, o] = relu?(out[o, n] + b[o]); gy[o, n] = gout[n, o] masked where y <= 0; gb = sum of gy."""
+    from tinyflow.kernels.conv import conv_output, conv_output_grad
+
+    rng = np.random.default_rng(seed)
+    out = rng.standard_normal((o, n * oh * ow))
+    b = rng.standard_normal(o) if with_bias else None
+    y = conv_output(out, b, (n, o, oh, ow), relu)
+    want = np.empty((n, o, oh, ow))
+    for i in range(n):
+        for c in range(o):
+            v = out[c, i * oh * ow:(i + 1) * oh * ow].reshape(oh, ow) + (b[c] if with_bias else 0.0)
+            want[i, c] = np.maximum(v, 0) if relu else v
+    np.testing.assert_array_equal(y, want)
+    gout = rng.standard_normal(y.shape)
+    gy, gb = conv_output_grad(gout, y if relu else None, with_bias)
+    want_gy = np.where((y <= 0) & relu, 0.0, gout).transpose(1, 0, 2, 3).reshape(o, -1)
+    np.testing.assert_array_equal(gy, want_gy)
+    if with_bias:
+        np.testing.assert_allclose(gb, want_gy.sum(axis=1), rtol=1e-12, atol=1e-12)
+    else:
+        assert gb is None
+
+
+def test_conv_output_grad_sums_half_bias_gradients_in_float32():
+    """4096 ones in bfloat16: a bfloat16 running sum stalls at 256; the reference says 4096."""
+    import ml_dtypes
+
+    from tinyflow.kernels.conv import conv_output_grad
+
+    gout = np.ones((16, 2, 16, 16), dtype=ml_dtypes.bfloat16)
+    gy, gb = conv_output_grad(gout, None, True)
+    assert gy.dtype == gb.dtype == gout.dtype
+    np.testing.assert_array_equal(gb.astype(np.float64), [4096.0, 4096.0])
+
+
+def test_im2col_zeroes_the_rows_that_pad_k():
+    """A GPU GEMM pads K = C*kh*kw to a multiple of 8: the extra rows of ``out`` become 0."""
+    x = np.random.default_rng(0).standard_normal((2, 3, 5, 5)).astype(np.float32)
+    out = np.full((32, 2 * 9), np.nan, dtype=np.float32)
+    assert im2col(x, (3, 3), out=out) is out
+    np.testing.assert_array_equal(out[:27], naive_im2col(x, (3, 3), (1, 1), (0, 0), (1, 1)))
+    np.testing.assert_array_equal(out[27:], 0)
