@@ -199,3 +199,16 @@ def test_a_block_that_skips_grid_sync_is_a_reported_deadlock(rt):
     done = _run_in_child(folder, "skipped_barrier", "[out]", 0)
     assert done.returncode != 0 and "returned" not in done.stdout
     assert "deadlock" in done.stderr
+
+
+def test_discover_reads_the_cooperative_mark():
+    """TF_COOPERATIVE kernels (plain or TF_FLOAT_TYPES macros) are cooperative; others are not."""
+    from tinyflow_cuda.runtime import discover
+
+    kernels = discover()
+    for sfx in ("f32", "f64", "f16", "bf16"):
+        for name in ("lstm_sequence_forward", "lstm_sequence_backward", "gru_sequence_forward",
+                     "gru_sequence_backward"):
+            assert kernels[f"{name}_{sfx}"].cooperative, f"{name}_{sfx}"
+        assert not kernels[f"lstm_cell_forward_{sfx}"].cooperative
+        assert not kernels[f"gru_cell_backward_{sfx}"].cooperative
