@@ -207,23 +207,31 @@ __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N
 
 // y (N, O, L) = out (O, N, L) + bias, ReLU'd when ``relu``: the GEMM output moved to NCHW in
 // the copy that had to be made anyway. A 3-D grid of (tile of L, channel o, image n), y and z
-// folded past 65535: both rows are contiguous runs of L, so there is no decoding at all.
+// folded past 65535: both rows are contiguous runs of L, so there is no decoding at all. The
+// row pointers start at the block's (o, n) and step by whole rows (64-bit strides computed once,
+// pointer adds in the loops), offsets within a row are 32-bit.
 template <typename T>
 __device__ void conv_output_impl(const T* __restrict__ out, const T* __restrict__ bias,
                                  T* __restrict__ y, int N, int O, int L, int relu) {
     using A = acc_t<T>;
     const int l = blockIdx.x * blockDim.x + threadIdx.x;
     if (l >= L) return;
-    for (int o = blockIdx.y; o < O; o += gridDim.y) {
+    const long long src_n = (long long)gridDim.z * L, dst_n = (long long)gridDim.z * O * L;
+    const long long src_o = (long long)gridDim.y * N * L, dst_o = (long long)gridDim.y * L;
+    const T* src_row = out + ((long long)blockIdx.y * N + blockIdx.z) * L;  // out[o, n, :]
+    T* dst_row = y + ((long long)blockIdx.z * O + blockIdx.y) * L;           // y[n, o, :]
+    for (int o = blockIdx.y; o < O; o += gridDim.y, src_row += src_o, dst_row += dst_o) {
         const A b = bias != nullptr ? to_acc(bias[o]) : A(0);
-        for (int n = blockIdx.z; n < N; n += gridDim.z) {
-            const T v = out[((long long)o * N + n) * L + l];
+        const T* src = src_row;
+        T* dst = dst_row;
+        for (int n = blockIdx.z; n < N; n += gridDim.z, src += src_n, dst += dst_n) {
+            const T v = src[l];
             T r = v;  // a plain copy moves the bits
             if (bias != nullptr || relu) {
                 const A a = to_acc(v) + b;
                 r = (relu && a <= A(0)) ? zero<T>() : from_acc<T>(a);  // NaN passes, as max(NaN, 0)
             }
-            y[((long long)n * O + o) * L + l] = r;
+            dst[l] = r;
         }
     }
 }
@@ -231,7 +239,8 @@ __device__ void conv_output_impl(const T* __restrict__ out, const T* __restrict_
 // The way back: gy (O, N, L) = gout (N, O, L), zeroed where the fused ReLU's output y <= 0 (when
 // y is given), and each block's sum of its gy for the bias gradient in ``partial`` (when given):
 // partial[o, blockIdx.x, blockIdx.z] over the images n = blockIdx.z*NB ... (the host sums the
-// few partials of a channel). A 3-D grid of (tile of L, channel o, group of NB images).
+// few partials of a channel). A 3-D grid of (tile of L, channel o, group of NB images); rows are
+// reached by pointer steps as in conv_output.
 template <typename T>
 __device__ void conv_output_grad_impl(const T* __restrict__ gout, const T* __restrict__ y,
                                       T* __restrict__ gy, acc_t<T>* __restrict__ partial, int N,
@@ -240,17 +249,33 @@ __device__ void conv_output_grad_impl(const T* __restrict__ gout, const T* __res
     __shared__ A sums[256];
     const int l = blockIdx.x * blockDim.x + threadIdx.x;
     const int n0 = blockIdx.z * NB, n1 = imin(N, n0 + NB);
-    for (int o = blockIdx.y; o < O; o += gridDim.y) {
+    const long long src_n = (long long)O * L, src_o = (long long)gridDim.y * L;
+    const long long dst_o = (long long)gridDim.y * N * L;
+    const long long src_first = ((long long)n0 * O + blockIdx.y) * L;            // gout[n0, o, :]
+    const long long dst_first = ((long long)blockIdx.y * N + n0) * L;            // gy[o, n0, :]
+    const long long part_o = (long long)gridDim.y * gridDim.x * gridDim.z;
+    long long part = ((long long)blockIdx.y * gridDim.x + blockIdx.x) * gridDim.z + blockIdx.z;
+    const T* g_row = gout + src_first;
+    const T* y_row = y != nullptr ? y + src_first : nullptr;
+    T* d_row = gy + dst_first;
+    for (int o = blockIdx.y; o < O; o += gridDim.y, g_row += src_o, d_row += dst_o, part += part_o) {
         A sum = A(0);
         if (l < L) {
-            for (int n = n0; n < n1; ++n) {
-                const long long src = ((long long)n * O + o) * L;
-                T g = gout[src + l];
-                if (y != nullptr && to_acc(y[src + l]) <= A(0)) g = zero<T>();
-                gy[((long long)o * N + n) * L + l] = g;
-                sum += to_acc(g);
+            const T* g = g_row;
+            const T* m = y_row;
+            T* d = d_row;
+#pragma unroll 1  // pointer steps, not base + n*stride products (unrolling made 64-bit multiplies)
+            for (int n = n0; n < n1; ++n, g += src_n, d += L) {
+                T v = g[l];
+                if (m != nullptr) {
+                    if (to_acc(m[l]) <= A(0)) v = zero<T>();
+                    m += src_n;
+                }
+                d[l] = v;
+                sum += to_acc(v);
             }
         }
+        if (y_row != nullptr) y_row += src_o;
         if (partial == nullptr) continue;  // uniform over the grid: no thread skips a barrier alone
         sums[threadIdx.x] = sum;
         __syncthreads();
@@ -258,8 +283,7 @@ __device__ void conv_output_grad_impl(const T* __restrict__ gout, const T* __res
             if ((int)threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
             __syncthreads();
         }
-        if (threadIdx.x == 0)
-            partial[((long long)o * gridDim.x + blockIdx.x) * gridDim.z + blockIdx.z] = sums[0];
+        if (threadIdx.x == 0) partial[part] = sums[0];
         __syncthreads();  // sums is reused by the next channel
     }
 }
