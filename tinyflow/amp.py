@@ -22,6 +22,16 @@ What computes in which dtype inside ``autocast`` (PyTorch's two lists):
 Parameters stay float32 (the master weights): the gradient flowing back through ``Cast`` reaches
 each of them in float32, and the optimizer updates them in float32.
 
+The weight-cast cache (``cache_enabled``, on by default as in PyTorch): inside an autocast region
+the half-precision copy of a float32 leaf that requires grad (a parameter) is made once and
+reused, so a weight used twice in a forward (tied embeddings, an LSTM cell over time steps) is
+cast once. Each use still gets its own graph node over the cached array, so gradients reach the
+float32 parameter exactly as without the cache (PyTorch shares one node, and sums the uses'
+gradients in half precision before casting). The cache is dropped when the outermost region
+exits (PyTorch's rule); an in-place edit of the parameter through a Tensor method makes the cast
+again (PyTorch keeps the stale copy). Raw writes to ``.array`` (the optimizers' steps) are not
+seen: as in PyTorch, wrap the forward pass in autocast, not the optimizer step.
+
 Where a half-precision GEMM runs: on a GPU in cuBLAS, half inputs with float32 accumulation
 (batched products as 2-D GEMMs; see ``tinyflow.ops.linalg.matmul_array``). On the CPU NumPy has
 no half-precision BLAS, so the operands are widened to float32, multiplied by BLAS and the
@@ -56,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.autograd import Context, Function
 from tinyflow.device import array_module, to_host
 from tinyflow.dtypes import bfloat16, is_half
 
@@ -65,6 +76,8 @@ __all__ = [
     "autocast_inputs",
     "float32_inputs",
     "is_autocast_enabled",
+    "is_autocast_cache_enabled",
+    "clear_autocast_cache",
     "bfloat16",
     "GradScaler",
 ]
@@ -122,7 +135,8 @@ class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
     PyTorch's signature, ``autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``:
     ``torch.autocast("cuda")`` computes in float16, ``torch.autocast("cpu")`` in bfloat16, and
     ``dtype=`` picks either. tinyflow's shorter ``autocast("fp16")`` / ``autocast("bf16")`` (a
-    dtype in the first place) works too. ``"cuda"`` where CUDA is not available warns and runs
+    dtype in the first place) works too. ``cache_enabled`` (None: True) keeps one cast copy of
+    each parameter for the whole region (see the module's docstring). ``"cuda"`` where CUDA is not available warns and runs
     the block in full precision, as PyTorch does. ``enabled=False`` turns autocast off inside
     the block (a float32 island; it never imports ml_dtypes, whatever the dtype named, so a
     training loop can build one on a base install). Enabled bfloat16 needs ml_dtypes: without
@@ -150,7 +164,9 @@ class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
         # Enabled, the dtype is resolved now (bfloat16 without ml_dtypes fails here, saying how
         # to install it); disabled, it is only checked: a float32 island needs no ml_dtypes.
         self._dtype: np.dtype | str = _resolve(dtype) if self.enabled else _check(dtype)
-        self._saved: list[np.dtype | None] = []
+        # None: PyTorch's torch.is_autocast_cache_enabled(), True unless a caller turned it off
+        self.cache_enabled = True if cache_enabled is None else bool(cache_enabled)
+        self._saved: list[tuple[np.dtype | None, bool]] = []
 
     @property
     def fast_dtype(self) -> np.dtype:
@@ -160,12 +176,76 @@ class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
         return self._dtype
 
     def __enter__(self) -> np.dtype | None:
-        self._saved.append(getattr(_local, "dtype", None))
+        self._saved.append((getattr(_local, "dtype", None), _cache_enabled()))
         _local.dtype = self.fast_dtype if self.enabled else None
+        _local.cache_enabled = self.cache_enabled
+        _local.depth = getattr(_local, "depth", 0) + 1  # every region counts, enabled or not
         return _local.dtype
 
     def __exit__(self, *exc: object) -> None:
-        _local.dtype = self._saved.pop()
+        _local.dtype, _local.cache_enabled = self._saved.pop()
+        _local.depth -= 1
+        if _local.depth == 0:
+            clear_autocast_cache()  # the outermost region is over: its casts go
+
+
+def _cache_enabled() -> bool:
+    return getattr(_local, "cache_enabled", True)
+
+
+def is_autocast_cache_enabled() -> bool:
+    """Whether the current autocast region caches its weight casts (PyTorch's function)."""
+    return _cache_enabled()
+
+
+def clear_autocast_cache() -> None:
+    """Drop this thread's cached weight casts (the outermost autocast region's exit does it)."""
+    _local.cache = {}
+
+
+class CastFromCache(Function):
+    """A cast whose result is already there: forward returns the cached half-precision array;
+    backward casts the gradient to the parameter's dtype, as ``Cast`` does."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, cast: Any) -> Any:
+        ctx.dtype = a.dtype
+        return cast
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        return g.astype(ctx.dtype), None
+
+
+def _cached_cast(t: Any, dtype: np.dtype) -> Any:
+    """``t.to(dtype)`` for a float32 parameter, the cast array made once per region.
+
+    The cache holds the cast array (the work and the memory), keyed by the tensor and the dtype;
+    each use gets its own ``CastFromCache`` node over it, so every use sends its gradient to the
+    float32 parameter exactly as its own Cast would (summed there in float32, and no use's
+    backward frees another's node). An entry holds the tensor (its id is not reused) and the
+    version it was cast at: an in-place edit of the tensor makes the cast again.
+    """
+    cache = getattr(_local, "cache", None)
+    if cache is None:
+        cache = _local.cache = {}
+    key = (id(t), dtype)
+    entry = cache.get(key)
+    if entry is None or entry[0] is not t or entry[1] != t._version:
+        entry = cache[key] = (t, t._version, _cast_array(t.array, dtype))
+    return CastFromCache.apply(t, entry[2])
+
+
+def _cast_array(arr: Any, dtype: np.dtype) -> Any:
+    """The one cast a cache entry costs (a function of its own, so tests can count them)."""
+    return arr.astype(dtype)
+
+
+def _cacheable(t: Any, dtype: np.dtype) -> bool:
+    """PyTorch's rule: a float32 leaf that requires grad (a parameter), cast to the region's
+    dtype, while the cache is enabled."""
+    return (_cache_enabled() and dtype == autocast_dtype() and t.dtype == np.float32
+            and t.requires_grad and t.is_leaf)
 
 
 def autocast_dtype() -> np.dtype | None:
@@ -211,7 +291,7 @@ def _cast_floating(tensors: tuple[Any, ...], dtype: np.dtype, include_float32: b
         current = getattr(t, "dtype", None) if hasattr(t, "to") else None
         if current is not None and current != dtype and (
                 is_half(current) or (include_float32 and current == np.float32)):
-            t = t.to(dtype)
+            t = _cached_cast(t, dtype) if include_float32 and _cacheable(t, dtype) else t.to(dtype)
         out.append(t)
     return tuple(out)
 
