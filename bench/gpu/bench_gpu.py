@@ -5,6 +5,8 @@ Workloads (issue 6):
 - alexnet-64:  the 64x64 preset (models/alexnet.py AlexNet64Config), batch 256
 - lstm-lm:     2-layer LSTM language model, hidden 512, embedding 512, batch 64, 64 steps,
                vocabulary --vocab (10000 by default)
+- lstm-lm-b16, lstm-lm-h1024: the same LM at batch 16, and with hidden size 1024 (issue 22: the
+               persistent recurrence at small batch, and with W_hh near the on-chip limit)
 Precisions (default: tf32 and bf16):
 - fp32: float32 GEMMs with TF32 off in both frameworks (CUPY_TF32 unset; torch allow_tf32 off)
 - tf32: float32 tensors, TF32 tensor-core GEMMs (CUPY_TF32=1; torch allow_tf32 on)
@@ -62,7 +64,8 @@ if str(HERE) not in sys.path:  # also when loaded by path (tests, profile_steps.
     sys.path.insert(0, str(HERE))
 import kernel_profile  # noqa: E402  (bench/gpu/kernel_profile.py)
 
-WORKLOADS = ("alexnet-224", "alexnet-64", "lstm-lm")
+WORKLOADS = ("alexnet-224", "alexnet-64", "lstm-lm", "lstm-lm-b16", "lstm-lm-h1024")
+DEFAULT_WORKLOADS = ("alexnet-224", "alexnet-64", "lstm-lm")  # --workload all
 PRECISIONS = ("fp32", "tf32", "bf16")
 DEFAULT_PRECISIONS = ("tf32", "bf16")  # the issue's "fp32 (TF32 allowed for both sides) and bf16"
 
@@ -109,6 +112,10 @@ def sizes(args: argparse.Namespace, workload: str) -> dict[str, Any]:
         s = {"batch": 256, "image": 64, "preset": "alexnet", "classes": 200}
         return {**s, "batch": 4} if args.tiny else s
     s = {"batch": 64, "seq": 64, "hidden": 512, "embedding": 512, "layers": 2, "vocab": args.vocab}
+    if workload == "lstm-lm-b16":
+        s["batch"] = 16
+    elif workload == "lstm-lm-h1024":
+        s["hidden"] = 1024
     return {**s, "batch": 4, "seq": 8, "hidden": 32, "embedding": 32, "vocab": 100} if args.tiny else s
 
 
@@ -395,7 +402,7 @@ def main() -> int:
     args = parse_args()
     if args.merge:
         return merge(args)
-    workloads = WORKLOADS if args.workload == "all" else (args.workload,)
+    workloads = DEFAULT_WORKLOADS if args.workload == "all" else (args.workload,)
     precisions = {"all": PRECISIONS, "default": DEFAULT_PRECISIONS}.get(args.precision, (args.precision,))
     if not args.device.startswith("cuda"):
         precisions = ("fp32",)  # TF32 is a GPU mode; tinyflow's bf16 needs CuPy (ml_dtypes)
@@ -410,7 +417,7 @@ def main() -> int:
     for workload in workloads:
         s = sizes(args, workload)
         print(f"\n{workload}: " + ", ".join(f"{k}={v}" for k, v in s.items()))
-        unit = "tokens/s" if workload == "lstm-lm" else "images/s"
+        unit = "tokens/s" if workload.startswith("lstm-lm") else "images/s"
         per_step = s["batch"] * s.get("seq", 1)
         for precision in precisions:
             figures: dict[str, dict] = {"tinyflow": {"step_s": []}, "torch": {"step_s": []}}
