@@ -17,7 +17,7 @@
 
 namespace conv_detail {
 
-using namespace index32;  // FastDiv, fast_div, fdiv, imin (fastdiv.cuh)
+using namespace index32;  // FastDiv, fast_div, fdiv, imin, imax (fastdiv.cuh)
 
 // n / d for 0 <= n < 2^31 by a multiply-high, an add and a shift, with d's magic number from the
 // host (fastdiv.cuh, tinyflow_cuda/kernels/_fastdiv.py).
@@ -34,19 +34,23 @@ struct alignas(16) Pack {
     T v[16 / sizeof(T)];
 };
 
-// The pixel of channel plane ``plane`` (H, W) at (h, w), or 0 outside it (the padding).
+// The pixel of channel plane ``plane`` (H, W) at (h, w), or 0 outside it (the padding). The load
+// is unconditional, from the nearest pixel inside: every lane of a warp loads at the same step, so
+// the warp's request stays one run of addresses (the padding lanes read what their neighbours do).
 template <typename T>
 __device__ __forceinline__ T pixel(const T* __restrict__ plane, int h, int w, int H, int W) {
-    return ((unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W) ? plane[h * W + w] : zero<T>();
+    const bool inside = (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;
+    const T v = plane[imin(imax(h, 0), H - 1) * W + imin(imax(w, 0), W - 1)];
+    return inside ? v : zero<T>();
 }
 
 // One row k of col per block (blockIdx.y, folded past 65535), a tile of 256*V columns per
 // blockIdx.x; the images run along the columns (m = n*L + l), so a row is one contiguous run of
 // N*L elements and AlexNet's odd L (55*55, 27*27, 13*13) still gets vector stores when N*L is a
-// multiple of V. ``vec``: each thread stores V consecutive columns at once (the host checked
-// N*L % V == 0 and a 16-byte aligned col), decoding its first column by two magic divisions and
-// walking the rest; else each thread writes V columns blockDim apart (coalesced scalar stores),
-// decoding each.
+// multiple of V. Each thread loads V columns blockDim apart (consecutive lanes, consecutive
+// columns: coalesced), each decoded by two magic divisions. ``vec`` (the host checked
+// N*L % V == 0 and a 16-byte aligned col): the values go through shared memory and each thread
+// stores V consecutive columns with one 16-byte store; else each stores its own, coalesced.
 template <typename T>
 __device__ void im2col_impl(const T* __restrict__ x, T* __restrict__ col, int N, int C, int H, int W,
                             int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OH,
@@ -58,6 +62,8 @@ __device__ void im2col_impl(const T* __restrict__ x, T* __restrict__ col, int N,
     const FastDiv by_kk = fast_div(KK, magic_kk), by_kw = fast_div(KW, magic_kw);
     const FastDiv by_l = fast_div(L, magic_l), by_ow = fast_div(OW, magic_ow);
     const int tile = blockIdx.x * (blockDim.x * V);  // this block's first column
+    __shared__ Pack<T> stage_packs[256];  // the tile's 256*V values, staged for the vector stores
+    T* stage = reinterpret_cast<T*>(stage_packs);
     for (int k = blockIdx.y; k < KP; k += gridDim.y) {
         T* __restrict__ row = col + k * NL;  // (N*L,)
         if (k >= K) {  // a padding row of the aligned GEMM: zeros
@@ -81,27 +87,21 @@ __device__ void im2col_impl(const T* __restrict__ x, T* __restrict__ col, int N,
         const int i = quotient(ij, by_kw), j = ij - i * KW;
         const int h0 = i * DH - PH, w0 = j * DW - PW;
         const T* __restrict__ xc = x + c * HW;  // channel c of image 0
-        if (vec) {
-            const int m = tile + threadIdx.x * V;
-            if (m < NL) {
-                int n = quotient(m, by_l);
-                const int l = m - n * L;
-                int oh = quotient(l, by_ow), ow = l - oh * OW;
-                Pack<T> p;
+        if (vec) {  // coalesced loads into shared memory, then one 16-byte store per thread
 #pragma unroll
-                for (int r = 0; r < V; ++r) {
-                    p.v[r] = pixel(xc + n * CHW, oh * SH + h0, ow * SW + w0, H, W);
-                    if (++ow == OW) {  // walk to the next column: (n, oh, ow) + 1
-                        ow = 0;
-                        if (++oh == OH) {
-                            oh = 0;
-                            ++n;
-                        }
-                    }
+            for (int r = 0; r < V; ++r) {
+                const int e = r * blockDim.x + threadIdx.x, m = tile + e;
+                if (m < NL) {
+                    const int n = quotient(m, by_l), l = m - n * L;
+                    const int oh = quotient(l, by_ow), ow = l - oh * OW;
+                    stage[e] = pixel(xc + n * CHW, oh * SH + h0, ow * SW + w0, H, W);
                 }
-                *reinterpret_cast<Pack<T>*>(row + m) = p;
             }
-        } else {
+            __syncthreads();
+            const int m = tile + threadIdx.x * V;
+            if (m < NL) *reinterpret_cast<Pack<T>*>(row + m) = reinterpret_cast<const Pack<T>*>(stage)[threadIdx.x];
+            __syncthreads();  // stage is refilled for the next row
+        } else {  // coalesced scalar stores straight from the loads
 #pragma unroll
             for (int r = 0; r < V; ++r) {
                 const int m = tile + r * blockDim.x + threadIdx.x;
@@ -148,7 +148,9 @@ __device__ void im2col_wide_impl(const T* __restrict__ x, T* __restrict__ col, i
 // oh in [ceil((hp - (KH-1)*DH) / SH), floor(hp / SH)] clipped to [0, OH); tap row i = (hp - oh*SH)/DH
 // must be whole. Its quotient and remainder are computed once at the first oh, then carried as oh
 // steps by one (subtracting SH = SQ*DH + SR), so no % or / by a runtime value runs inside the tap
-// loops; with DH = 1 every oh in the range is a tap. Columns the same way.
+// loops; with DH = 1 every oh in the range is a tap. Columns the same way. Stride 1 (every layer
+// after the first in AlexNet, VGG, most of ResNet) takes plain loops over all taps instead, the
+// same for every lane, which keeps a warp's loads together (see the branch).
 template <typename T, typename I>
 __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N, int C, int H, int W,
                             int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OH,
@@ -178,6 +180,23 @@ __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N
         for (int n = blockIdx.z; n < N; n += gridDim.z) {
             const T* __restrict__ col_cn = col_c + (I)n * L;  // and the columns of image n
             A sum = A(0);
+            if (SH == 1 && SW == 1) {  // every tap is one output pixel: lane-uniform loops
+                // (oh, ow) = (hp - i*DH, wp - j*DW): neighbouring pixels read neighbouring columns
+                // of one row of col for every tap, across image rows too; a tap outside the output
+                // loads its nearest column and adds nothing, so the lanes of a warp stay in step.
+                for (int i = 0; i < KH; ++i) {
+                    const int oh = hp - i * DH;
+                    const bool row_in = (unsigned)oh < (unsigned)OH;
+                    const T* __restrict__ taps = col_cn + (I)i * KW * NL + imin(imax(oh, 0), OH - 1) * OW;
+                    for (int j = 0; j < KW; ++j) {
+                        const int ow = wp - j * DW;
+                        const T v = taps[(I)j * NL + imin(imax(ow, 0), OW - 1)];
+                        sum += row_in && (unsigned)ow < (unsigned)OW ? to_acc(v) : A(0);  // a select, not a branch
+                    }
+                }
+                dx[((I)n * C + c) * HW + p] = from_acc<T>(sum);
+                continue;
+            }
             int i = i_lo, rh = rh_lo;
             for (int oh = oh_lo; oh <= oh_hi; ++oh) {
                 if (rh == 0) {  // tap row i reads row h at output row oh
