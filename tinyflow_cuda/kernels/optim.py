@@ -159,7 +159,8 @@ def _launch_multi_tensor(name: str, op: str, params: Sequence[Array], grads: Seq
     for suffix, members in groups.items():
         call = KernelCall(name, params[members[0]], op=op)
         with call:
-            grads_c = [call.contiguous(grads[i]) for i in members]  # alive until the launch
+            grads_c = [grads[i] if grads[i].flags.c_contiguous else call.contiguous(grads[i])
+                       for i in members]  # copies (of strided grads) alive until the launch
             address = call.runtime.address
             pointers: list[int] = [address(params[i]) for i in members]
             for r, row in enumerate(states):
