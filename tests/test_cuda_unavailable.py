@@ -117,11 +117,11 @@ def test_cupy_runtime_types_arguments_from_the_kernel_signature():
     compiled: list[tuple] = []
 
     class FakeModule:
-        def __init__(self, code: str, options: tuple) -> None:
+        def __init__(self, code: str, options: tuple, enable_cooperative_groups: bool = False) -> None:
             compiled.append((code, options))
 
         def get_function(self, name: str):
-            return lambda grid, block, args: calls.append((name, grid, block, args))
+            return lambda grid, block, args, **launch: calls.append((name, grid, block, args))
 
     class FakeCupy:
         RawModule = FakeModule
