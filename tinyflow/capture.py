@@ -1,0 +1,77 @@
+"""Whether a CUDA graph is being captured, and the device values a captured step reads.
+
+A CUDA graph replays its kernels with the arguments they were captured with. Whatever changes from
+one step to the next (the learning rate a scheduler sets, Adam's step count and bias corrections,
+dropout's seed, the loss scale) must therefore be read by the kernels from device memory. An op or
+optimizer that runs inside a capture asks for it with ``current()`` and takes a *slot*: a small device
+array, and a function that computes its host value. The capture does not call the function then (a
+captured step does not run); before every replay it calls each slot's function, in the order the
+slots were taken, and copies the values into the slots (host-to-device copies, outside the graph).
+So a seed drawn by a slot's function is drawn once per replayed step, in the order an eager step
+would draw it, and N replayed steps match N eager steps.
+
+Outside a capture ``current()`` is None and ops pass their values as kernel arguments, as before.
+``tinyflow/cuda/graphs.py`` (CUDAGraph) opens and closes captures; nothing here knows CUDA.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Capture", "Slot", "capturing", "current"]
+
+
+@dataclass
+class Slot:
+    """A device array a captured kernel reads, refilled before each replay with ``value()``."""
+
+    array: Any  # (size,) on the capture's device
+    value: Callable[[], Any]  # -> what the array holds for the next replayed step (host values)
+
+
+@dataclass
+class Capture:
+    """One capture in progress (and, after it, the graph's list of slots to refresh)."""
+
+    device: Any  # tinyflow.device.Device being captured
+    slots: list[Slot] = field(default_factory=list)
+
+    def slot(self, value: Callable[[], Any], dtype: Any, size: int = 1) -> Any:
+        """A (size,) device array of ``dtype`` that holds ``value()`` at every replay."""
+        array = self.device.xp.empty((size,), dtype=np.dtype(dtype))
+        self.slots.append(Slot(array, value))
+        return array
+
+    def refresh(self) -> None:
+        """Before a replay: every slot's next value, in the order the slots were taken."""
+        from tinyflow.device import CPU, move
+
+        for slot in self.slots:
+            host = np.asarray(slot.value(), dtype=slot.array.dtype).reshape(slot.array.shape)
+            slot.array[...] = move(host, self.device) if self.device != CPU else host
+
+
+_state = threading.local()
+
+
+def current() -> Capture | None:
+    """The capture in progress on this thread, or None (ops then run as usual)."""
+    return getattr(_state, "capture", None)
+
+
+@contextmanager
+def capturing(capture: Capture) -> Iterator[Capture]:
+    """Mark ``capture`` as in progress on this thread inside the block (CUDAGraph does this)."""
+    if current() is not None:
+        raise RuntimeError("tinyflow: a CUDA graph capture is already in progress on this thread; "
+                           "captures do not nest")
+    _state.capture = capture
+    try:
+        yield capture
+    finally:
+        _state.capture = None
