@@ -661,7 +661,8 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = Fa
         return x
     if p == 1:
         return x * 0.0
-    seed = int(rng(generator).integers(0, 2**63 - 1))
+    # an int now, or inside a CUDA graph capture a device slot drawn before each replay
+    seed = ops.dropout_seed(lambda: int(rng(generator).integers(0, 2**63 - 1)))
     return ops.DropoutFunction.apply(x, p, seed)
 
 
@@ -1252,7 +1253,10 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
     if training and x.numel() // max(c, 1) <= 1:
         raise FunctionalError(f"batch_norm: expected more than 1 value per channel when training, got "
                          f"input shape {tuple(x.shape)}")
-    x, weight, bias = amp.float32_inputs(x, weight, bias)
+    # Under autocast x keeps its half dtype and the affine parameters are float32, as PyTorch's
+    # batch_norm (on no autocast list) runs cuDNN's half-input kernel: statistics in float32 inside
+    # the kernel, no cast of the activation either way.
+    weight, bias = amp.float32_inputs(weight, bias)
     return ops.BatchNorm.apply(x, running_mean, running_var, weight, bias, bool(training),
                                float(momentum), float(eps))
 
