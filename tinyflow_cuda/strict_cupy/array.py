@@ -13,6 +13,9 @@ everything a CuPy array refuses on the host:
 ``get()``, ``item()``, ``tolist()``, ``float()``, ``int()``, ``bool()`` and ``repr()`` copy to the
 host: each is counted as a host read (``host_reads``), and inside tinyflow's
 ``forbid_host_reads()`` it raises, because on a GPU it would wait for the device.
+
+While the current stream captures a CUDA graph (strict_cupy/graph.py) nothing runs: calls are
+recorded with their outputs poisoned, and host reads or copies of host data raise as CUDA would.
 """
 from __future__ import annotations
 
@@ -35,16 +38,24 @@ _thread = _PerThread()
 
 def record(name: str, kernels: int = 0, memops: int = 0) -> None:
     """Note a call or kernel launch in this thread's ``record_calls`` list, when one is open, with
-    the GPU work it stands for (strict_cupy/launches.py)."""
-    if _thread.calls is not None:
-        from tinyflow_cuda.strict_cupy.launches import Call
+    the GPU work it stands for (strict_cupy/launches.py); in a capture, in its recording too."""
+    from tinyflow_cuda.strict_cupy.graph import capturing
+    from tinyflow_cuda.strict_cupy.launches import Call
 
-        _thread.calls.append(Call(name, kernels, memops))
+    recording = capturing()
+    if _thread.calls is not None or recording is not None:
+        call = Call(name, kernels, memops)
+        if _thread.calls is not None:
+            _thread.calls.append(call)
+        if recording is not None:
+            recording.calls.append(call)
 
 
 def record_work(qualname: str, inputs: Any, result: Any, device_inputs: bool = True) -> None:
     """``record`` a call with the kernels and memory operations launches.gpu_work counts for it."""
-    if _thread.calls is not None:
+    from tinyflow_cuda.strict_cupy.graph import capturing
+
+    if _thread.calls is not None or capturing() is not None:
         from tinyflow_cuda.strict_cupy.launches import gpu_work
 
         record(qualname, *gpu_work(qualname.rsplit(".", 1)[-1], inputs, result, device_inputs))
@@ -54,7 +65,11 @@ def host_read(why: str) -> None:
     """Count one host read on this thread; inside tinyflow's ``forbid_host_reads()``, raise."""
     from tinyflow.device import HostSyncError
     from tinyflow.device import _reads as tinyflow_reads
+    from tinyflow_cuda.strict_cupy.graph import capturing
 
+    recording = capturing()
+    if recording is not None:
+        raise recording.refuse(f"host read: ndarray.{why}")
     if tinyflow_reads.forbidden:
         raise HostSyncError(
             f"host read ({why}) of a device array inside forbid_host_reads(): on a GPU it would "
@@ -94,6 +109,7 @@ def unwrap(value: Any, op: str, allow_host: bool = False) -> Any:
         if not allow_host:
             raise TypeError(f"Unsupported type <class 'numpy.ndarray'> (cupy.{op} got a NumPy array: "
                             "move it to the device first; the strict CuPy stand-in refuses it as CuPy does)")
+        refuse_host_copy(op, value)
         return value.copy()  # a host-to-device copy: the device array never aliases host memory
     if isinstance(value, (tuple, list)):
         items = [unwrap(v, op, allow_host) for v in value]
@@ -101,6 +117,26 @@ def unwrap(value: Any, op: str, allow_host: bool = False) -> Any:
     if isinstance(value, dict):  # keyword arguments
         return {k: unwrap(v, op, allow_host) for k, v in value.items()}
     return value
+
+
+def refuse_host_copy(op: str, value: Any) -> None:
+    """Inside a capture, a copy of host data to the device raises (a 0-d value is a fill kernel in
+    CuPy, its value baked into the graph: allowed)."""
+    from tinyflow_cuda.strict_cupy.graph import capturing
+
+    recording = capturing()
+    if recording is None:
+        return
+    if isinstance(value, np.ndarray) and value.ndim > 0:
+        raise recording.refuse(f"host-to-device copy of a NumPy array {value.shape} in cupy.{op}")
+    if isinstance(value, (list, tuple)) and value and not all(isinstance(v, ndarray) for v in value):
+        raise recording.refuse(f"host-to-device copy of a Python {type(value).__name__} in cupy.{op}")
+
+
+def _capturing() -> Any:
+    from tinyflow_cuda.strict_cupy.graph import capturing
+
+    return capturing()
 
 
 class _Device:
@@ -120,6 +156,9 @@ class _Device:
         return None
 
     def synchronize(self) -> None:
+        recording = _capturing()
+        if recording is not None:
+            raise recording.refuse("Device.synchronize()")
         return None
 
     def use(self) -> None:
@@ -170,6 +209,9 @@ class ndarray:  # noqa: N801 (CuPy's name)
         if memptr is not None or strides is not None:
             raise NotImplementedError("strict CuPy stand-in: ndarray(memptr=, strides=) is not emulated")
         self._a = np.empty(shape, dtype=dtype, order=order)
+        recording = _capturing()
+        if recording is not None:
+            recording.allocate(self._a)
 
     # ---- refusing the host ----------------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -209,6 +251,9 @@ class ndarray:  # noqa: N801 (CuPy's name)
             raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray, got {type(arr).__name__}")
         if arr.shape != self._a.shape:
             raise ValueError(f"Shape mismatch. Old shape: {self._a.shape}, new shape: {arr.shape}")
+        recording = _capturing()
+        if recording is not None:
+            raise recording.refuse("host-to-device copy: ndarray.set()")
         record("ndarray.set", memops=1)
         self._a[...] = arr
 
@@ -280,14 +325,25 @@ class ndarray:  # noqa: N801 (CuPy's name)
         return (wrap(self._a[i]) for i in range(len(self._a)))
 
     def __getitem__(self, index: Any) -> Any:
-        out = self._a[unwrap(index, "ndarray.__getitem__", allow_host=True)]
+        recording = _capturing()
+        key = unwrap(_index(index, "ndarray.__getitem__", recording), "ndarray.__getitem__", allow_host=True)
+        if recording is None:
+            out = self._a[key]
+        else:
+            out = recording.run("ndarray.__getitem__", lambda a, k: a[k], (self._a, key), {})
         record_work("ndarray.__getitem__", self._a, out)  # a view, or a gather kernel
         return wrap(out)
 
     def __setitem__(self, index: Any, value: Any) -> None:
+        recording = _capturing()
         record("ndarray.__setitem__", kernels=1, memops=int(isinstance(value, np.ndarray)))
-        self._a[unwrap(index, "ndarray.__setitem__", allow_host=True)] = unwrap(
-            value, "ndarray.__setitem__", allow_host=True)
+        key = unwrap(_index(index, "ndarray.__setitem__", recording), "ndarray.__setitem__", allow_host=True)
+        source = unwrap(value, "ndarray.__setitem__", allow_host=True)
+        if recording is None:
+            self._a[key] = source
+        else:
+            target = self._a
+            recording.defer(lambda: target.__setitem__(key, source))
 
     def __getattr__(self, name: str) -> Any:
         """Every other method of ``cupy.ndarray``, checked against CuPy's list."""
@@ -304,7 +360,19 @@ class ndarray:  # noqa: N801 (CuPy's name)
         def call(*args: Any, **kwargs: Any) -> Any:
             if params is not None:
                 api().check_kwargs(f"cupy.ndarray.{name}", params, kwargs)
-            out = method(*unwrap(args, f"ndarray.{name}"), **unwrap(kwargs, f"ndarray.{name}"))
+            inputs = unwrap(args, f"ndarray.{name}"), unwrap(kwargs, f"ndarray.{name}")
+            recording = _capturing()
+            if recording is None:
+                out = method(*inputs[0], **inputs[1])
+            else:
+                from tinyflow_cuda.strict_cupy.graph import IN_PLACE_METHODS
+
+                if name in IN_PLACE_METHODS or inputs[1].get("out") is not None:
+                    recording.defer(lambda: method(*inputs[0], **inputs[1]))
+                    out = inputs[1].get("out")
+                else:
+                    out = recording.run(f"ndarray.{name}", lambda a, *x, **k: getattr(a, name)(*x, **k),
+                                        (self._a, *inputs[0]), inputs[1])
             record_work(f"ndarray.{name}", self._a, out)
             return wrap(out)
 
@@ -333,6 +401,16 @@ class ndarray:  # noqa: N801 (CuPy's name)
 
     def __divmod__(self, other: Any) -> Any:
         return _module().divmod(self, other)
+
+
+def _index(index: Any, op: str, recording: Any) -> Any:
+    """An index as it is; inside a capture, host arrays and lists in it (which CuPy copies to the
+    device) are refused."""
+    if recording is not None:
+        for part in index if isinstance(index, tuple) else (index,):
+            if isinstance(part, (np.ndarray, list)):
+                refuse_host_copy(op, part if isinstance(part, np.ndarray) else list(part))
+    return index
 
 
 def _install_operators() -> None:

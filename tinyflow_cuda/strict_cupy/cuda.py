@@ -1,6 +1,7 @@
 """The stand-in's ``cupy.cuda``: one device, streams and events that order nothing (the CPU runs
-every call at once), a memory pool that holds nothing, and ``RawModule`` kernels that run the
-.cu sources through the g++ emulator (tinyflow_cuda/emulator.py) on the arrays' NumPy memory."""
+every call at once), memory pools that hold nothing (a pool only counts what a capture allocated
+from it), stream capture into ``Graph``s (strict_cupy/graph.py), and ``RawModule`` kernels that run
+the .cu sources through the g++ emulator (tinyflow_cuda/emulator.py) on the arrays' NumPy memory."""
 from __future__ import annotations
 
 import itertools
@@ -10,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow_cuda.strict_cupy import graph as _graph
 from tinyflow_cuda.strict_cupy.array import _Device, ndarray, record
+from tinyflow_cuda.strict_cupy.graph import Graph, using_allocator  # noqa: F401  (cupy.cuda's names)
 
 Device = _Device
 
@@ -38,12 +41,15 @@ runtime = SimpleNamespace(
     getDevice=lambda: 0,
     getDeviceProperties=lambda device: _properties(int(device)),
     runtimeGetVersion=lambda: 13000,
+    streamCaptureModeGlobal=0,
+    streamCaptureModeThreadLocal=1,
+    streamCaptureModeRelaxed=2,
     driverGetVersion=lambda: 13000,
     memGetInfo=lambda: (1 << 34, 1 << 34),
 )
 memory = SimpleNamespace(OutOfMemoryError=OutOfMemoryError)
 
-_pointers = itertools.count(1)
+_pointers = itertools.count(0x100)  # stream handles (0: legacy default, 1, 2: its aliases)
 _current = threading.local()  # this thread's stack of streams entered with ``with stream:``
 
 
@@ -65,9 +71,10 @@ class Stream:
 
     null: Stream
 
-    def __init__(self, null: bool = False, non_blocking: bool = False, ptr: int = 0) -> None:
+    def __init__(self, null: bool = False, non_blocking: bool = False, ptds: bool = False) -> None:
         self.ptr = 0 if null else next(_pointers)
         self.non_blocking = non_blocking
+        self._recording: _graph.Recording | None = None  # while it captures
 
     def __enter__(self) -> Stream:
         stack = getattr(_current, "stack", None)
@@ -87,11 +94,38 @@ class Stream:
         return self
 
     def synchronize(self) -> None:
+        if self._recording is not None:
+            raise self._recording.refuse("Stream.synchronize() of the capturing stream")
         return None
 
     @property
     def done(self) -> bool:
         return True
+
+    # ---- stream capture (CuPy 14: begin_capture(mode=None), end_capture() -> Graph, is_capturing())
+    def begin_capture(self, mode: int | None = None) -> None:
+        """Start capturing the work this stream is given (relaxed mode by default, as CuPy)."""
+        if self.ptr in (0, 1):
+            raise RuntimeError("cannot capture on the default (legacy) stream")
+        if self._recording is not None:
+            raise CUDARuntimeError("cudaErrorIllegalState: the stream is already capturing")
+        self._recording = _graph.Recording(self, runtime.streamCaptureModeRelaxed if mode is None else int(mode))
+
+    def end_capture(self) -> Graph:
+        """Stop capturing; the graph of what was captured (an invalidated capture raises)."""
+        recording = self._recording
+        if recording is None:
+            raise CUDARuntimeError("cudaErrorIllegalState: the stream is not capturing")
+        self._recording = None
+        if recording.invalidated is not None:
+            raise CUDARuntimeError(f"cudaErrorStreamCaptureInvalidated: operation failed due to a previous error "
+                                   f"during capture ({recording.invalidated})")
+        graph = Graph._from_recording(recording)
+        graph.recording = recording  # the stand-in's view of it: allocations, calls (tests)
+        return graph
+
+    def is_capturing(self) -> bool:
+        return self._recording is not None
 
     def record(self, event: Event | None = None) -> Event:
         event = event if event is not None else Event()
@@ -112,7 +146,23 @@ def get_current_stream(device_id: int = -1) -> Stream:
 
 
 class MemoryPool:
-    """``cupy.get_default_memory_pool()``: arrays live in NumPy's memory, so it holds nothing."""
+    """``cupy.cuda.MemoryPool()`` and ``cupy.get_default_memory_pool()``: arrays live in NumPy's
+    memory, so a pool holds nothing; ``malloc`` is an allocator for ``using_allocator``, and
+    ``captured_bytes`` adds up what captures allocated from this pool (stand-in only)."""
+
+    def __init__(self, allocator: Any = None) -> None:
+        self.captured_bytes = 0
+        self.captured_allocations = 0
+
+    def malloc(self, size: int) -> Any:
+        """An allocation of ``size`` bytes (the stand-in's arrays take NumPy memory instead)."""
+        from tinyflow_cuda.strict_cupy.array import _MemoryPointer
+
+        return _MemoryPointer(np.empty(int(size), dtype=np.uint8))
+
+    def _note_capture(self, nbytes: int) -> None:
+        self.captured_bytes += nbytes
+        self.captured_allocations += 1
 
     def used_bytes(self) -> int:
         return 0

@@ -17,7 +17,9 @@ import numpy as np
 
 from tinyflow_cuda.strict_cupy import cuda as _cuda
 from tinyflow_cuda.strict_cupy.api import api
-from tinyflow_cuda.strict_cupy.array import ndarray, record, record_work, unwrap, wrap
+from tinyflow_cuda.strict_cupy.array import ndarray, record, record_work, refuse_host_copy, unwrap, wrap
+from tinyflow_cuda.strict_cupy.graph import IN_PLACE_FUNCTIONS, capturing
+from tinyflow_cuda.strict_cupy.launches import HOST_ONLY
 
 # functions that take host data (NumPy arrays, lists) and copy it to the device
 HOST_INPUT = {"array", "asarray", "asanyarray", "asnumpy",  # (ascontiguousarray takes device arrays only)
@@ -34,12 +36,32 @@ def _not_emulated(qualname: str) -> Callable[..., Any]:
     return missing
 
 
+def _run(qualname: str, impl: Callable[..., Any], args: Any, kwargs: dict[str, Any], in_place: bool = False) -> Any:
+    """``impl(*args, **kwargs)`` on NumPy arrays; while the current stream captures, recorded
+    instead (strict_cupy/graph.py): in-place work (``out=``, ``in_place``) is deferred to the
+    replay and returns ``out``, other calls get poisoned outputs."""
+    recording = capturing()
+    if recording is None:
+        return impl(*args, **kwargs)
+    if in_place or kwargs.get("out") is not None:
+        recording.defer(lambda: impl(*args, **kwargs))
+        return kwargs.get("out")
+    return recording.run(qualname, impl, args, kwargs)
+
+
 def _function(qualname: str, impl: Callable[..., Any], params: dict[str, Any] | None,
               allow_host: bool) -> Callable[..., Any]:
+    short = qualname.rsplit(".", 1)[-1]
+    in_place = short in IN_PLACE_FUNCTIONS
+
     def call(*args: Any, **kwargs: Any) -> Any:
         api().check_kwargs(qualname, params, kwargs)
+        if short in HOST_ONLY:  # answered on the host: nothing on the device, nothing to capture
+            return wrap(impl(*unwrap(args, qualname, allow_host), **unwrap(kwargs, qualname, allow_host)))
+        if allow_host and args and capturing() is not None:
+            refuse_host_copy(qualname.removeprefix("cupy."), args[0])
         inputs = unwrap(args, qualname, allow_host), unwrap(kwargs, qualname, allow_host)
-        out = impl(*inputs[0], **inputs[1])
+        out = _run(qualname, impl, inputs[0], inputs[1], in_place)
         on_device = not allow_host or any(isinstance(a, ndarray) for a in (*args, *kwargs.values()))
         record_work(qualname, inputs, out, device_inputs=on_device)
         return wrap(out)
@@ -76,40 +98,40 @@ class ufunc:  # noqa: N801 (CuPy's name)
             raise CupyAPIError(f"cupy.{self.name}() got an unexpected keyword argument {unknown[0]!r}: CuPy "
                                f"{api().version}'s ufuncs take {', '.join(self._kwargs)}")
         record(f"cupy.{self.name}", kernels=1)
-        return wrap(self._impl(*unwrap(args, self.name), **unwrap(kwargs, self.name)))
+        return wrap(_run(f"cupy.{self.name}", self._impl, unwrap(args, self.name), unwrap(kwargs, self.name)))
 
     def reduce(self, array: Any, axis: Any = 0, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Any:
         self._check_method("reduce")
         record(f"cupy.{self.name}.reduce", kernels=1)
-        return wrap(self._impl.reduce(unwrap(array, self.name), axis=axis, dtype=dtype,
-                                      out=unwrap(out, self.name), keepdims=keepdims))
+        return wrap(_run(f"cupy.{self.name}.reduce", self._impl.reduce, (unwrap(array, self.name),),
+                         dict(axis=axis, dtype=dtype, out=unwrap(out, self.name), keepdims=keepdims)))
 
     def accumulate(self, array: Any, axis: int = 0, dtype: Any = None, out: Any = None) -> Any:
         self._check_method("accumulate")
         record(f"cupy.{self.name}.accumulate", kernels=1)
-        return wrap(self._impl.accumulate(unwrap(array, self.name), axis=axis, dtype=dtype,
-                                          out=unwrap(out, self.name)))
+        return wrap(_run(f"cupy.{self.name}.accumulate", self._impl.accumulate, (unwrap(array, self.name),),
+                         dict(axis=axis, dtype=dtype, out=unwrap(out, self.name))))
 
     def reduceat(self, array: Any, indices: Any, axis: int = 0, dtype: Any = None, out: Any = None) -> Any:
         self._check_method("reduceat")
         record(f"cupy.{self.name}.reduceat", kernels=1)
-        return wrap(self._impl.reduceat(unwrap(array, self.name), unwrap(indices, self.name), axis=axis,
-                                        dtype=dtype, out=unwrap(out, self.name)))
+        return wrap(_run(f"cupy.{self.name}.reduceat", self._impl.reduceat,
+                         (unwrap(array, self.name), unwrap(indices, self.name)),
+                         dict(axis=axis, dtype=dtype, out=unwrap(out, self.name))))
 
     def outer(self, A: Any, B: Any, **kwargs: Any) -> Any:  # noqa: N803 (CuPy's names)
         self._check_method("outer")
         record(f"cupy.{self.name}.outer", kernels=1)
-        return wrap(self._impl.outer(unwrap(A, self.name), unwrap(B, self.name), **unwrap(kwargs, self.name)))
+        return wrap(_run(f"cupy.{self.name}.outer", self._impl.outer, (unwrap(A, self.name), unwrap(B, self.name)),
+                         unwrap(kwargs, self.name)))
 
     def at(self, a: Any, indices: Any, b: Any = None) -> None:
         self._check_method("at")
         if not isinstance(a, ndarray):
             raise TypeError(f"cupy_{self.name}.at: the operand must be a cupy.ndarray, got {type(a).__name__}")
         record(f"cupy.{self.name}.at", kernels=1)
-        if b is None:
-            self._impl.at(a._a, unwrap(indices, self.name, allow_host=True))
-        else:
-            self._impl.at(a._a, unwrap(indices, self.name, allow_host=True), unwrap(b, self.name))
+        operands = (a._a, unwrap(indices, self.name, allow_host=True)) + (() if b is None else (unwrap(b, self.name),))
+        _run(f"cupy.{self.name}.at", self._impl.at, operands, {}, in_place=True)
 
 
 # ---- functions CuPy has and NumPy has not (or has with other behaviour) ------------------------
@@ -194,7 +216,8 @@ def _build_cupy() -> ModuleType:
     cupy.random = _build("cupy.random")
     cupy.fft = _build("cupy.fft")
     cuda = ModuleType("cupy.cuda", "strict CuPy stand-in for cupy.cuda")
-    for name in ("Device", "Stream", "Event", "runtime", "memory", "get_current_stream"):
+    for name in ("Device", "Stream", "Event", "runtime", "memory", "get_current_stream", "Graph", "MemoryPool",
+                 "using_allocator"):
         if name not in api().cuda:
             raise AssertionError(f"cupy.cuda.{name} is not in CuPy {api().version}'s API")
         setattr(cuda, name, getattr(_cuda, name))

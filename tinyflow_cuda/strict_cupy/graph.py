@@ -1,0 +1,237 @@
+"""The stand-in's CUDA stream capture and graphs (``Stream.begin_capture`` / ``end_capture``,
+``cupy.cuda.Graph``), and the allocator in force (``cupy.cuda.using_allocator``).
+
+While a stream captures, the work a thread issues to it does not run, as on a GPU: each call
+allocates its outputs, *poisoned* (NaN for floats, the byte 0xA5 for integers, True for bools), so
+host code that depends on a value computed during the capture shows it, and leaves a replay
+closure; ``Graph.launch()`` runs the closures in order, each writing into the very arrays the
+capture allocated (a view stays a view of the same memory). In-place work (``out=``,
+``__setitem__``, ``fill``, kernel launches, ...) is only recorded. The shapes of a call's outputs
+come from running it once on the inputs as they are (poisoned or not) and throwing the values
+away; a call whose outputs change shape at replay (data-dependent shapes) fails there, naming it.
+
+What CUDA refuses inside a capture raises ``CUDARuntimeError`` (cudaErrorStreamCaptureUnsupported)
+and invalidates the capture, as on a GPU: host reads (``get``, ``item``, ``float``, ``bool``, ...),
+copies of host arrays to the device (a 0-d host value is allowed: CuPy writes it with a fill
+kernel, its value baked into the graph), and synchronizing the capturing stream or the device.
+
+Each allocation made during a capture is attributed to the allocator in force
+(``using_allocator(pool.malloc)``: that pool; else the default pool), in ``Recording.allocations``
+and in the pool's ``captured_bytes``, so a test can check that a graph allocated only from its pool.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+IN_PLACE_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "scatter_add", "scatter_max",
+                      "scatter_min", "ufunc.at"}
+"""Module functions that write into an argument instead of returning a new array."""
+
+IN_PLACE_METHODS = {"fill", "sort", "put", "partition", "set", "__setitem__"}
+"""ndarray methods that write into the array itself."""
+
+UNSUPPORTED = "cudaErrorStreamCaptureUnsupported: operation not permitted when stream is capturing"
+
+
+def capture_error(what: str) -> Exception:
+    """CuPy's error for ``what`` done while a stream captures (a CUDARuntimeError)."""
+    from tinyflow_cuda.strict_cupy.cuda import CUDARuntimeError
+
+    return CUDARuntimeError(f"{UNSUPPORTED} ({what}; strict CuPy stand-in: a captured step cannot wait for "
+                            "the device nor copy host data to it)")
+
+
+# ---- the allocator in force ---------------------------------------------------------------------
+class _Allocator(threading.local):
+    current: Callable[[int], Any] | None = None  # this thread's allocator (using_allocator), None: the default pool
+
+
+_allocator = _Allocator()
+
+
+@contextmanager
+def using_allocator(allocator: Callable[[int], Any] | None = None) -> Iterator[None]:
+    """``cupy.cuda.using_allocator``: ``allocator`` serves this thread's allocations in the block."""
+    previous, _allocator.current = _allocator.current, allocator
+    try:
+        yield
+    finally:
+        _allocator.current = previous
+
+
+def allocator_owner() -> Any:
+    """The pool the allocator in force draws from (the default pool when none is set)."""
+    from tinyflow_cuda.strict_cupy.cuda import get_default_memory_pool
+
+    current = _allocator.current
+    if current is None:
+        return get_default_memory_pool()
+    return getattr(current, "__self__", current)  # a pool's bound malloc: the pool
+
+
+# ---- poisoning ----------------------------------------------------------------------------------
+def poison(a: np.ndarray) -> None:
+    """Fill a fresh capture allocation with values no real step computes."""
+    if a.size == 0:
+        return
+    if a.dtype == np.bool_:
+        a.fill(True)
+    elif np.issubdtype(a.dtype, np.integer):
+        a.view(np.uint8).fill(0xA5)
+    else:
+        a.fill(np.nan)  # floats (ml_dtypes' too) and complex
+
+
+def _leaves(value: Any) -> list[np.ndarray]:
+    if isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [a for v in value for a in _leaves(v)]
+    if isinstance(value, dict):
+        return [a for v in value.values() for a in _leaves(v)]
+    return []
+
+
+def _as_arrays(value: Any) -> Any:
+    """NumPy scalars as 0-d arrays (memory the replay can write into), in nested results too."""
+    if isinstance(value, np.generic):
+        return np.array(value)
+    if isinstance(value, tuple):
+        return tuple(_as_arrays(v) for v in value)
+    if isinstance(value, list):
+        return [_as_arrays(v) for v in value]
+    return value
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+# ---- a capture in progress ----------------------------------------------------------------------
+class Recording:
+    """What one stream capture has recorded: replay closures in order, the calls they stand for
+    (``launches.Call``), the allocations and the pool of each."""
+
+    def __init__(self, stream: Any, mode: int) -> None:
+        self.stream = stream
+        self.mode = mode
+        self.nodes: list[Callable[[], None]] = []
+        self.calls: list[Any] = []  # the record() entries made while capturing
+        self.allocations: list[tuple[int, Any]] = []  # (bytes, pool)
+        self.invalidated: str | None = None  # why, once a refused operation invalidated the capture
+        self._fresh: set[int] = set()  # ids of the root arrays allocated (poisoned) here
+
+    # -- refusals
+    def refuse(self, what: str) -> Exception:
+        """Invalidate the capture and return the error to raise for ``what``."""
+        self.invalidated = self.invalidated or what
+        return capture_error(what)
+
+    # -- allocation
+    def allocate(self, a: np.ndarray) -> np.ndarray:
+        """Note ``a`` as allocated here (from the allocator in force) and poison it."""
+        owner = allocator_owner()
+        self.allocations.append((int(a.nbytes), owner))
+        note = getattr(owner, "_note_capture", None)
+        if note is not None:
+            note(int(a.nbytes))
+        self._fresh.add(id(_root(a)))
+        poison(a)
+        return a
+
+    # -- calls
+    def defer(self, work: Callable[[], Any]) -> None:
+        """In-place work: recorded for replay, not run now."""
+        self.nodes.append(lambda: (work(), None)[1])
+
+    def run(self, name: str, impl: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
+        """A call that returns new arrays (or views): its outputs now (fresh ones allocated and
+        poisoned), and a replay closure that recomputes them into the same memory."""
+        inputs = _leaves(args) + _leaves(kwargs)
+        try:
+            result = _as_arrays(impl(*args, **kwargs))
+        except Exception:  # a poisoned index out of range, ...: shape it with zeros in their place
+            result = _as_arrays(impl(*self._zeroed(args), **self._zeroed(kwargs)))
+        outputs = _leaves(result)
+        fresh = {i: o for i, o in enumerate(outputs) if not any(np.may_share_memory(o, a) for a in inputs)}
+        for o in fresh.values():
+            self.allocate(o)
+        if fresh:
+            self.nodes.append(lambda: _replay_into(name, len(outputs), fresh, impl, args, kwargs))
+        return result
+
+    def _zeroed(self, value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return np.zeros_like(value) if id(_root(value)) in self._fresh else value
+        if isinstance(value, tuple):
+            return tuple(self._zeroed(v) for v in value)
+        if isinstance(value, list):
+            return [self._zeroed(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self._zeroed(v) for k, v in value.items()}
+        return value
+
+
+def _replay_into(name: str, count: int, fresh: dict[int, np.ndarray], impl: Callable[..., Any], args: Any,
+                 kwargs: dict[str, Any]) -> None:
+    """Recompute a captured call; write the outputs that were new at capture (``fresh``, by
+    position among the ``count`` outputs) where the capture put them."""
+    outputs = _leaves(_as_arrays(impl(*args, **kwargs)))
+    if len(outputs) != count:
+        raise RuntimeError(f"replaying a CUDA graph: {name} returned {len(outputs)} arrays, {count} when captured "
+                           "(data-dependent outputs cannot be captured: run that step eagerly)")
+    for i, target in fresh.items():
+        value = outputs[i]
+        if value.shape != target.shape:
+            raise RuntimeError(f"replaying a CUDA graph: {name} returned shape {value.shape}, {target.shape} when "
+                               "captured (a data-dependent shape cannot be captured: run that step eagerly)")
+        target[...] = value
+
+
+def capturing() -> Recording | None:
+    """The recording of the stream this thread issues work to, when that stream captures."""
+    from tinyflow_cuda.strict_cupy.cuda import get_current_stream
+
+    return getattr(get_current_stream(), "_recording", None)
+
+
+# ---- the graph ----------------------------------------------------------------------------------
+class Graph:
+    """``cupy.cuda.Graph``: made by ``Stream.end_capture()`` (not by the user, as in CuPy);
+    ``launch(stream=None)`` replays the captured work in order."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("currently this class cannot be initiated by the user and must be created "
+                                  "via stream capture")
+
+    @classmethod
+    def _from_recording(cls, recording: Recording) -> Graph:
+        graph = object.__new__(cls)
+        graph._nodes = list(recording.nodes)
+        graph._kernels = sum(getattr(c, "kernels", 0) for c in recording.calls)
+        graph._memops = sum(getattr(c, "memops", 0) for c in recording.calls)
+        graph.launches = 0  # how many times it was launched (tests)
+        return graph
+
+    def launch(self, stream: Any = None) -> None:
+        """Run every captured call, in capture order (into the capture's arrays)."""
+        from tinyflow_cuda.strict_cupy.array import record
+
+        recording = capturing()
+        if recording is not None:  # launched inside another capture: a child graph
+            recording.defer(lambda: self.launch(stream))
+            return
+        record("cuda.Graph.launch", kernels=self._kernels, memops=self._memops)
+        self.launches += 1
+        for node in self._nodes:
+            node()
+
+    def upload(self, stream: Any = None) -> None:
+        return None
