@@ -89,19 +89,20 @@ def plan_tiles(planes: int, dst_rows: int, dst_width: int, src_rows: int, src_wi
     most rows whose staged span fits in ``TILE_BYTES`` (at least one); None where one row's span
     needs more than ``STAGE_LIMIT``: this is the switch to the flat kernel.
     """
+    budget = min(TILE_BYTES, STAGE_LIMIT)
     plane = src_rows * src_width
-    if shared_bytes(plane) <= TILE_BYTES:
+    if shared_bytes(plane) <= budget:
         want = math.ceil(TILE_ELEMENTS / (dst_rows * dst_width))
-        fit = max(1, TILE_BYTES // max(1, shared_bytes(plane)))
+        fit = max(1, budget // max(1, shared_bytes(plane)))
         count = max(1, min(want, fit, planes))
-        while count > 1 and shared_bytes(count * plane) > TILE_BYTES:
+        while count > 1 and shared_bytes(count * plane) > budget:
             count -= 1
         if count > 1:
             return TilePlan(count, dst_rows, 1, count * plane, shared_bytes(count * plane))
-    lo, hi = 1, dst_rows  # the most rows whose staged span fits TILE_BYTES (spans grow with rows)
+    lo, hi = 1, dst_rows  # the most rows whose staged span fits the budget (spans grow with rows)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if shared_bytes(staged_rows(mid) * src_width) <= TILE_BYTES:
+        if shared_bytes(staged_rows(mid) * src_width) <= budget:
             lo = mid
         else:
             hi = mid - 1
