@@ -85,3 +85,34 @@ def test_adaptive_avg_pool_uneven_windows_still_match_cpu() -> None:
     y_gpu, gx_gpu, _ = _run(op, x, 3, "cuda:0")
     np.testing.assert_allclose(y_gpu, y_cpu, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(gx_gpu, gx_cpu, rtol=1e-5, atol=1e-6)
+
+
+PATHS: dict[str, tuple[tuple[int, ...], Callable[[Any], Any], str]] = {
+    # name: (x shape, op, the kernel prefix of both directions). A 120x80 plane (38 KB in f32,
+    # 19 KB in bf16) is over a tile's 16 KB: tiles of a few rows, halos staged twice. A 7x1
+    # window over rows of 4000 needs 7 staged rows (56 KB in bf16) for one output row, past the
+    # 48 KB a tile may take: the flat kernels, both ways (backward stages 7 gout and argmax rows).
+    "max_pool2d row tiles": ((1, 2, 120, 80), lambda t: F.max_pool2d(t, 3, 2, 1), "maxpool2d"),
+    "avg_pool2d row tiles": ((1, 2, 120, 80), lambda t: F.avg_pool2d(t, 3, 2, 1, ceil_mode=True), "avgpool2d"),
+    "max_pool2d flat": ((1, 1, 16, 4000), lambda t: F.max_pool2d(t, (7, 1), 1), "maxpool2d_flat"),
+    "avg_pool2d flat": ((1, 1, 16, 4000), lambda t: F.avg_pool2d(t, (7, 1), 1), "avgpool2d_flat"),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), BF16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("name", list(PATHS))
+def test_large_planes_and_windows_take_their_path_and_match_cpu(name: str, dtype: np.dtype) -> None:
+    """Planes too large for one tile run the tiled kernels over tiles of rows; windows too tall
+    for shared memory run the flat kernels; either way one kernel a direction, as on the CPU."""
+    shape, op, family = PATHS[name]
+    x = np.random.default_rng(4).standard_normal(shape).astype(dtype)
+    y_cpu, gx_cpu, _ = _run(op, x, 5, "cpu")
+    y_gpu, gx_gpu, calls = _run(op, x, 5, "cuda:0", record=True)
+    sfx = SUFFIX[dtype.name]
+    base, _, flat = family.partition("_")
+    suffix = f"_{flat}" if flat else ""
+    for direction in ("forward", "backward"):
+        kernels = [c for c in calls[direction] if c.startswith("kernel:")]
+        assert kernels == [f"kernel:{base}_{direction}{suffix}_{sfx}"], kernels
+    np.testing.assert_allclose(y_gpu.astype(np.float64), y_cpu.astype(np.float64), **TOL[dtype.name])
+    np.testing.assert_allclose(gx_gpu.astype(np.float64), gx_cpu.astype(np.float64), **TOL[dtype.name])
