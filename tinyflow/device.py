@@ -362,3 +362,10 @@ def nccl_communicator(**kwargs: Any) -> Any:
     from tinyflow_cuda.nccl import NcclCommunicator
 
     return NcclCommunicator(**kwargs)
+
+
+def cuda_graphs() -> ModuleType:
+    """``tinyflow_cuda.graphs``: CUDA graph capture and replay (``tinyflow.cuda.graphs`` uses it)."""
+    from tinyflow_cuda import graphs
+
+    return graphs

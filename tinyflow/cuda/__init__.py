@@ -5,13 +5,21 @@
 ``device = "cuda" if tf.cuda.is_available() else "cpu"`` picks the GPU exactly where one works.
 Random numbers are always drawn on the host from tinyflow's one generator, so the CUDA seeding
 calls only have to exist; ``amp`` is ``torch.cuda.amp``'s pair (autocast, GradScaler), which
-like PyTorch's turns itself off with a warning where CUDA is not available.
+like PyTorch's turns itself off with a warning where CUDA is not available. CUDA graphs
+(``CUDAGraph``, ``graph``, ``make_graphed_callables``) are in ``tinyflow.cuda.graphs``.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from tinyflow.cuda import amp  # noqa: F401  (torch.cuda.amp: autocast, GradScaler)
+from tinyflow.cuda.graphs import (
+    CUDAGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 from tinyflow.device import Device, cuda_backend
 
 __all__ = [
@@ -19,6 +27,7 @@ __all__ = [
     "get_device_capability", "is_bf16_supported", "synchronize", "empty_cache",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "reset_peak_memory_stats",
     "manual_seed", "manual_seed_all", "seed", "seed_all", "amp",
+    "CUDAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "make_graphed_callables",
 ]
 
 

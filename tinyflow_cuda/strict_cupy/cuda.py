@@ -238,6 +238,10 @@ class RawFunction:
                                     f"scalar of the C type (CuPy needs the width), got {type(value).__name__}")
                 converted.append(value.item())
         record(f"kernel:{self.name}", kernels=1)
+        recording = _graph.capturing()
+        if recording is not None:  # captured: it runs at each replay, with these very arguments
+            recording.defer(lambda: self.emulator.launch(self.name, grid, block, converted, shared_mem=int(shared_mem)))
+            return
         self.emulator.launch(self.name, grid, block, converted, shared_mem=int(shared_mem))
 
 

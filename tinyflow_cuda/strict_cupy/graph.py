@@ -82,7 +82,7 @@ def poison(a: np.ndarray) -> None:
     if a.dtype == np.bool_:
         a.fill(True)
     elif np.issubdtype(a.dtype, np.integer):
-        a.view(np.uint8).fill(0xA5)
+        a.fill(np.full(a.dtype.itemsize, 0xA5, dtype=np.uint8).view(a.dtype)[0])
     else:
         a.fill(np.nan)  # floats (ml_dtypes' too) and complex
 
