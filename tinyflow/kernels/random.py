@@ -5,14 +5,30 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["dropout_mask"]
+__all__ = ["dropout_mask", "check_seed"]
 
 
-def dropout_mask(x: Any, p: float, seed: int) -> Any:
+def check_seed(seed: Any) -> Any:
+    """None for an int seed; a seed given as an array (a captured step's device slot) checked to
+    be one uint64 and returned. Shared by the reference and the CUDA twin."""
+    if isinstance(seed, (int, np.integer)):
+        return None
+    shape, dtype = getattr(seed, "shape", None), getattr(seed, "dtype", None)
+    if shape != (1,) or dtype != np.uint64:
+        raise TypeError(f"dropout_mask: seed must be an int or a (1,) uint64 array, got "
+                        f"{type(seed).__name__} shape {shape} dtype {dtype}")
+    return seed
+
+
+def dropout_mask(x: Any, p: float, seed: int | Any) -> Any:
     """A mask shaped like ``x``: 0 with probability p, else 1/(1-p) (inverted dropout).
 
     The reference draws from PCG64(seed); the CUDA twin uses its own counter-based generator,
-    so the masks differ between devices but both are deterministic in ``seed``.
+    so the masks differ between devices but both are deterministic in ``seed``. ``seed`` is an
+    int or a (1,) uint64 array holding it (what a captured step's slot is; on the CPU reading it
+    costs nothing).
     """
+    if check_seed(seed) is not None:
+        seed = int(np.asarray(seed)[0])
     keep = np.random.Generator(np.random.PCG64(seed)).random(x.shape, dtype=np.float32) >= p
     return (keep * np.asarray(1.0 / (1.0 - p), dtype=x.dtype)).astype(x.dtype, copy=False)

@@ -5,14 +5,18 @@ their backward returns gradients of the broadcast shape.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tinyflow.autograd import Context, Function
+from tinyflow.capture import current as current_capture
 from tinyflow.errors import ShapeError
 
 __all__ = [
     "Add", "Sub", "Mul", "Div", "Pow", "PowScalar", "Neg", "Exp", "Log", "Sqrt", "Abs", "Clip", "Where",
-    "Maximum", "Minimum", "DropoutFunction", "broadcast_error", "bool_error",
+    "Maximum", "Minimum", "DropoutFunction", "dropout_seed", "broadcast_error", "bool_error",
 ]
 
 
@@ -331,11 +335,27 @@ class Minimum(Function):
         return _extremum_grads(ctx.xp, g, a, b, a > b, a < b)
 
 
+def dropout_seed(draw: Callable[[], int]) -> Any:
+    """The seed of one dropout mask: ``draw()`` now (an int), or inside a CUDA graph capture a
+    (1,) uint64 slot of the capture that ``draw()`` refills before every replay.
+
+    A captured step does not run, and its kernels replay with the arguments they were captured
+    with; so the generator is not touched while capturing, and each replay draws once, in the
+    order the eager step draws: N replays give the masks of N eager steps (tinyflow/capture.py).
+    """
+    capture = current_capture()
+    if capture is None:
+        return draw()
+    return capture.slot(draw, np.uint64, 1)
+
+
 class DropoutFunction(Function):
-    """Inverted dropout: multiply by a mask of 0 and 1/(1-p) drawn by the ``dropout_mask`` kernel."""
+    """Inverted dropout: multiply by a mask of 0 and 1/(1-p) drawn by the ``dropout_mask`` kernel.
+
+    ``seed`` is an int, or a (1,) uint64 device array the kernel reads (``dropout_seed``)."""
 
     @staticmethod
-    def forward(ctx: Context, a: Any, p: float, seed: int) -> Any:
+    def forward(ctx: Context, a: Any, p: float, seed: Any) -> Any:
         mask = ctx.kernels.dropout_mask(a, p, seed)
         ctx.save_for_backward(mask)
         return a * mask

@@ -5,6 +5,10 @@
 // so the mask is the same for any grid, and a seed (drawn from the tensor's Generator on the
 // host) makes it reproducible. The hash is SplitMix64's finalizer, which passes BigCrush as a
 // counter-based generator.
+//
+// The seed comes as a kernel argument, or (seed_ptr non-null) from device memory: a CUDA graph
+// replays its kernels with the arguments they were captured with, so a captured step reads the
+// seed that tinyflow/capture.py refills before each replay (one draw per step, as eagerly).
 #include "common.cuh"
 
 __device__ __forceinline__ unsigned int hash_uniform32(unsigned long long seed,
@@ -18,9 +22,12 @@ __device__ __forceinline__ unsigned int hash_uniform32(unsigned long long seed,
 
 // mask[i] = scale (= 1 / (1 - p)) where the element is kept, 0 where it is dropped.
 // threshold = round(p * 2^32), computed on the host so every dtype keeps the same elements.
+// seed_ptr: null (use seed) or the device word holding the seed.
 template <typename T>
-__device__ void dropout_mask_impl(T* __restrict__ mask, unsigned long long seed,
-                                  unsigned long long threshold, double scale, long long n) {
+__device__ void dropout_mask_impl(T* __restrict__ mask, const unsigned long long* seed_ptr,
+                                  unsigned long long seed, unsigned long long threshold,
+                                  double scale, long long n) {
+    if (seed_ptr) seed = *seed_ptr;  // one uniform load per thread, before the loop
     const T keep = from_acc<T>((acc_t<T>)scale), drop = from_acc<T>(acc_t<T>(0));
     FOR_EACH_INDEX(i, n) {
         mask[i] = (unsigned long long)hash_uniform32(seed, i) >= threshold ? keep : drop;
@@ -28,9 +35,10 @@ __device__ void dropout_mask_impl(T* __restrict__ mask, unsigned long long seed,
 }
 
 #define DROPOUT_MASK(sfx, T)                                                                 \
-    __global__ void dropout_mask_##sfx(T* mask, unsigned long long seed,                    \
-                                       unsigned long long threshold, double scale, long long n) { \
-        dropout_mask_impl<T>(mask, seed, threshold, scale, n);                               \
+    __global__ void dropout_mask_##sfx(T* mask, const unsigned long long* seed_ptr,        \
+                                       unsigned long long seed, unsigned long long threshold,  \
+                                       double scale, long long n) {                          \
+        dropout_mask_impl<T>(mask, seed_ptr, seed, threshold, scale, n);                     \
     }
 extern "C" {
 TF_FLOAT_TYPES(DROPOUT_MASK)
