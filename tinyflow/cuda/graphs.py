@@ -268,7 +268,8 @@ def _graph_callable(fn: Any, static_inputs: tuple[Any, ...], warmup: int, allow_
                     static.array[...] = g
             backward_graph.replay()
             found = [grads_by_id.get(id(t)) for t in (*static_inputs, *params)]
-            return tuple(None if g is None else g.array for g in found)
+            # copies: the next replay overwrites the static gradients, which autograd may keep as .grad
+            return tuple(None if g is None else g.array.copy() for g in found)
 
     def graphed(*args: Any) -> Any:
         if len(args) != n_in:

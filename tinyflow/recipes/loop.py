@@ -19,6 +19,10 @@ and schedule that the recipe built (its learning rate, the schedule over the new
 epochs) are fast-forwarded to the epoch resumed, only the optimizer's buffers come from the
 checkpoint; under another batch size the epoch goes on from the same sample.
 
+``--cuda-graph`` (``FitOptions.cuda_graph``): after a few eager steps the whole step is captured
+once as a CUDA graph and replayed for every later batch of the same shape
+(tinyflow/recipes/graphed_step.py); what cannot be captured runs eagerly and says why in one line.
+
 Stopping: Ctrl-C, SIGTERM and SIGUSR1 (what `tinyflow train --nproc N` sends every worker for a
 Ctrl-C or SIGTERM) stop after the current step with a checkpoint to resume from; a second one
 aborts at once.
@@ -89,6 +93,7 @@ class FitOptions:
     progress: bool = True  # a progress bar (on the writing process)
     allreduce_sum: Callable[[np.ndarray], np.ndarray] | None = None  # data parallel: a float64 vector summed over ranks
     divergence: float | None = DIVERGENCE_FACTOR  # stop when a loss exceeds this times the first (and the floor); None: never
+    cuda_graph: bool = False  # capture the step once as a CUDA graph and replay it (a cuda device only)
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,17 @@ class _Loop:
         self.log = MetricsLog(self.checkpoints.directory, enabled=self.writer)
         self.first_loss: float | None = None  # the run's first training loss: the divergence test's reference
         self.start_sample: int | None = None  # resumed under another batch size: where the epoch goes on
+        self.graphed = self.graphed_step() if self.options.cuda_graph else None
+
+    def graphed_step(self) -> Any:
+        """The step under ``--cuda-graph`` (tinyflow/recipes/graphed_step.py)."""
+        from tinyflow.recipes.graphed_step import GraphedStep, say_on_stderr
+
+        params = list(self.model.parameters())
+        if not params:
+            raise ValueError("--cuda-graph: the model has no parameters to train")
+        data_parallel = self.options.allreduce_sum is not None or self.hooks.after_backward is not None
+        return GraphedStep(self.train_step, params[0].device, say_on_stderr(self.writer), data_parallel=data_parallel)
 
     def run(self, epochs: int) -> FitResult:
         """Resume if asked, then train epoch after epoch; stop early on Ctrl-C."""
@@ -229,7 +245,7 @@ class _Loop:
         try:
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
                 for batch in self.loader:
-                    out = self.train_step(batch, epoch)
+                    out = self.train_step(batch, epoch) if self.graphed is None else self.graphed(batch, epoch)
                     full = self.steplog.add(out.loss, *out.counts)  # stays on the device: nothing read here
                     self.sizes.append(out.items)
                     self.step += 1

@@ -369,7 +369,8 @@ def train_classifier(model: Any, model_name: str, data: VisionData, args: argpar
                    evaluate=(lambda m: evaluation_sums(m, val_loader)) if val_loader is not None else None,
                    checkpoints=checkpoints,
                    options=FitOptions(amp=args.amp, log_every=args.log_every, progress=progress,
-                                      allreduce_sum=replicas.allreduce_sum),
+                                      allreduce_sum=replicas.allreduce_sum,
+                                      cuda_graph=getattr(args, "cuda_graph", False)),
                    hooks=replicas.hooks())
     finally:
         replicas.close()
