@@ -216,6 +216,22 @@ def test_merge_of_profiles_and_of_nothing(tmp_path: Path) -> None:
     assert bench.merge(args) == 2  # bench and profile records do not mix
 
 
+def test_a_cuda_graph_cell_says_so_in_json_and_markdown(tmp_path: Path) -> None:
+    cell = {"workload": "alexnet-64", "precision": "bf16", "cuda_graph": True, "unit": "images/s", "tinyflow": 30.0,
+            "torch": 20.0, "ratio": 1.5, "raw": {"tinyflow": {"peak_bytes": None}, "torch": {"peak_bytes": None}}}
+    eager = {**cell, "cuda_graph": False}
+    (tmp_path / "g.json").write_text(json.dumps({"kind": "bench", "device": "H100", "date": "d", "steps": 5, "runs": 2,
+                                                 "rounds": 1, "results": [cell, eager]}))
+    args = bench.parse_args(["--merge", str(tmp_path / "g.json"), "--json", str(tmp_path / "all.json"),
+                             "--markdown", str(tmp_path / "all.md")])
+    assert bench.merge(args) == 0
+    assert json.loads((tmp_path / "all.json").read_text())["results"][0]["cuda_graph"] is True
+    md = (tmp_path / "all.md").read_text()
+    assert "| alexnet-64 | bf16 (graph) | 30.0 images/s | 20.0 images/s | 1.50x |" in md
+    assert "| alexnet-64 | bf16 | 30.0 images/s |" in md
+    assert bench.parse_args(["--cuda-graph"]).cuda_graph and not bench.parse_args([]).cuda_graph
+
+
 def test_a_measurement_process_past_child_timeout_is_killed_and_its_cell_marked(tmp_path: Path) -> None:
     out = tmp_path / "b.json"
     done = subprocess.run([sys.executable, str(GPU / "bench_gpu.py"), "--device", "cpu", "--tiny", "--short",
@@ -251,6 +267,13 @@ def test_run_all_budgets_fit_in_eight_minutes() -> None:
     worst = sum(b + kill_after for b in budgets.values())
     assert worst <= total  # every phase at its limit, and the kill after each, end by the deadline
     assert total + final < 480  # and the merges, summary and archive after it too
+
+
+def test_run_all_cuda_graph_phase_is_planned_when_asked_and_must_fit() -> None:
+    assert "graph-" not in _plan().stdout  # the default budgets leave no room for it
+    done = _plan(GPU_GRAPH_WORKLOADS="alexnet-64", GPU_BENCH_WORKLOADS="alexnet-64 lstm-lm")
+    assert done.returncode == 0 and "phase graph-alexnet-64 budget 40" in done.stdout
+    assert _plan(GPU_GRAPH_WORKLOADS="alexnet-64").returncode != 0  # on top of every workload: over budget
 
 
 def test_run_all_plan_refuses_budgets_over_eight_minutes() -> None:

@@ -43,6 +43,10 @@ others still run); the JSON and markdown files are rewritten after every cell, s
 from outside keeps what it measured. --merge joins the JSON files of several runs (bench or
 profile, one kind at a time) into one --json/--markdown.
 
+--cuda-graph (issue 23): tinyflow's step is captured once as a CUDA graph after the warm-up (at
+least 3 eager steps) and replayed (tinyflow.cuda.graphs); PyTorch stays eager (cuDNN), the yardstick.
+Its cells carry "cuda_graph": true beside workload and precision in the JSON, "(graph)" in markdown.
+
 bench/gpu/run_all.sh runs it after the gpu tests, in one call on a lent GPU, one workload at a time.
 """
 from __future__ import annotations
@@ -94,6 +98,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="seconds before a measurement process is killed and its cell marked failed (0: never)")
     p.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                    help="join these JSON results (of earlier runs) into --json/--markdown; runs nothing")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="tinyflow replays its step as a CUDA graph captured after the warm-up (PyTorch stays eager)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.short:
@@ -241,6 +247,8 @@ def child(args: argparse.Namespace, framework: str, workload: str, precision: st
     build = measure_torch if framework == "torch" else measure_tinyflow
     step = build(args, workload, precision)
     sync = synchronizer(framework, args.device)
+    if framework == "tinyflow" and args.cuda_graph:
+        step = graphed(step, warmup=max(args.warmup, 3))
     if args.profile:
         return kernel_profile.profile_steps(step, sync, args.device, warmup=max(args.warmup, 3),
                                             steps=args.profile_steps)
@@ -257,6 +265,19 @@ def child(args: argparse.Namespace, framework: str, workload: str, precision: st
     return {"step_s": times, "peak_bytes": peak_memory(framework, args.device)}
 
 
+def graphed(step: Callable[[], None], warmup: int) -> Callable[[], None]:
+    """``step`` captured as a CUDA graph after ``warmup`` eager steps: its replay (same batch each
+    step, as the eager loop; the learning rate is constant here)."""
+    import tinyflow as tf
+
+    for _ in range(warmup):
+        step()
+    g = tf.cuda.CUDAGraph()
+    with tf.cuda.graph(g):
+        step()
+    return g.replay
+
+
 # ---- the driver: one fresh process per (framework, workload, precision) ------------------------
 def run_child(args: argparse.Namespace, framework: str, workload: str, precision: str) -> dict:
     """Each measurement in its own process, so TF32 settings, memory pools and peaks never leak."""
@@ -269,7 +290,7 @@ def run_child(args: argparse.Namespace, framework: str, workload: str, precision
     cmd = [sys.executable, __file__, "--child", "--workload", workload, "--precision", precision,
            "--steps", str(args.steps), "--runs", str(args.runs), "--warmup", str(args.warmup),
            "--vocab", str(args.vocab), "--device", args.device, "--json", "-",
-           *(["--tiny"] if args.tiny else []),
+           *(["--tiny"] if args.tiny else []), *(["--cuda-graph"] if args.cuda_graph else []),
            *(["--profile", "--profile-steps", str(args.profile_steps)] if args.profile else [])]
     cmd.insert(cmd.index("--child") + 1, framework)
     try:
@@ -321,12 +342,13 @@ def markdown_table(record: dict) -> str:
              "| workload | precision | tinyflow | PyTorch | ratio | peak memory tinyflow / PyTorch |",
              "|---|---|---|---|---|---|"]
     for r in record["results"]:
+        precision = r["precision"] + (" (graph)" if r.get("cuda_graph") else "")
         if "ratio" not in r:
-            lines.append(f"| {r['workload']} | {r['precision']} | {_failure(r.get('tinyflow'))} | "
+            lines.append(f"| {r['workload']} | {precision} | {_failure(r.get('tinyflow'))} | "
                          f"{_failure(r.get('torch'))} | | |")
             continue
         mem = f"{fmt_bytes(r['raw']['tinyflow'].get('peak_bytes'))} / {fmt_bytes(r['raw']['torch'].get('peak_bytes'))}"
-        lines.append(f"| {r['workload']} | {r['precision']} | {r['tinyflow']:.1f} {r['unit']} | "
+        lines.append(f"| {r['workload']} | {precision} | {r['tinyflow']:.1f} {r['unit']} | "
                      f"{r['torch']:.1f} {r['unit']} | {r['ratio']:.2f}x | {mem} |")
     return "\n".join(lines) + "\n"
 
@@ -379,7 +401,8 @@ def profile_main(args: argparse.Namespace, workloads: tuple[str, ...], precision
         print(f"\n{workload}: " + ", ".join(f"{k}={v}" for k, v in s.items()))
         for precision in precisions:
             for framework in ("tinyflow", "torch"):
-                cell = {"workload": workload, "precision": precision, "framework": framework, "sizes": s,
+                graph = {"cuda_graph": True} if args.cuda_graph and framework == "tinyflow" else {}
+                cell = {"workload": workload, "precision": precision, **graph, "framework": framework, "sizes": s,
                         **run_child(args, framework, workload, precision)}
                 record["cells"].append(cell)
                 table = kernel_profile.text_table(cell)
@@ -430,11 +453,12 @@ def main() -> int:
                         figures[framework]["step_s"] += got["step_s"]
                         figures[framework]["peak_bytes"] = max(
                             figures[framework].get("peak_bytes") or 0, got["peak_bytes"] or 0) or None
+            graph = {"cuda_graph": True} if args.cuda_graph else {}
             if any("error" in f for f in figures.values()):
                 for f in figures.values():
                     if "error" in f:
                         print(f["error"])
-                results.append({"workload": workload, "precision": precision, **figures})
+                results.append({"workload": workload, "precision": precision, **graph, **figures})
                 write_outputs(args, record, markdown_table)
                 continue
             rate = {k: per_step / statistics.median(v["step_s"]) for k, v in figures.items()}
@@ -447,7 +471,7 @@ def main() -> int:
                   f"({spread['torch'][0]:.0f}-{spread['torch'][1]:.0f})  ratio {ratio:5.2f}x   "
                   f"peak memory tinyflow {fmt_bytes(figures['tinyflow']['peak_bytes'])}  "
                   f"torch {fmt_bytes(figures['torch']['peak_bytes'])}")
-            results.append({"workload": workload, "precision": precision, "sizes": s,
+            results.append({"workload": workload, "precision": precision, **graph, "sizes": s,
                             "unit": unit, "tinyflow": rate["tinyflow"], "torch": rate["torch"],
                             "spread": spread, "ratio": ratio, "raw": figures})
             write_outputs(args, record, markdown_table)

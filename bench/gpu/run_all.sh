@@ -26,6 +26,11 @@
 #   profile-WORKLOAD  BUDGET_PROFILE=40 each bench_gpu.py --profile --workload W --profile-steps 3:
 #                                          per cell, the kernel table (ms/step, calls/step) and the
 #                                          GPU-busy fraction, CUPTI through torch.profiler
+#   graph-WORKLOAD    BUDGET_GRAPH=40 each   bench_gpu.py --cuda-graph --workload W --rounds 1: tinyflow's
+#                                          step replayed as a CUDA graph vs PyTorch eager (issue 23);
+#                                          for GPU_GRAPH_WORKLOADS, empty by default: the budgets above
+#                                          fill the 455 s already (e.g. GPU_GRAPH_WORKLOADS=alexnet-64
+#                                          GPU_BENCH_WORKLOADS="alexnet-64 lstm-lm" fits)
 #   train             the time left, at most BUDGET_TRAIN=40 s, skipped under MIN_TRAIN=20 s: the
 #                                          quickstart, `tinyflow train alexnet --device cuda:0`
 # WORKLOAD: GPU_BENCH_WORKLOADS (alexnet-224 alexnet-64 lstm-lm); GPU_BENCH_ARGS go to bench_gpu.py
@@ -71,6 +76,8 @@ python="${PYTHON:-python3}"
 : "${BUDGET_CUPY_STRICT:=25}" "${BUDGET_BENCH:=50}" "${BUDGET_PROFILE:=40}" "${CHILD_TIMEOUT:=25}"
 : "${PROFILE_STEPS:=3}" "${BUDGET_TRAIN:=40}" "${MIN_TRAIN:=20}"
 workloads="${GPU_BENCH_WORKLOADS-alexnet-224 alexnet-64 lstm-lm}"  # set and empty: no bench, no profile
+graph_workloads="${GPU_GRAPH_WORKLOADS-}"  # --cuda-graph bench phases (none by default: see above)
+: "${BUDGET_GRAPH:=40}"
 strict=0
 grep -q cupy_strict pyproject.toml 2>/dev/null && strict=1
 
@@ -82,6 +89,7 @@ plan gpu-tests "$BUDGET_GPU_TESTS"
 [ "$strict" = 1 ] && plan cupy-strict "$BUDGET_CUPY_STRICT"
 for w in $workloads; do plan "bench-$w" "$BUDGET_BENCH"; done
 for w in $workloads; do plan "profile-$w" "$BUDGET_PROFILE"; done
+for w in $graph_workloads; do plan "graph-$w" "$BUDGET_GRAPH"; done
 planned=0
 for b in "${plan_budgets[@]}"; do planned=$((planned + b + KILL_AFTER)); done
 final_reserve=$((4 * (STEP_LIMIT + 1) + 1))  # 2 merges, the summary, the archive; each killed 1 s after
@@ -230,6 +238,14 @@ for w in $workloads; do
         --json "$logs/profile-$w.json" --markdown "$logs/profile-$w.md" --profile-dir "$logs/profile"
 done
 
+# ---- 4b. throughput with tinyflow's step as a CUDA graph (GPU_GRAPH_WORKLOADS) -----------------
+for w in $graph_workloads; do
+    # shellcheck disable=SC2086
+    phase "graph-$w" bench "$logs/graph-$w.log" "$logs/graph-$w.json" "" plan \
+        "$python" bench/gpu/bench_gpu.py --cuda-graph --rounds 1 --child-timeout "$CHILD_TIMEOUT" ${GPU_BENCH_ARGS:-} \
+        --workload "$w" --json "$logs/graph-$w.json" --markdown "$logs/graph-$w.md"
+done
+
 # ---- 5. the quickstart on the GPU, in the time left -------------------------------------------
 left=$((deadline - SECONDS - KILL_AFTER))
 if [ "$BUDGET_TRAIN" -gt 0 ] && [ "$left" -ge "$MIN_TRAIN" ]; then
@@ -245,6 +261,7 @@ for w in $workloads; do
     bench_files+=("$logs/bench-$w.json")
     profile_files+=("$logs/profile-$w.json")
 done
+for w in $graph_workloads; do bench_files+=("$logs/graph-$w.json"); done
 if [ "${#bench_files[@]}" -gt 0 ]; then  # missing files are skipped: the tables hold what finished
     timeout -k 1 "$STEP_LIMIT" "$python" bench/gpu/bench_gpu.py --merge "${bench_files[@]}" \
         --json "$out/bench.json" --markdown "$out/bench.md" >>"$logs/merge.log" 2>&1
