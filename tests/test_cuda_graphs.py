@@ -321,3 +321,15 @@ def test_cuda_graph_on_the_cpu_is_one_clear_line(model: str, capsys: pytest.Capt
     assert cli.main(["train", model, "--device", "cpu", "--cuda-graph", "--epochs", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--cuda-graph needs a CUDA device" in err[0]
+
+
+def test_bench_train_cell_with_cuda_graph_replays_the_step() -> None:
+    from tinyflow.bench import train as bt
+
+    spec = bt.BenchSettings(model="alexnet", batch_sizes=[2], workers=[1], precisions=["fp32"], device=DEVICE,
+                            steps=2, runs=1, warmup=1, cuda_graph=True,
+                            overrides={"channels": (8, 16, 16, 16, 16), "hidden": 32, "num_classes": 4}
+                            ).spec("tinyflow", "fp32", 1, 2)
+    assert spec["cuda_graph"] is True
+    record = bt.measure(spec)
+    assert record.get("status", "ok") == "ok" and len(record["step_s"]) == 1, record

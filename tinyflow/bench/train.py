@@ -146,6 +146,19 @@ def _timed_runs(fn: Callable[[], None], sync: Callable[[], None], steps: int, ru
     return out
 
 
+def _graphed(train: Callable[[], None], done: int) -> Callable[[], None]:
+    """``bench train --cuda-graph``: the step (its batch is fixed) captured as a CUDA graph after
+    at least 3 eager steps (``done`` of them ran already); its replay."""
+    import tinyflow as tf
+
+    for _ in range(max(0, 3 - done)):
+        train()
+    g = tf.cuda.CUDAGraph()
+    with tf.cuda.graph(g):
+        train()
+    return g.replay
+
+
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
     """Time one cell in this process (under mpirun: this rank's share). Returns the JSON record."""
     from tinyflow.bench.workloads import tinyflow_step, torch_step, workload
@@ -187,6 +200,8 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         step.train()
     comm_total = exposed_total = 0.0
     train = step.train
+    if spec.get("cuda_graph") and framework == "tinyflow" and dp is None:
+        train = _graphed(step.train, warmup)
     if dp is not None:
         def train() -> None:
             nonlocal comm_total, exposed_total
@@ -308,13 +323,14 @@ class BenchSettings:
     timeout: float = 600.0
     overrides: dict[str, Any] = field(default_factory=dict)
     image_size: int | None = None
+    cuda_graph: bool = False  # tinyflow's one-worker step replayed as a CUDA graph (cuda devices)
 
     def spec(self, framework: str, precision: str, workers: int, batch: int) -> dict[str, Any]:
         return {"framework": framework, "model": self.model, "batch": batch, "overrides": self.overrides,
                 "image_size": self.image_size, "device": self.device, "precision": precision,
                 "steps": self.steps, "runs": self.runs, "warmup": self.warmup, "breakdown": self.breakdown,
                 "allreduce": self.allreduce, "bucket_mb": self.bucket_mb,
-                "threads": threads_for(workers, self.threads)}
+                "threads": threads_for(workers, self.threads), "cuda_graph": self.cuda_graph}
 
 
 Runner = Callable[[dict[str, Any], int, float], dict[str, Any]]

@@ -97,6 +97,9 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allreduce", default="auto", choices=("auto", "ring", "tree", "naive", "native"),
                    help="gradient all-reduce of the multi-worker cells (default: %(default)s)")
     p.add_argument("--threads", type=int, default=None, help="threads per worker (default: cores // workers)")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="replay tinyflow's one-worker step as a CUDA graph captured after the warm-up (cuda devices; "
+                   "PyTorch stays eager; data-parallel cells run eagerly)")
     p.add_argument("--json", default=None, metavar="PATH", help="write every cell as JSON ('-': stdout)")
     p.add_argument("--plot", default=None, metavar="PNG", help="plot throughput against batch size")
     p.add_argument("--out", default=None, metavar="DIR", help="write the table (.md), JSON and plot there")
@@ -154,10 +157,12 @@ def run_train(args: argparse.Namespace) -> int:
             precisions=_csv(args.precision), device=args.device, steps=args.steps, warmup=args.warmup,
             runs=args.runs, rounds=max(1, args.rounds), compare=_csv(args.compare), breakdown=args.breakdown,
             allreduce=args.allreduce, bucket_mb=args.bucket_mb, threads=args.threads, timeout=args.timeout,
-            overrides=parse_overrides(args.config), image_size=args.image_size)
+            overrides=parse_overrides(args.config), image_size=args.image_size, cuda_graph=args.cuda_graph)
         workload(settings.model, 1, settings.overrides, settings.image_size)  # an unknown model fails here
     except ValueError as exc:
         return _fail("train", str(exc))
+    if args.cuda_graph and not args.device.startswith("cuda"):
+        return _fail("train", f"--cuda-graph needs a CUDA device (--device cuda:0), not --device {args.device}")
     bad = [p for p in settings.precisions if p not in ("fp32", "bf16", "fp16")]
     bad += [c for c in settings.compare if c != "torch"]
     if bad or not settings.batch_sizes or not settings.workers or min(settings.workers) < 1:
