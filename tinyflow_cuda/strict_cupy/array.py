@@ -208,10 +208,11 @@ class ndarray:  # noqa: N801 (CuPy's name)
                  order: str = "C") -> None:
         if memptr is not None or strides is not None:
             raise NotImplementedError("strict CuPy stand-in: ndarray(memptr=, strides=) is not emulated")
-        self._a = np.empty(shape, dtype=dtype, order=order)
         recording = _capturing()
-        if recording is not None:
-            recording.allocate(self._a)
+        if recording is None:
+            self._a = np.empty(shape, dtype=dtype, order=order)
+        else:
+            self._a = recording.allocate(tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),), dtype)
 
     # ---- refusing the host ----------------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:

@@ -160,9 +160,26 @@ class MemoryPool:
 
         return _MemoryPointer(np.empty(int(size), dtype=np.uint8))
 
-    def _note_capture(self, nbytes: int) -> None:
+    ARENA_CHUNK = 1 << 22  # bytes of each block a pool takes for captures
+
+    def _capture_array(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """An array for a capture, from this pool's own blocks (kept for the pool's life, never
+        reused): as on a GPU, what a captured step allocates never has the address of an array
+        made before the capture, so a table cached by address misses, as it would there."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         self.captured_bytes += nbytes
         self.captured_allocations += 1
+        if nbytes == 0:
+            return np.empty(shape, dtype=dtype)
+        size = -(-nbytes // 256) * 256
+        chunks = self.__dict__.setdefault("_chunks", [])
+        if not chunks or chunks[-1][1] + size > chunks[-1][0].size:
+            chunks.append([np.empty(max(size, self.ARENA_CHUNK), dtype=np.uint8), 0])
+        chunk = chunks[-1]
+        block = chunk[0][chunk[1]:chunk[1] + nbytes]
+        chunk[1] += size
+        return block.view(dtype).reshape(shape)
 
     def used_bytes(self) -> int:
         return 0

@@ -15,9 +15,11 @@ and invalidates the capture, as on a GPU: host reads (``get``, ``item``, ``float
 copies of host arrays to the device (a 0-d host value is allowed: CuPy writes it with a fill
 kernel, its value baked into the graph), and synchronizing the capturing stream or the device.
 
-Each allocation made during a capture is attributed to the allocator in force
-(``using_allocator(pool.malloc)``: that pool; else the default pool), in ``Recording.allocations``
-and in the pool's ``captured_bytes``, so a test can check that a graph allocated only from its pool.
+Each allocation made during a capture comes from the allocator in force
+(``using_allocator(pool.malloc)``: that pool; else the default pool): from the pool's own blocks,
+never at the address of an array made before the capture (as on a GPU with a private pool, so a
+cache keyed by address misses here too), and is counted in ``Recording.allocations`` and the pool's
+``captured_bytes``, so a test can check that a graph allocated only from its pool.
 """
 from __future__ import annotations
 
@@ -97,6 +99,19 @@ def _leaves(value: Any) -> list[np.ndarray]:
     return []
 
 
+def _map_leaves(value: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """``value`` with each array leaf replaced by ``fn(leaf)``, in ``_leaves`` order."""
+    if isinstance(value, np.ndarray):
+        return fn(value)
+    if isinstance(value, tuple):
+        return tuple(_map_leaves(v, fn) for v in value)
+    if isinstance(value, list):
+        return [_map_leaves(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_leaves(v, fn) for k, v in value.items()}
+    return value
+
+
 def _as_arrays(value: Any) -> Any:
     """NumPy scalars as 0-d arrays (memory the replay can write into), in nested results too."""
     if isinstance(value, np.generic):
@@ -135,13 +150,11 @@ class Recording:
         return capture_error(what)
 
     # -- allocation
-    def allocate(self, a: np.ndarray) -> np.ndarray:
-        """Note ``a`` as allocated here (from the allocator in force) and poison it."""
+    def allocate(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A new array from the allocator in force (its pool's own memory), poisoned."""
         owner = allocator_owner()
+        a = owner._capture_array(tuple(shape), dtype)
         self.allocations.append((int(a.nbytes), owner))
-        note = getattr(owner, "_note_capture", None)
-        if note is not None:
-            note(int(a.nbytes))
         self._fresh.add(id(_root(a)))
         poison(a)
         return a
@@ -160,12 +173,12 @@ class Recording:
         except Exception:  # a poisoned index out of range, ...: shape it with zeros in their place
             result = _as_arrays(impl(*self._zeroed(args), **self._zeroed(kwargs)))
         outputs = _leaves(result)
-        fresh = {i: o for i, o in enumerate(outputs) if not any(np.may_share_memory(o, a) for a in inputs)}
-        for o in fresh.values():
-            self.allocate(o)
+        fresh = {i: self.allocate(o.shape, o.dtype) for i, o in enumerate(outputs)
+                 if not any(np.may_share_memory(o, a) for a in inputs)}  # views stay views
         if fresh:
             self.nodes.append(lambda: _replay_into(name, len(outputs), fresh, impl, args, kwargs))
-        return result
+        swapped = iter(range(len(outputs)))
+        return _map_leaves(result, lambda o: fresh.get(next(swapped), o))
 
     def _zeroed(self, value: Any) -> Any:
         if isinstance(value, np.ndarray):
