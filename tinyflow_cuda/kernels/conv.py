@@ -6,7 +6,9 @@ rows to a multiple of 8, see ops/conv.py), rows (channel, kernel row, kernel col
 (image, output row, output column). The GEMMs between them are ``xp.matmul`` calls in
 ops/conv.py (cuBLAS through CuPy). The host does the integer work the kernels must not do per
 element: magic-number divisors (``_fastdiv.magic``), the 32- or 64-bit variant
-(:func:`index_kernel`), grids that keep y and z within 65535. See docs/convolution.md.
+(:func:`index_kernel`), grids that keep y and z within 65535, and whether a block's tile fits the
+staged kernels' shared memory (:func:`im2col_stage`, :func:`col2im_tile`; else the ``*_direct``
+kernels, which read x or col straight). See docs/convolution.md.
 """
 from __future__ import annotations
 
@@ -33,6 +35,15 @@ VECTOR_BYTES = 16
 """im2col stores 16 bytes a thread where it can: 4 float32, 2 float64, 8 float16 / bfloat16."""
 BIAS_GRAD_BLOCKS = 1024
 """conv_output_grad splits each channel's images over enough blocks to fill the GPU."""
+SECTOR_BYTES = 32
+WARP = 32
+"""The staged kernels start every run they load on a 32-byte sector boundary."""
+STAGE_BYTES = 24576
+"""Shared memory a staged im2col / col2im block stages its input in (csrc/conv.cu STAGE_BYTES)."""
+STAGE_ROWS = 512
+"""The most input rows a staged im2col tile may stage (csrc/conv.cu STAGE_ROWS)."""
+COL2IM_PIXELS = 4
+"""Pixels a staged col2im thread sums (csrc/conv.cu COL2IM_PIXELS)."""
 
 
 def index_kernel(name: str, *sizes: int) -> str:
@@ -57,6 +68,33 @@ def _geometry(x_shape: tuple[int, ...], kernel_size: Pair, stride: Pair, padding
     oh = conv_output_size(h, kh, sh, ph, dh)
     ow = conv_output_size(w, kw, sw, pw, dw)
     return [n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow]
+
+
+def _warp_multiple(n: int) -> int:
+    """``n`` rounded up to a multiple of 32: the staged kernels load in whole-warp chunks of 32
+    elements, and a chunk must not straddle two staged runs."""
+    return -(-n // WARP) * WARP
+
+
+def im2col_stage(geo: list[int], itemsize: int, stage_bytes: int | None = None) -> int | None:
+    """The row pitch (elements) of a staged im2col tile, or None where the staged kernel does not
+    apply: a tile of THREADS * V columns spans at most ceil(tile / OW) + 1 output rows (and at
+    most N*OH), each
+    staging the input pixels its taps span (at most min(W, (OW-1)*SW + 1)) from the sector
+    boundary below (a pitch rounded up to whole warps); they must fit ``stage_bytes`` and
+    STAGE_ROWS. And SW * itemsize <= 32:
+    beyond, the taps of a row are more than a sector apart, and loading the whole row would move
+    more sectors than reading the taps straight (im2col_direct)."""
+    stage_bytes = STAGE_BYTES if stage_bytes is None else stage_bytes
+    w, sw, ow = geo[3], geo[7], geo[13]
+    if sw * itemsize > SECTOR_BYTES:
+        return None
+    tile = THREADS * (VECTOR_BYTES // itemsize)
+    rows = min(-(-tile // ow) + 1, geo[0] * geo[12])  # and no more than the N*OH there are
+    pitch = _warp_multiple(min(w, (ow - 1) * sw + 1) + SECTOR_BYTES // itemsize - 1)
+    if rows > STAGE_ROWS or rows * pitch * itemsize > stage_bytes:
+        return None
+    return pitch
 
 
 def im2col(x: Array, kernel_size: Pair, stride: Pair = (1, 1), padding: Pair = (0, 0),
@@ -87,13 +125,44 @@ def im2col(x: Array, kernel_size: Pair, stride: Pair = (1, 1), padding: Pair = (
             grid = (-(-(oh * ow) // THREADS), min(kp, MAX_GRID_YZ), min(n, MAX_GRID_YZ))
             wide.launch_grid(grid, THREADS, [x, out, *geo, k, kp, *divisors, magic(ow)])
             return out
-        per_thread = VECTOR_BYTES // x.dtype.itemsize
+        itemsize = x.dtype.itemsize
+        per_thread = VECTOR_BYTES // itemsize
+        address = call.runtime.address(out)
+        pitch = im2col_stage(geo, itemsize) if address % itemsize == 0 else None
+        if pitch is not None:
+            # tiles of THREADS * V columns, each starting up to V-1 columns early so that its
+            # 16-byte stores are aligned: one spare tile per row
+            head = address // itemsize % per_thread  # out's first element, in elements mod V
+            grid = (-(-(nl + per_thread - 1) // (THREADS * per_thread)), min(kp, MAX_GRID_YZ))
+            call.launch_grid(grid, THREADS, [x, out, *geo, k, kp, head, pitch, *divisors,
+                                             magic(ow), magic(oh), magic(pitch)])
+            return out
+        direct = KernelCall("im2col_direct", x)
         # vector stores: every row starts 16-byte aligned, so the rows' length must allow it
-        vec = nl % per_thread == 0 and call.runtime.address(out) % VECTOR_BYTES == 0
+        vec = nl % per_thread == 0 and address % VECTOR_BYTES == 0
         grid = (-(-nl // (THREADS * per_thread)), min(kp, MAX_GRID_YZ))
-        call.launch_grid(grid, THREADS, [x, out, *geo, k, kp, int(vec), *divisors, magic(oh * ow),
-                                         magic(ow)])
+        direct.launch_grid(grid, THREADS, [x, out, *geo, k, kp, int(vec), *divisors,
+                                           magic(oh * ow), magic(ow)])
         return out
+
+
+def col2im_tile(geo: list[int], itemsize: int, stage_bytes: int | None = None) -> tuple[int, int, int] | None:
+    """(TH, G, pitch) of the staged col2im, or None where it does not apply: tiles of TH whole
+    image rows with at most COL2IM_PIXELS * THREADS pixels (less the sector lead of the stores),
+    each tap's run of col spanning ceil(TH / SH) output rows (``pitch`` elements with the lead
+    of its sector, in whole warps), G taps staged a round within ``stage_bytes``. None where a single image row
+    is too wide for a tile or one tap's run for the stage (col2im_direct)."""
+    stage_bytes = STAGE_BYTES if stage_bytes is None else stage_bytes
+    h, w, kw, sh, ow = geo[2], geo[3], geo[5], geo[6], geo[13]
+    lead = SECTOR_BYTES // itemsize - 1
+    capacity = stage_bytes // itemsize
+    th = min(h, (COL2IM_PIXELS * THREADS - lead) // w)
+    while th >= 1:
+        pitch = _warp_multiple(-(-th // sh) * ow + lead)
+        if pitch <= capacity:
+            return th, min(kw, capacity // pitch), pitch
+        th -= 1
+    return None
 
 
 def col2im(col: Array, x_shape: tuple[int, int, int, int], kernel_size: Pair,
@@ -113,8 +182,19 @@ def col2im(col: Array, x_shape: tuple[int, int, int, int], kernel_size: Pair,
         dx = call.empty(tuple(x_shape))
         if dx.size == 0:
             return dx
-        if index_kernel("col2im", col.size, dx.size) == "col2im_wide":
-            call = KernelCall("col2im_wide", col)
+        wide = index_kernel("col2im", col.size, dx.size) == "col2im_wide"
+        tile = None if wide else col2im_tile(geo, col.dtype.itemsize)
+        if tile is not None:
+            th, taps, pitch = tile
+            lead = SECTOR_BYTES // col.dtype.itemsize - 1
+            threads = _block_threads(min(th * w + lead, THREADS))
+            grid = (-(-h // th), min(c, MAX_GRID_YZ), min(n, MAX_GRID_YZ))
+            # a tap step moves h + PH - i*DH by -dh: its quotient and remainder by sh
+            steps = [*divmod(dh, sh), *divmod(dw, sw)]
+            call.launch_grid(grid, threads, [col, dx, *geo, th, taps, pitch, *steps, magic(w),
+                                             magic(sh), magic(sw), magic(pitch)])
+            return dx
+        call = KernelCall("col2im_wide" if wide else "col2im_direct", col)
         threads = _block_threads(h * w)
         grid = (-(-(h * w) // threads), min(c, MAX_GRID_YZ), min(n, MAX_GRID_YZ))
         # a step of one output row moves the tap row by -sh / dh: its quotient and remainder
