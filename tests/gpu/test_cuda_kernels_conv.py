@@ -1,8 +1,11 @@
-"""csrc/conv.cu (im2col, col2im, conv_output, conv_output_grad, their *_wide variants) against
-tinyflow/kernels/conv.py in float32, float64, float16 and bfloat16, on the emulator and a GPU;
-and the host side of the kernels (the 32/64-bit choice, folded grids). The magic divisors are
-tested with csrc/fastdiv.cuh's other users."""
+"""csrc/conv.cu (im2col, col2im, conv_output, conv_output_grad, their *_direct and *_wide variants)
+against tinyflow/kernels/conv.py in float32, float64, float16 and bfloat16, on the emulator and a
+GPU; and the host side of the kernels (staged or direct, the 32/64-bit choice, folded grids). The
+magic divisors are tested with csrc/fastdiv.cuh's other users."""
 from __future__ import annotations
+
+import re
+from unittest import mock
 
 import ml_dtypes
 import numpy as np
@@ -12,6 +15,7 @@ from hypothesis import strategies as st
 
 import tinyflow_cuda.kernels.conv as twin
 from tinyflow_cuda.kernels._launch import dtype_suffix
+from tinyflow_cuda.runtime import CSRC
 from kernel_backend import SETTINGS, reference, run
 
 ALL_FLOATS = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
@@ -42,43 +46,121 @@ def conv_cases(draw):
     h = draw(st.integers(max(1, d[0] * (k[0] - 1) + 1 - 2 * p[0]), 9))
     w = draw(st.integers(max(1, d[1] * (k[1] - 1) + 1 - 2 * p[1]), 9))
     shape = (draw(st.integers(1, 3)), draw(st.integers(1, 3)), h, w)
-    return shape, (k, s, p, d), draw(DTYPES), draw(st.integers(0, 2**16))
+    return shape, (k, s, p, d), draw(DTYPES), draw(st.booleans()), draw(st.integers(0, 2**16))
+
+
+def staging(on: bool):
+    """The staged kernels where ``on`` (every case here fits them), else the direct ones: a
+    stage of 0 bytes fits no tile."""
+    return mock.patch.object(twin, "STAGE_BYTES", twin.STAGE_BYTES if on else 0)
 
 
 @SETTINGS
 @given(case=conv_cases())
 def test_im2col_and_col2im_match_reference_in_every_dtype(emu, case):
-    """Strides, padding and dilation in both directions; N*L multiples of V and not (the vector
-    and the scalar stores); im2col exact (it moves bits), col2im to fp32 accumulation."""
-    shape, geom, dtype, seed = case
+    """Strides, padding and dilation in both directions, staged and direct kernels; im2col exact
+    (it moves bits), col2im to fp32 accumulation."""
+    shape, geom, dtype, staged, seed = case
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape).astype(dtype)
+    path = "" if staged else "_direct"
     want = reference("im2col")(x, *geom)
-    got = run(emu, "im2col", x, *geom)
+    with staging(staged):
+        got = run(emu, "im2col", x, *geom)
+    assert emu.launches == [f"im2col{path}_{dtype_suffix(x)}"]
     assert got.shape == want.shape and got.dtype == x.dtype
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))  # bit for bit
 
     col = rng.standard_normal(want.shape).astype(dtype)
-    dx = run(emu, "col2im", col, x.shape, *geom)
+    with staging(staged):
+        dx = run(emu, "col2im", col, x.shape, *geom)
+    assert emu.launches == [f"col2im{path}_{dtype_suffix(x)}"]
     assert dx.shape == x.shape and dx.dtype == col.dtype
     want64 = reference("col2im")(exact(col), x.shape, *geom)
     assert_sum_close(dx, want64, dtype, scale=float(np.abs(exact(col)).max(initial=0)) * geom[0][0] * geom[0][1])
 
 
 @pytest.mark.parametrize("dtype", ALL_FLOATS, ids=lambda d: np.dtype(d).name)
+def test_staged_kernels_across_tiles_rounds_and_leads(emu, dtype):
+    """The seams of the staged kernels. im2col: rows of N*L = 3*899 columns (odd, so every row
+    starts its tile at another lead) over several tiles of 256*V, into an ``out`` shifted by one
+    element (head != 0) with K padded by zero rows; stride 1 and a strided, dilated, padded
+    kernel. col2im: image rows of 47 pixels over several tiles of TH rows, a stage small enough
+    for only 2 taps a round (rounds of 2, 2 and 1 over KW = 5), stride (3, 2), dilation (2, 1)."""
+    rng = np.random.default_rng(7)
+    size = np.dtype(dtype).itemsize
+    for shape, geom in [((3, 2, 29, 31), ((3, 3), (1, 1), (1, 1), (1, 1))),
+                        ((3, 2, 61, 63), ((5, 3), (2, 3), (2, 1), (1, 2)))]:
+        x = rng.standard_normal(shape).astype(dtype)
+        want = reference("im2col")(x, *geom)
+        k, nl = want.shape
+        buffer = np.full((k + 5) * nl + 1, np.nan, dtype=dtype)
+        out = buffer[1:].reshape(k + 5, nl)  # starts one element past a 16-byte boundary or so
+        assert twin.im2col_stage(twin._geometry(shape, *geom), size) is not None
+        assert run(emu, "im2col", x, *geom, out=out) is out
+        assert emu.launches == [f"im2col_{dtype_suffix(x)}"]
+        np.testing.assert_array_equal(out[:k].view(np.uint8), want.view(np.uint8))
+        np.testing.assert_array_equal(exact(out[k:]), 0)
+
+    shape, geom = (2, 3, 61, 47), ((4, 5), (3, 2), (2, 1), (2, 1))
+    geo = twin._geometry(shape, *geom)
+    th, taps, pitch = twin.col2im_tile(geo, size)
+    small = 2 * pitch * size  # room for 2 taps' runs
+    th, taps, pitch = twin.col2im_tile(geo, size, small)
+    assert th < shape[2] and taps == 2
+    col = rng.standard_normal((3 * 4 * 5, 2 * geo[12] * geo[13])).astype(dtype)
+    with mock.patch.object(twin, "STAGE_BYTES", small):
+        dx = run(emu, "col2im", col, shape, *geom)
+    assert emu.launches == [f"col2im_{dtype_suffix(col)}"]
+    assert_sum_close(dx, reference("col2im")(exact(col), shape, *geom), dtype, scale=float(np.abs(exact(col)).max()) * 20)
+
+
+def test_the_staged_kernels_are_chosen_where_their_tiles_fit():
+    """im2col stages where the input rows of a tile fit and the taps of a row are at most a sector
+    apart; col2im where an image row fits a tile and a tap's run the stage; else the direct
+    kernels. And the host's copy of the kernels' shared-memory sizes matches conv.cu's."""
+    source = (CSRC / "conv.cu").read_text()
+    for name in ("STAGE_BYTES", "STAGE_ROWS", "COL2IM_PIXELS"):
+        assert int(re.search(rf"constexpr int {name} = (\d+);", source).group(1)) == getattr(twin, name)
+    geo = lambda x_shape, k, s, p: twin._geometry(x_shape, (k, k), (s, s), (p, p), (1, 1))  # noqa: E731
+    conv1 = geo((128, 3, 224, 224), 11, 4, 2)  # AlexNet conv1: OW = 55
+    assert twin.im2col_stage(conv1, 4) == 224  # 217 pixels a row + the sector lead, in warps
+    assert twin.col2im_tile(conv1, 4) == (4, 11, 64)  # 4 image rows, all 11 taps of a row a round
+    for x_shape, k, s, p in [((128, 64, 27, 27), 5, 1, 2), ((128, 192, 13, 13), 3, 1, 1),
+                             ((128, 16, 32, 32), 3, 2, 1), ((128, 64, 8, 8), 3, 1, 1)]:
+        for size in (2, 4, 8):  # AlexNet conv2-5, ResNet-20's 3x3 / 2 and its last 8x8 maps
+            assert twin.im2col_stage(geo(x_shape, k, s, p), size) is not None
+            assert twin.col2im_tile(geo(x_shape, k, s, p), size) is not None
+    assert twin.im2col_stage(geo((1, 3, 64, 64), 9, 9, 0), 4) is None  # taps 36 bytes apart
+    assert twin.im2col_stage(geo((1, 3, 64, 64), 5, 5, 0), 8) is None  # 40 bytes apart
+    assert twin.im2col_stage(geo((1, 3, 64, 64), 5, 5, 0), 4) is not None  # 20
+    assert twin.im2col_stage(geo((64, 8, 6, 6), 3, 1, 0), 4) is None  # OW = 4: 257 rows a tile
+    assert twin.im2col_stage(geo((1, 8, 6, 6), 3, 1, 0), 4) is not None  # but only 4 there are
+    assert twin.im2col_stage(geo((1, 1, 3, 9000), 3, 1, 1), 4) is None  # rows too wide to stage
+    assert twin.col2im_tile(geo((1, 1, 3, 1100), 3, 1, 1), 4) is None  # an image row over a tile
+    assert twin.col2im_tile(geo((1, 1, 3, 1000), 3, 1, 1), 4) == (1, 3, 1024)
+
+
+@pytest.mark.parametrize("dtype", ALL_FLOATS, ids=lambda d: np.dtype(d).name)
 def test_im2col_vector_and_scalar_stores_agree_and_padding_rows_are_zero(emu, dtype):
-    """N*L = 2*6*6 is a multiple of every V: an aligned out takes the vector stores, one shifted
-    by an element the scalar ones; both exact. Rows past C*kh*kw (the padded K) come back zero."""
+    """N*L = 2*6*6 is a multiple of every V: an aligned out and one shifted by an element. The
+    direct kernel takes the vector stores into the first, the scalar ones into the second; the
+    staged kernel aligns its packs to either. All exact; rows past C*kh*kw (the padded K) come
+    back zero."""
     x = np.random.default_rng(1).standard_normal((2, 3, 6, 6)).astype(dtype)
     want = reference("im2col")(x, (3, 3), (1, 1), (1, 1))  # (27, 72)
     aligned = np.full((32, 72), np.nan, dtype=dtype)
     assert aligned.ctypes.data % 16 == 0
     shifted = np.full(32 * 72 + 1, np.nan, dtype=dtype)[1:].reshape(32, 72)
-    for out in (aligned, shifted):
-        got = run(emu, "im2col", x, (3, 3), (1, 1), (1, 1), out=out)
-        assert got is out
-        np.testing.assert_array_equal(exact(out[:27]), exact(want))
-        np.testing.assert_array_equal(exact(out[27:]), 0)
+    for staged in (True, False):
+        for out in (aligned, shifted):
+            out[...] = np.nan
+            with staging(staged):
+                got = run(emu, "im2col", x, (3, 3), (1, 1), (1, 1), out=out)
+            assert emu.launches == [f"im2col{'' if staged else '_direct'}_{dtype_suffix(x)}"]
+            assert got is out
+            np.testing.assert_array_equal(exact(out[:27]), exact(want))
+            np.testing.assert_array_equal(exact(out[27:]), 0)
 
 
 def test_im2col_rejects_a_buffer_with_fewer_rows_or_other_columns(emu):
@@ -91,7 +173,8 @@ def test_im2col_rejects_a_buffer_with_fewer_rows_or_other_columns(emu):
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
 def test_wide_variants_and_folded_grids_match_reference(emu, monkeypatch, dtype):
     """The 64-bit kernels, selected here by lowering the limit (allocating 2**31 elements is not
-    a unit test), and grids whose y and z are capped at 2 so every kernel loops over the rest."""
+    a unit test), the direct ones (no stage fits 0 bytes), and grids whose y and z are capped at 2
+    so every kernel loops over the rest."""
     rng = np.random.default_rng(2)
     x = rng.standard_normal((3, 5, 7, 6)).astype(dtype)
     geom = ((3, 2), (2, 1), (1, 1), (1, 2))
@@ -99,13 +182,14 @@ def test_wide_variants_and_folded_grids_match_reference(emu, monkeypatch, dtype)
     col = rng.standard_normal(want.shape).astype(dtype)
     want_dx = reference("col2im")(exact(col), x.shape, *geom)
     monkeypatch.setattr(twin, "MAX_GRID_YZ", 2)
-    for limit, suffix in ((2**31, ""), (1, "_wide")):
+    for limit, stage, suffix in ((2**31, twin.STAGE_BYTES, ""), (2**31, 0, "_direct"), (1, twin.STAGE_BYTES, "_wide")):
         monkeypatch.setattr(twin, "INDEX_LIMIT", limit)
+        monkeypatch.setattr(twin, "STAGE_BYTES", stage)
         got = run(emu, "im2col", x, *geom)
         assert emu.launches == [f"im2col{suffix}_{dtype_suffix(x)}"]
         np.testing.assert_array_equal(exact(got), exact(want))
         dx = run(emu, "col2im", col, x.shape, *geom)
-        assert emu.launches[0].startswith(f"col2im{suffix}_")
+        assert emu.launches == [f"col2im{suffix}_{dtype_suffix(x)}"]
         assert_sum_close(dx, want_dx, dtype, scale=float(np.abs(exact(col)).max()) * 6)
     out = rng.standard_normal((15, 3 * 4)).astype(dtype)
     b = rng.standard_normal(15).astype(dtype)
