@@ -30,7 +30,7 @@ from tinyflow.dtypes import is_floating
 from tinyflow.kernels._cpu import parallel_for
 
 __all__ = ["sgd_momentum_update", "adam_update", "adadelta_update", "sgd_multi_tensor_update",
-           "adam_multi_tensor_update"]
+           "adam_multi_tensor_update", "amp_update_scale"]
 
 # 256K elements = 1 MiB of fp32 per array: the 4-7 arrays of one block stay in the L2/L3 caches
 # and a 14M-parameter model takes ~60 blocks. Measured on FCN-R's parameters: SGD-momentum
@@ -76,6 +76,49 @@ def adam_bias_corrections(lr: float, beta1: float, beta2: float, step: int) -> t
     device array once CUDA graphs capture the step) and the multi-tensor kernels all use it.
     """
     return lr / (1 - beta1**step), math.sqrt(1 - beta2**step)
+
+
+def sgd_step_scalars(lr: float, momentum: float, dampening: float, weight_decay: float) -> list[float]:
+    """What a captured SGD step reads from its ``scalars`` device array (float64), in the order
+    csrc/optim.cu reads it: ``[lr, momentum, dampening, weight_decay]``."""
+    return [float(lr), float(momentum), float(dampening), float(weight_decay)]
+
+
+def adam_step_scalars(lr: float, beta1: float, beta2: float, eps: float, weight_decay: float,
+                      step: int) -> list[float]:
+    """What a captured Adam / AdamW step reads from its ``scalars`` device array (float64), in the
+    order csrc/optim.cu reads it: ``[lr, beta1, beta2, eps, weight_decay, step_size,
+    bias_correction2_sqrt]`` (the last two from ``adam_bias_corrections``)."""
+    step_size, bias2_sqrt = adam_bias_corrections(lr, beta1, beta2, step)
+    return [float(lr), float(beta1), float(beta2), float(eps), float(weight_decay), step_size,
+            bias2_sqrt]
+
+
+def _device_scalars(op: str, scalars: Any, size: int) -> list[float] | None:
+    """The values of a ``scalars`` array (None: none given), checked to be ``size`` float64s.
+
+    The reference reads them on the host: free for NumPy arrays; the CUDA twins never hand it
+    device arrays (their kernels read the pointer)."""
+    if scalars is None:
+        return None
+    if getattr(scalars, "shape", None) != (size,) or scalars.dtype != np.float64:
+        raise ValueError(f"{op}: scalars must be a ({size},) float64 array, got shape "
+                         f"{getattr(scalars, 'shape', None)} dtype {getattr(scalars, 'dtype', None)}")
+    from tinyflow.device import to_host
+
+    return [float(v) for v in to_host(scalars, f"{op} scalars")]
+
+
+def _found_inf(op: str, found_inf: Any) -> bool:
+    """Whether GradScaler's ``found_inf`` flag (a (1,) float32 array, or None) says skip."""
+    if found_inf is None:
+        return False
+    if getattr(found_inf, "shape", None) != (1,) or found_inf.dtype != np.float32:
+        raise ValueError(f"{op}: found_inf must be a (1,) float32 array, got shape "
+                         f"{getattr(found_inf, 'shape', None)} dtype {getattr(found_inf, 'dtype', None)}")
+    from tinyflow.device import to_host
+
+    return bool(to_host(found_inf, f"{op} found_inf")[0] != 0)
 
 
 def sgd_momentum_update(
@@ -180,8 +223,17 @@ def adam_update(
     for name, arr in (("grad", grad), ("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)):
         if arr.shape != param.shape:
             raise ValueError(f"adam_update: {name} {arr.shape} must have param's shape {param.shape}")
+    _adam_body(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
+               adam_bias_corrections(lr, beta1, beta2, step), lr, beta1, beta2, eps, weight_decay,
+               amsgrad, decoupled_weight_decay)
+
+
+def _adam_body(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, max_exp_avg_sq: Any,
+               corrections: Sequence[float], lr: float, beta1: float, beta2: float, eps: float,
+               weight_decay: float, amsgrad: bool, decoupled_weight_decay: bool) -> None:
+    """``adam_update`` with its bias corrections given (``adam_bias_corrections``'s pair)."""
     xp = array_module(param)
-    step_size, bias_correction2_sqrt = adam_bias_corrections(lr, beta1, beta2, step)
+    step_size, bias_correction2_sqrt = corrections
     weight = 1 - beta1  # exp_avg.lerp_(grad, weight), with torch's two-sided lerp formula
 
     def body(p: Any, g: Any, m: Any, v: Any, vmax: Any, tmp: Any, tmp2: Any) -> None:
@@ -324,6 +376,8 @@ def sgd_multi_tensor_update(
     nesterov: bool = False,
     maximize: bool = False,
     first_step: bool = False,
+    scalars: Any = None,
+    found_inf: Any = None,
 ) -> None:
     """``sgd_momentum_update`` over lists of tensors (PyTorch's foreach SGD), in place.
 
@@ -343,9 +397,18 @@ def sgd_multi_tensor_update(
       the new remainder (``tinyflow.optim.Optimizer``'s master weights). Full-precision
       parameters step in place and take no residual.
     - ``maximize`` negates every gradient; ``first_step`` applies to every tensor of the call.
+    - ``scalars`` (a CUDA graph's captured step): None, or a (4,) float64 array
+      ``sgd_step_scalars(lr, momentum, dampening, weight_decay)`` whose values replace those
+      arguments (the kernel reads them from device memory, refilled before each replay).
+    - ``found_inf``: None, or GradScaler's (1,) float32 overflow flag; non-zero skips the update.
     """
     _check_lists("sgd_multi_tensor_update", params, grads=grads,
                  momentum_buffers=momentum_buffers, residuals=residuals)
+    values = _device_scalars("sgd_multi_tensor_update", scalars, 4)
+    if values is not None:
+        lr, momentum, dampening, weight_decay = values
+    if _found_inf("sgd_multi_tensor_update", found_inf):
+        return
     for i, (param, grad) in enumerate(zip(params, grads)):
         residual = None if residuals is None else residuals[i]
         buf = None if momentum_buffers is None else momentum_buffers[i]
@@ -371,6 +434,8 @@ def adam_multi_tensor_update(
     amsgrad: bool = False,
     decoupled_weight_decay: bool = False,
     maximize: bool = False,
+    scalars: Any = None,
+    found_inf: Any = None,
 ) -> None:
     """``adam_update`` over lists of tensors (PyTorch's foreach Adam / AdamW), in place.
 
@@ -384,16 +449,59 @@ def adam_multi_tensor_update(
     The lists pair up as in ``sgd_multi_tensor_update`` (states in the master weight's dtype,
     ``residuals`` for half-precision master weights, ``max_exp_avg_sqs`` needed with amsgrad);
     ``step`` (1-based, already incremented) is shared by every tensor of the call.
+    ``scalars`` (a CUDA graph's captured step): None, or a (7,) float64 array
+    ``adam_step_scalars(lr, beta1, beta2, eps, weight_decay, step)``, whose values replace those
+    arguments (``step`` through its bias corrections); ``found_inf`` as in
+    ``sgd_multi_tensor_update``.
     """
     if amsgrad and (max_exp_avg_sqs is None or any(v is None for v in max_exp_avg_sqs)):
         raise ValueError("adam_multi_tensor_update: amsgrad=True needs a max_exp_avg_sq array "
                          "for every parameter")
     _check_lists("adam_multi_tensor_update", params, grads=grads, exp_avgs=exp_avgs,
                  exp_avg_sqs=exp_avg_sqs, max_exp_avg_sqs=max_exp_avg_sqs, residuals=residuals)
+    values = _device_scalars("adam_multi_tensor_update", scalars, 7)
+    corrections = None
+    if values is not None:
+        lr, beta1, beta2, eps, weight_decay, *corrections = values
+    if _found_inf("adam_multi_tensor_update", found_inf):
+        return
     for i, (param, grad) in enumerate(zip(params, grads)):
         residual = None if residuals is None else residuals[i]
         vmax = max_exp_avg_sqs[i] if amsgrad else None
         master = _master(param, residual)
-        adam_update(master, _step_grad(grad, master, maximize), exp_avgs[i], exp_avg_sqs[i], vmax,
-                    step, lr, beta1, beta2, eps, weight_decay, amsgrad, decoupled_weight_decay)
+        _adam_body(master, _step_grad(grad, master, maximize), exp_avgs[i], exp_avg_sqs[i], vmax,
+                   corrections or adam_bias_corrections(lr, beta1, beta2, step), lr, beta1, beta2,
+                   eps, weight_decay, amsgrad, decoupled_weight_decay)
         _write_back(param, residual, master)
+
+
+# ---- GradScaler ---------------------------------------------------------------------------------
+def amp_update_scale(scale: Any, growth_tracker: Any, found_inf: Any, growth_factor: float,
+                     backoff_factor: float, growth_interval: int) -> None:
+    """GradScaler's update in place, on the device (PyTorch's ``_amp_update_scale_``).
+
+    Signature (the CUDA twin mirrors it; one single-thread launch there)::
+
+        amp_update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
+                         growth_interval) -> None
+
+    - ``scale``: (1,) float32, the loss scale; ``growth_tracker``: (1,) int32, clean steps in a
+      row; ``found_inf``: (1,) float32, non-zero after an overflow. All stay on the device: no
+      host read, so a captured step replays it.
+
+    Rule: after an overflow ``scale *= backoff_factor`` and the tracker restarts at 0; else the
+    tracker counts one more clean step and at ``growth_interval`` the scale becomes
+    ``scale * growth_factor`` (rounded to the scale's dtype; kept unless that is inf) and the
+    tracker restarts.
+    """
+    xp = array_module(scale)
+    found = found_inf != 0
+    clean = growth_tracker + 1
+    grow = ~found & (clean >= growth_interval)
+    grown = (scale.astype(np.float64) * growth_factor).astype(scale.dtype)
+    with np.errstate(over="ignore"):
+        backed = (scale.astype(np.float64) * backoff_factor).astype(scale.dtype)
+    new_scale = xp.where(found, backed, xp.where(grow & xp.isfinite(grown), grown, scale))
+    new_tracker = xp.where(found | grow, 0, clean).astype(growth_tracker.dtype)
+    scale[...] = new_scale
+    growth_tracker[...] = new_tracker

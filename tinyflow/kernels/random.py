@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["dropout_mask", "check_seed"]
+__all__ = ["dropout_mask"]
 
 
 def check_seed(seed: Any) -> Any:

@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from tinyflow.capture import current as current_capture
 from tinyflow.device import array_module, kernels_of
+from tinyflow.kernels.optim import adam_step_scalars
 from tinyflow.optim.optimizer import Optimizer, ParamsT
 
 
@@ -19,7 +23,15 @@ class Adam(Optimizer):
     ``foreach`` as in PyTorch: None (the default) updates every parameter of a group in one
     multi-tensor kernel launch per dtype when they are all on a GPU, else one at a time;
     True / False force either path (True on the CPU runs the multi-tensor NumPy reference).
+
+    Inside a CUDA graph capture the step is capturable: the kernels read ``[lr, beta1, beta2,
+    eps, weight_decay, step_size, bias_correction2_sqrt]`` from a slot of the capture whose
+    refill before each replay advances ``state["step"]`` by one (so state_dict stays right) and
+    computes the bias corrections for it. With ``found_inf`` (GradScaler) a skipped update is
+    skipped on the device, but its step still counts there (the count is on the host).
     """
+
+    _capturable = True
 
     def __init__(
         self,
@@ -55,12 +67,16 @@ class Adam(Optimizer):
         )
         super().__init__(params, defaults)
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One update of every parameter that has a gradient."""
+    def step(self, closure: Callable[[], Any] | None = None, *, found_inf: Any = None) -> Any:
+        """One update of every parameter that has a gradient.
+
+        ``found_inf`` (GradScaler's (1,) float32 device flag, or None): the multi-tensor kernels
+        skip the whole update where it is non-zero, read on the device (no host read); the step
+        count advances either way."""
         loss = self._run_closure(closure)
         for group in self.param_groups:
-            if self._use_foreach(group):
-                self._step_multi_tensor(group)
+            if found_inf is not None or self._use_foreach(group):
+                self._step_multi_tensor(group, found_inf)
                 continue
             beta1, beta2 = group["betas"]
             for p, grad in self._gradients(group):
@@ -89,6 +105,8 @@ class Adam(Optimizer):
         """``p``'s state, its buffers created (zeros, the master weight's dtype) on first use."""
         state = self.state[p]
         xp, dtype = array_module(p.array), self._state_dtype(p)
+        if "exp_avg" not in state or (group["amsgrad"] and "max_exp_avg_sq" not in state):
+            self._missing_in_capture(p, "Adam state")
         if "exp_avg" not in state:
             state["step"] = 0
             state["exp_avg"] = xp.zeros_like(p.array, dtype=dtype)
@@ -99,15 +117,17 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = xp.zeros_like(p.array, dtype=dtype)
         return state
 
-    def _step_multi_tensor(self, group: dict[str, Any]) -> None:
+    def _step_multi_tensor(self, group: dict[str, Any], found_inf: Any = None) -> None:
         """The group's update as one ``adam_multi_tensor_update`` call per device and step count
         (one call in all, unless parameters joined the group later)."""
         beta1, beta2 = group["betas"]
         amsgrad = group["amsgrad"]
+        capture = current_capture()
         items = []
         for p, grad in self._gradients(group, raw=True):
             state = self._init_state(p, group)
-            state["step"] += 1
+            if capture is None:  # captured: each replay's slot refill counts it
+                state["step"] += 1
             items.append((p, grad, state["exp_avg"], state["exp_avg_sq"],
                           state.get("max_exp_avg_sq") if amsgrad else None,
                           self._master_residual(p), state["step"]))
@@ -128,7 +148,26 @@ class Adam(Optimizer):
                 amsgrad=amsgrad,
                 decoupled_weight_decay=group["decoupled_weight_decay"],
                 maximize=group["maximize"],
+                scalars=None if capture is None else self._capture_scalars(capture, group, params),
+                found_inf=found_inf,
             )
+
+    def _capture_scalars(self, capture: Any, group: dict[str, Any], params: list[Any]) -> Any:
+        """A slot of ``capture`` whose refill before each replay counts one step for ``params``
+        (``state["step"] += 1``, as the eager step does) and holds that step's scalars."""
+        index = self._group_index(group)
+        keys = ("amsgrad", "maximize", "decoupled_weight_decay")  # fixed in the captured kernel
+        captured = tuple(group[k] for k in keys)
+
+        def value() -> list[float]:
+            g = self._check_structure(index, keys, captured)
+            for p in params:
+                self.state[p]["step"] += 1
+            beta1, beta2 = g["betas"]
+            return adam_step_scalars(g["lr"], beta1, beta2, g["eps"], g["weight_decay"],
+                                     self.state[params[0]]["step"])
+
+        return capture.slot(value, np.float64, 7)
 
 
 class AdamW(Adam):

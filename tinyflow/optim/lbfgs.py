@@ -166,6 +166,7 @@ class LBFGS(Optimizer):
         """Run up to ``max_iter`` L-BFGS iterations; returns the loss of the first evaluation."""
         if closure is None:
             raise RuntimeError("LBFGS.step needs a closure that re-evaluates the model and returns the loss")
+        self._refuse_capture()  # its line search reads the loss on the host
         with no_grad():
             return self._step(closure)
 

@@ -22,6 +22,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from tinyflow.capture import current as current_capture
 from tinyflow.device import array_module, device_of, move
 from tinyflow.dtypes import is_floating, is_half
 from tinyflow.tensor import Tensor
@@ -46,7 +47,16 @@ required = _Required()
 
 
 class Optimizer:
-    """Base class: holds ``param_groups`` and ``state``; subclasses implement ``step``."""
+    """Base class: holds ``param_groups`` and ``state``; subclasses implement ``step``.
+
+    Inside a CUDA graph capture (``tinyflow.capture.current()`` is not None) only optimizers
+    with ``_capturable = True`` (SGD, Adam, AdamW) step: through the multi-tensor kernels, which
+    read what changes from step to step (lr, Adam's step count and bias corrections, ...) from a
+    slot of the capture, refilled before each replay. Their states must exist by then (one eager
+    step first): creating them would be captured and replayed every step.
+    """
+
+    _capturable = False  # whether step() can run inside a CUDA graph capture
 
     def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults = defaults
@@ -265,6 +275,7 @@ class Optimizer:
                 break
             index += len(other["params"])
         name = type(self).__name__
+        self._refuse_capture()
         for k, p in enumerate(group["params"]):
             if p.grad is None:
                 continue
@@ -287,11 +298,48 @@ class Optimizer:
         return grad
 
     # ------------------------------------------------------------------ multi-tensor (foreach)
+    # ------------------------------------------------------------------ CUDA graph capture
+    def _refuse_capture(self) -> None:
+        """Raise (one line) when a step of this optimizer is being captured and cannot be."""
+        if current_capture() is not None and not self._capturable:
+            name = type(self).__name__
+            raise RuntimeError(
+                f"{name}.step cannot be captured in a CUDA graph: its per-step values (lr, step "
+                f"counts) are kernel arguments fixed at capture; use SGD, Adam or AdamW with "
+                f"--cuda-graph, or step {name} eagerly")
+
+    def _missing_in_capture(self, param: Tensor, what: str) -> None:
+        """Raise when ``param``'s state ``what`` would be created inside a capture (its
+        initialisation would be replayed every step): states come from an eager step first."""
+        if current_capture() is not None:
+            name = type(self).__name__
+            raise RuntimeError(
+                f"{name}.step: parameter of shape {tuple(param.shape)} has no {what} yet inside a "
+                f"CUDA graph capture (creating it there would replay every step); run an eager "
+                f"step (warm-up) before capturing, with every parameter getting a gradient")
+
+    def _group_index(self, group: dict[str, Any]) -> int:
+        return next(i for i, g in enumerate(self.param_groups) if g is group)
+
+    def _check_structure(self, index: int, keys: tuple[str, ...], captured: tuple[Any, ...]) -> dict[str, Any]:
+        """Group ``index`` at a replay, checked to keep the settings the captured kernels fixed."""
+        group = self.param_groups[index]
+        now = tuple(group[k] if k != "momentum" else group[k] != 0 for k in keys)
+        if now != captured:
+            raise RuntimeError(
+                f"{type(self).__name__}: parameter group {index}'s {dict(zip(keys, now))} changed "
+                f"since its step was captured as a CUDA graph ({dict(zip(keys, captured))}); "
+                "capture the step again")
+        return group
+
     @staticmethod
     def _use_foreach(group: dict[str, Any]) -> bool:
         """Whether ``group`` steps through the multi-tensor kernels: ``foreach=True``, or PyTorch's
         default ``foreach=None`` with every parameter on a CUDA device (one launch per dtype
-        there; on the CPU the per-parameter loop is as fast and allocates less)."""
+        there; on the CPU the per-parameter loop is as fast and allocates less); always inside a
+        CUDA graph capture (the per-parameter kernels take their scalars as arguments)."""
+        if current_capture() is not None:
+            return True
         foreach = group.get("foreach")
         if foreach is None:
             return all(p.device.type == "cuda" for p in group["params"])
@@ -304,6 +352,7 @@ class Optimizer:
             return None
         state = self.state[param]
         if state.get("master_residual") is None:
+            self._missing_in_capture(param, "float32 master-weight residual")
             state["master_residual"] = array_module(param.array).zeros_like(param.array, dtype=np.float32)
         return state["master_residual"]
 

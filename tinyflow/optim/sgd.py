@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from tinyflow.capture import current as current_capture
 from tinyflow.device import array_module, kernels_of
+from tinyflow.kernels.optim import sgd_step_scalars
 from tinyflow.optim.optimizer import Optimizer, ParamsT, required
 
 
@@ -19,7 +23,13 @@ class SGD(Optimizer):
     ``foreach`` as in PyTorch: None (the default) updates every parameter of a group in one
     multi-tensor kernel launch per dtype when they are all on a GPU, else one at a time;
     True / False force either path (True on the CPU runs the multi-tensor NumPy reference).
+
+    Inside a CUDA graph capture the step is capturable: the kernels read ``[lr, momentum,
+    dampening, weight_decay]`` of each group from a slot of the capture that is refilled from
+    ``param_groups`` before each replay, so a scheduler's new lr reaches the next replayed step.
     """
+
+    _capturable = True
 
     def __init__(
         self,
@@ -55,12 +65,15 @@ class SGD(Optimizer):
         )
         super().__init__(params, defaults)
 
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One update of every parameter that has a gradient."""
+    def step(self, closure: Callable[[], Any] | None = None, *, found_inf: Any = None) -> Any:
+        """One update of every parameter that has a gradient.
+
+        ``found_inf`` (GradScaler's (1,) float32 device flag, or None): the multi-tensor kernels
+        skip the whole update where it is non-zero, read on the device (no host read)."""
         loss = self._run_closure(closure)
         for group in self.param_groups:
-            if self._use_foreach(group):
-                self._step_multi_tensor(group)
+            if found_inf is not None or self._use_foreach(group):
+                self._step_multi_tensor(group, found_inf)
                 continue
             momentum = group["momentum"]
             for p, grad in self._gradients(group):
@@ -88,10 +101,11 @@ class SGD(Optimizer):
                 self._write_back(p, master)
         return loss
 
-    def _step_multi_tensor(self, group: dict[str, Any]) -> None:
+    def _step_multi_tensor(self, group: dict[str, Any], found_inf: Any = None) -> None:
         """The group's update as one ``sgd_multi_tensor_update`` call per device (and, on the
         step that creates momentum buffers, apart for the parameters whose buffer is new)."""
         momentum = group["momentum"]
+        capture = current_capture()
         items = []
         for p, grad in self._gradients(group, raw=True):
             buf, first_step = None, False
@@ -99,6 +113,7 @@ class SGD(Optimizer):
                 state = self.state[p]
                 buf = state.get("momentum_buffer")
                 if buf is None:
+                    self._missing_in_capture(p, "momentum buffer")
                     buf = array_module(p.array).empty_like(p.array, dtype=self._state_dtype(p))
                     state["momentum_buffer"] = buf
                     first_step = True
@@ -116,4 +131,19 @@ class SGD(Optimizer):
                 nesterov=group["nesterov"],
                 maximize=group["maximize"],
                 first_step=first_step,
+                scalars=None if capture is None else self._capture_scalars(capture, group),
+                found_inf=found_inf,
             )
+
+    def _capture_scalars(self, capture: Any, group: dict[str, Any]) -> Any:
+        """A slot of ``capture`` holding ``group``'s [lr, momentum, dampening, weight_decay] at
+        every replay (read from ``param_groups`` then, so schedulers reach the graph)."""
+        index = self._group_index(group)
+        keys = ("momentum", "nesterov", "maximize")  # fixed in the captured kernel (momentum != 0)
+        captured = (group["momentum"] != 0, group["nesterov"], group["maximize"])
+
+        def value() -> list[float]:
+            g = self._check_structure(index, keys, captured)
+            return sgd_step_scalars(g["lr"], g["momentum"], g["dampening"], g["weight_decay"])
+
+        return capture.slot(value, np.float64, 4)

@@ -17,7 +17,20 @@
 // first chunks (a few uniform loads per block): the grid is exactly the chunks, no block idles.
 // A half-precision parameter (f16/bf16) steps in fp32: its states are fp32 (acc_t<T>) and its
 // master weight is param + residual (an fp32 row), rounded back once per step.
+//
+// A CUDA graph replays its kernels with the arguments they were captured with, so inside a
+// captured step the multi-tensor kernels read what changes from step to step from device memory:
+//   scalars (non-null): the float64 hyper-parameters of this step, which tinyflow/capture.py
+//     refills before each replay (SGD: lr, momentum, dampening, weight_decay; Adam: lr, beta1,
+//     beta2, eps, weight_decay, step_size, bias2_sqrt), replacing the scalar arguments;
+//   found_inf (non-null): GradScaler's overflow flag (fp32); non-zero skips the whole update.
+// Null pointers: the scalar arguments, and no skip (the eager path).
 #include "common.cuh"
+
+// Whether GradScaler found an inf/NaN gradient this step (then no tensor is updated).
+__device__ __forceinline__ bool skip_step(const float* found_inf) {
+    return found_inf != nullptr && *found_inf != 0.0f;
+}
 
 // PyTorch's SGD on one element of the master weight p with gradient g; *buf is the momentum
 // buffer (S: the state's storage type) or null without momentum. dampening_c = 1 - dampening.
@@ -163,8 +176,17 @@ template <typename T>
 __device__ void sgd_multi_impl(const unsigned long long* __restrict__ table,
                                const unsigned long long* __restrict__ grads, int num_tensors,
                                int chunk, double lr, double momentum, double dampening,
-                               double weight_decay, int nesterov, int maximize, int first_step) {
+                               double weight_decay, int nesterov, int maximize, int first_step,
+                               const double* __restrict__ scalars,
+                               const float* __restrict__ found_inf) {
     using A = acc_t<T>;
+    if (skip_step(found_inf)) return;
+    if (scalars) {  // this replay's values (uniform loads, once per thread)
+        lr = scalars[0];
+        momentum = scalars[1];
+        dampening = scalars[2];
+        weight_decay = scalars[3];
+    }
     const TensorChunk c = find_chunk(table, 3, num_tensors, chunk);
     T* param = table_pointer<T>(table, 0, num_tensors, c.tensor);
     A* buf = table_pointer<A>(table, 1, num_tensors, c.tensor);
@@ -187,8 +209,20 @@ __device__ void adam_multi_impl(const unsigned long long* __restrict__ table,
                                 const unsigned long long* __restrict__ grads, int num_tensors,
                                 int chunk, double lr, double beta1, double beta2, double eps,
                                 double weight_decay, int amsgrad, int decoupled, int maximize,
-                                double step_size, double bias2_sqrt) {
+                                double step_size, double bias2_sqrt,
+                                const double* __restrict__ scalars,
+                                const float* __restrict__ found_inf) {
     using A = acc_t<T>;
+    if (skip_step(found_inf)) return;
+    if (scalars) {  // this replay's values (uniform loads, once per thread)
+        lr = scalars[0];
+        beta1 = scalars[1];
+        beta2 = scalars[2];
+        eps = scalars[3];
+        weight_decay = scalars[4];
+        step_size = scalars[5];
+        bias2_sqrt = scalars[6];
+    }
     const TensorChunk c = find_chunk(table, 5, num_tensors, chunk);
     T* param = table_pointer<T>(table, 0, num_tensors, c.tensor);
     A* m = table_pointer<A>(table, 1, num_tensors, c.tensor);
@@ -203,6 +237,32 @@ __device__ void adam_multi_impl(const unsigned long long* __restrict__ table,
         const A p = adam_step<A, A>(load_master(param, residual, i), maximize ? -g : g, m + i,
                                     v + i, amsgrad ? vmax + i : nullptr, s);
         store_master(param, residual, i, p);
+    }
+}
+
+// GradScaler.update on the device (PyTorch's _amp_update_scale_): after an overflow the scale
+// backs off and the tracker restarts; after growth_interval clean steps in a row the scale grows
+// (unless that overflows the scale's dtype) and the tracker restarts. One thread; the scale and
+// the tracker stay on the device, so the update needs no host read and replays in a CUDA graph.
+template <typename T>
+__device__ void amp_update_scale_impl(T* scale, int* growth_tracker, const float* found_inf,
+                                      double growth_factor, double backoff_factor,
+                                      int growth_interval) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const acc_t<T> current = to_acc(*scale);
+    if (*found_inf != 0.0f) {
+        *scale = from_acc<T>((acc_t<T>)((double)current * backoff_factor));
+        *growth_tracker = 0;
+        return;
+    }
+    const int clean = *growth_tracker + 1;
+    if (clean >= growth_interval) {
+        const T grown = from_acc<T>((acc_t<T>)((double)current * growth_factor));
+        const acc_t<T> g = to_acc(grown);
+        if (g - g == acc_t<T>(0)) *scale = grown;  // finite (inf - inf and NaN - NaN are NaN)
+        *growth_tracker = 0;
+    } else {
+        *growth_tracker = clean;
     }
 }
 
@@ -224,17 +284,28 @@ __device__ void adam_multi_impl(const unsigned long long* __restrict__ table,
     __global__ void sgd_multi_tensor_update_##sfx(                                                \
         const unsigned long long* table, const unsigned long long* grads, int num_tensors,       \
         int chunk, double lr, double momentum, double dampening, double weight_decay,            \
-        int nesterov, int maximize, int first_step) {                                             \
+        int nesterov, int maximize, int first_step, const double* scalars,                       \
+        const float* found_inf) {                                                                 \
         sgd_multi_impl<T>(table, grads, num_tensors, chunk, lr, momentum, dampening,              \
-                          weight_decay, nesterov, maximize, first_step);                          \
+                          weight_decay, nesterov, maximize, first_step, scalars, found_inf);      \
     }                                                                                             \
     __global__ void adam_multi_tensor_update_##sfx(                                               \
         const unsigned long long* table, const unsigned long long* grads, int num_tensors,       \
         int chunk, double lr, double beta1, double beta2, double eps, double weight_decay,       \
-        int amsgrad, int decoupled, int maximize, double step_size, double bias2_sqrt) {         \
+        int amsgrad, int decoupled, int maximize, double step_size, double bias2_sqrt,           \
+        const double* scalars, const float* found_inf) {                                          \
         adam_multi_impl<T>(table, grads, num_tensors, chunk, lr, beta1, beta2, eps,               \
-                           weight_decay, amsgrad, decoupled, maximize, step_size, bias2_sqrt);    \
+                           weight_decay, amsgrad, decoupled, maximize, step_size, bias2_sqrt,     \
+                           scalars, found_inf);                                                   \
+    }
+#define AMP_KERNELS(sfx, T)                                                                       \
+    __global__ void amp_update_scale_##sfx(T* scale, int* growth_tracker, const float* found_inf, \
+                                           double growth_factor, double backoff_factor,          \
+                                           int growth_interval) {                                 \
+        amp_update_scale_impl<T>(scale, growth_tracker, found_inf, growth_factor, backoff_factor,  \
+                                 growth_interval);                                                \
     }
 extern "C" {
+TF_FLOAT_TYPES(AMP_KERNELS)
 TF_FLOAT_TYPES(OPTIM_KERNELS)
 }

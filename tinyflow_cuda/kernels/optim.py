@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.capture import current as current_capture
 from tinyflow.kernels import optim as reference
 from tinyflow_cuda.kernels._launch import KernelCall, all_contiguous, dtype_suffix
 from tinyflow_cuda.runtime import THREADS
 
 __all__ = ["sgd_momentum_update", "adam_update", "adadelta_update", "sgd_multi_tensor_update",
-           "adam_multi_tensor_update"]
+           "adam_multi_tensor_update", "amp_update_scale"]
 
 Array = Any
 
@@ -133,13 +134,37 @@ def _fits_kernel(call: KernelCall, param: Array, grad: Array, states: list[Array
     return all_contiguous(param, *states) and all(s is None or s.dtype == state_dtype for s in states)
 
 
+def _table(call: KernelCall, values: tuple[int, ...]) -> Array:
+    """The device table holding ``values``: from the cache eagerly; inside a CUDA graph capture a
+    slot of the capture (the values never change, but an upload while capturing would be baked
+    into the graph or refused: a slot is filled before each replay, outside the graph)."""
+    capture = current_capture()
+    if capture is None:
+        return TABLES.get(call, values)
+    return capture.slot(lambda: values, np.uint64, len(values))
+
+
+def _check_device_values(op: str, call_args: dict[str, Array | None], left: list[int]) -> None:
+    """Tensors the kernel cannot take run the reference, which would read ``scalars`` /
+    ``found_inf`` on the host: refuse that for device arrays (a captured step, in one line)."""
+    given = [k for k, v in call_args.items() if v is not None]
+    if left and given:
+        raise RuntimeError(
+            f"{op}: {len(left)} tensor(s) cannot take the multi-tensor kernel (a dtype without one, "
+            f"strided or over 2^31 elements) and {' and '.join(given)} are device values it would "
+            "read on the host; inside a CUDA graph capture every parameter must be a contiguous "
+            "float32/float64/float16/bfloat16 tensor")
+
+
 def _launch_multi_tensor(name: str, op: str, params: Sequence[Array], grads: Sequence[Array],
-                         states: list[list[Array | None]], scalars: list[Any]) -> list[int]:
+                         states: list[list[Array | None]], scalars: list[Any],
+                         pointers_after: Sequence[Array | None] = ()) -> list[int]:
     """Launch kernel ``name`` once per dtype over the tensors it takes; the indices it left out
     (dtypes without a kernel, strided or oversized tensors) are returned for the reference.
 
     ``states`` are the table's rows after the parameters (one entry per tensor, None for absent);
-    the last is the residual row, used for half-precision parameters only.
+    the last is the residual row, used for half-precision parameters only. ``pointers_after``
+    are the kernel's last arguments (the ``scalars`` and ``found_inf`` device arrays, or None).
     """
     groups: dict[str, list[int]] = {}
     left: list[int] = []
@@ -172,10 +197,10 @@ def _launch_multi_tensor(name: str, op: str, params: Sequence[Array], grads: Seq
             first_chunk = [0]
             for n in sizes:
                 first_chunk.append(first_chunk[-1] + -(-n // CHUNK))
-            table = TABLES.get(call, tuple(pointers + sizes + first_chunk))
-            grad_table = TABLES.get(call, tuple(address(g) for g in grads_c))
+            table = _table(call, tuple(pointers + sizes + first_chunk))
+            grad_table = _table(call, tuple(address(g) for g in grads_c))
             call.launch_grid(first_chunk[-1], THREADS,
-                             [table, grad_table, len(members), CHUNK, *scalars])
+                             [table, grad_table, len(members), CHUNK, *scalars, *pointers_after])
     return left
 
 
@@ -192,8 +217,11 @@ def sgd_multi_tensor_update(params: Sequence[Array], grads: Sequence[Array],
                             residuals: Sequence[Array] | None, lr: float, momentum: float = 0.0,
                             dampening: float = 0.0, weight_decay: float = 0.0,
                             nesterov: bool = False, maximize: bool = False,
-                            first_step: bool = False) -> None:
-    """SGD over lists of tensors in place: one launch per dtype (see the reference)."""
+                            first_step: bool = False, scalars: Array | None = None,
+                            found_inf: Array | None = None) -> None:
+    """SGD over lists of tensors in place: one launch per dtype (see the reference). ``scalars``
+    (lr, momentum, dampening, weight_decay) and ``found_inf`` are read by the kernel from device
+    memory when given (a captured step); the scalar arguments are then not used."""
     reference._check_lists("sgd_multi_tensor_update", params, grads=grads,
                            momentum_buffers=momentum_buffers, residuals=residuals)
     n = len(params)
@@ -201,10 +229,14 @@ def sgd_multi_tensor_update(params: Sequence[Array], grads: Sequence[Array],
     if momentum != 0 and any(b is None for b, p in zip(bufs, params) if p.size):
         raise ValueError("sgd_multi_tensor_update: momentum != 0 needs a momentum buffer for "
                          "every parameter")
+    _check_pointer_array("sgd_multi_tensor_update", "scalars", scalars, 4, np.float64)
+    _check_pointer_array("sgd_multi_tensor_update", "found_inf", found_inf, 1, np.float32)
     left = _launch_multi_tensor(
         "sgd_multi_tensor_update", "SGD.step", params, grads, [bufs, _column(residuals, n)],
-        [lr, momentum, dampening, weight_decay, int(nesterov), int(maximize), int(first_step)])
+        [lr, momentum, dampening, weight_decay, int(nesterov), int(maximize), int(first_step)],
+        [scalars, found_inf])
     if left:
+        _check_device_values("SGD.step", {"scalars": scalars, "found_inf": found_inf}, left)
         reference.sgd_multi_tensor_update(
             _pick(params, left), _pick(grads, left), _pick(momentum_buffers, left),
             _pick(residuals, left), lr, momentum, dampening, weight_decay, nesterov, maximize,
@@ -217,8 +249,12 @@ def adam_multi_tensor_update(params: Sequence[Array], grads: Sequence[Array],
                              residuals: Sequence[Array] | None, step: int, lr: float,
                              beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
                              weight_decay: float = 0.0, amsgrad: bool = False,
-                             decoupled_weight_decay: bool = False, maximize: bool = False) -> None:
-    """Adam / AdamW over lists of tensors in place: one launch per dtype (see the reference)."""
+                             decoupled_weight_decay: bool = False, maximize: bool = False,
+                             scalars: Array | None = None, found_inf: Array | None = None) -> None:
+    """Adam / AdamW over lists of tensors in place: one launch per dtype (see the reference).
+    ``scalars`` (lr, betas, eps, weight_decay and the step's bias corrections) and ``found_inf``
+    are read by the kernel from device memory when given (a captured step); the scalar
+    arguments are then not used."""
     if amsgrad and (max_exp_avg_sqs is None or any(v is None for v in max_exp_avg_sqs)):
         raise ValueError("adam_multi_tensor_update: amsgrad=True needs a max_exp_avg_sq array "
                          "for every parameter")
@@ -226,15 +262,43 @@ def adam_multi_tensor_update(params: Sequence[Array], grads: Sequence[Array],
                            exp_avg_sqs=exp_avg_sqs, max_exp_avg_sqs=max_exp_avg_sqs,
                            residuals=residuals)
     n = len(params)
-    step_size, bias2_sqrt = reference.adam_bias_corrections(lr, beta1, beta2, step)
+    _check_pointer_array("adam_multi_tensor_update", "scalars", scalars, 7, np.float64)
+    _check_pointer_array("adam_multi_tensor_update", "found_inf", found_inf, 1, np.float32)
+    # with scalars the kernel reads the step's corrections there (step may be a stale count)
+    step_size, bias2_sqrt = (reference.adam_bias_corrections(lr, beta1, beta2, step)
+                             if scalars is None else (0.0, 1.0))
     vmax = _column(max_exp_avg_sqs, n) if amsgrad else [None] * n
     left = _launch_multi_tensor(
         "adam_multi_tensor_update", "Adam.step", params, grads,
         [list(exp_avgs), list(exp_avg_sqs), vmax, _column(residuals, n)],
         [lr, beta1, beta2, eps, weight_decay, int(amsgrad), int(decoupled_weight_decay),
-         int(maximize), step_size, bias2_sqrt])
+         int(maximize), step_size, bias2_sqrt], [scalars, found_inf])
     if left:
+        _check_device_values("Adam.step", {"scalars": scalars, "found_inf": found_inf}, left)
         reference.adam_multi_tensor_update(
             _pick(params, left), _pick(grads, left), _pick(exp_avgs, left),
             _pick(exp_avg_sqs, left), _pick(max_exp_avg_sqs, left), _pick(residuals, left), step,
             lr, beta1, beta2, eps, weight_decay, amsgrad, decoupled_weight_decay, maximize)
+
+
+def _check_pointer_array(op: str, name: str, arr: Array | None, size: int, dtype: Any) -> None:
+    """A device-value argument is None or a contiguous (size,) array of ``dtype``."""
+    if arr is None:
+        return
+    if getattr(arr, "shape", None) != (size,) or arr.dtype != dtype:
+        raise ValueError(f"{op}: {name} must be a ({size},) {np.dtype(dtype).name} array, got "
+                         f"shape {getattr(arr, 'shape', None)} dtype {getattr(arr, 'dtype', None)}")
+
+
+# ---- GradScaler ---------------------------------------------------------------------------------
+def amp_update_scale(scale: Array, growth_tracker: Array, found_inf: Array, growth_factor: float,
+                     backoff_factor: float, growth_interval: int) -> None:
+    """GradScaler's update in place on the device: one single-thread launch (see the reference)."""
+    call = KernelCall("amp_update_scale", scale, op="GradScaler.update")
+    if (not call.supported or growth_tracker.dtype != np.int32 or found_inf.dtype != np.float32
+            or scale.shape != (1,) or growth_tracker.shape != (1,) or found_inf.shape != (1,)):
+        return reference.amp_update_scale(scale, growth_tracker, found_inf, growth_factor,
+                                          backoff_factor, growth_interval)
+    with call:
+        call.launch_grid(1, 32, [scale, growth_tracker, found_inf, float(growth_factor),
+                                 float(backoff_factor), int(growth_interval)])
