@@ -157,3 +157,29 @@ def test_conv_with_fused_relu_matches_conv_then_relu(dtype: np.dtype) -> None:
     for grads in (g_gpu, g_fused_cpu):
         for what, got, want in zip(("x", "w", "b"), grads, g_cpu):
             _close(got, want, dtype, f"gradient of {what}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "bf16"])
+def test_conv2d_falls_back_to_the_direct_kernels_where_a_stage_does_not_fit(dtype: np.dtype) -> None:
+    """A 9x9 / 9 patchify conv (its taps 18 or 36 bytes apart: staging would move more sectors
+    than reading them) takes im2col_direct in f32 and the staged im2col in bf16; image rows of 1100
+    pixels (over a col2im tile) take col2im_direct. Both match the CPU."""
+    rng = np.random.default_rng(6)
+    cases = [((2, 3, 19, 20), (4, 3, 9, 9), dict(stride=9), "im2col_direct" if dtype == np.float32 else "im2col", "col2im"),
+             ((1, 2, 3, 1100), (3, 2, 3, 3), dict(padding=1), "im2col", "col2im_direct")]
+    for xs, ws, kw, forward_im2col, backward_col2im in cases:
+        arrays = [rng.standard_normal(xs).astype(dtype), (rng.standard_normal(ws) * 0.3).astype(dtype),
+                  rng.standard_normal(ws[0]).astype(dtype)]
+        op = lambda x, w, b: F.conv2d(x, w, b, **kw)  # noqa: E731
+        y_cpu, g_cpu, _ = _run(op, arrays, "cpu")
+        y_gpu, g_gpu, calls = _run(op, arrays, "cuda:0")
+        sfx = SUFFIX[dtype.name]
+        assert _kernels(calls["forward"]) == [f"{forward_im2col}_{sfx}", f"conv_output_{sfx}"]
+        assert _kernels(calls["backward"]) == [f"conv_output_grad_{sfx}", f"{forward_im2col}_{sfx}",
+                                               f"{backward_col2im}_{sfx}"]
+        _close(y_gpu, y_cpu, dtype, "output")
+        for what, got, want in zip(("x", "w", "b"), g_gpu, g_cpu):
+            # in bf16, an x gradient sums 27 products that the GPU's GEMM and the CPU's round apart
+            tol = dict(rtol=2e-2, atol=6e-2) if dtype == BF16 else TOL[dtype.name]
+            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                       err_msg=f"gradient of {what}", **tol)
