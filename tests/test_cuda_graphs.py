@@ -53,6 +53,15 @@ def test_capture_runs_nothing_and_each_replay_runs_the_captured_work() -> None:
     assert total.item() == 30.0 and flat.get()[5] == 10.0
     graph.launch()  # reads a as the first replay left it
     assert total.item() == 42.0 and a.get()[0, 0] == 2.0
+    with stream:  # an allocation is no graph node: what is written there before a launch stays
+        stream.begin_capture()
+        slot = cp.empty((1,), dtype=cp.float32)
+        doubled = slot * 2
+        graph = stream.end_capture()
+    for value in (5.0, 7.0):
+        slot[...] = value  # as Capture.refresh() does, outside the graph
+        graph.launch()
+        assert doubled.item() == 2 * value
 
 
 def test_host_reads_and_host_copies_inside_a_capture_raise_and_void_it() -> None:

@@ -164,9 +164,12 @@ class Recording:
         """In-place work: recorded for replay, not run now."""
         self.nodes.append(lambda: (work(), None)[1])
 
-    def run(self, name: str, impl: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
+    def run(self, name: str, impl: Callable[..., Any], args: Any, kwargs: dict[str, Any],
+            replay: bool = True) -> Any:
         """A call that returns new arrays (or views): its outputs now (fresh ones allocated and
-        poisoned), and a replay closure that recomputes them into the same memory."""
+        poisoned), and a replay closure that recomputes them into the same memory. ``replay=False``
+        for an allocation only (``empty``): no graph node, its memory is what the work after it
+        (or a slot's refresh, before the launch) writes there."""
         inputs = _leaves(args) + _leaves(kwargs)
         try:
             result = _as_arrays(impl(*args, **kwargs))
@@ -175,7 +178,7 @@ class Recording:
         outputs = _leaves(result)
         fresh = {i: self.allocate(o.shape, o.dtype) for i, o in enumerate(outputs)
                  if not any(np.may_share_memory(o, a) for a in inputs)}  # views stay views
-        if fresh:
+        if fresh and replay:
             self.nodes.append(lambda: _replay_into(name, len(outputs), fresh, impl, args, kwargs))
         swapped = iter(range(len(outputs)))
         return _map_leaves(result, lambda o: fresh.get(next(swapped), o))

@@ -19,7 +19,7 @@ from tinyflow_cuda.strict_cupy import cuda as _cuda
 from tinyflow_cuda.strict_cupy.api import api
 from tinyflow_cuda.strict_cupy.array import ndarray, record, record_work, refuse_host_copy, unwrap, wrap
 from tinyflow_cuda.strict_cupy.graph import IN_PLACE_FUNCTIONS, capturing
-from tinyflow_cuda.strict_cupy.launches import HOST_ONLY
+from tinyflow_cuda.strict_cupy.launches import ALLOCATE, HOST_ONLY
 
 # functions that take host data (NumPy arrays, lists) and copy it to the device
 HOST_INPUT = {"array", "asarray", "asanyarray", "asnumpy",  # (ascontiguousarray takes device arrays only)
@@ -46,7 +46,7 @@ def _run(qualname: str, impl: Callable[..., Any], args: Any, kwargs: dict[str, A
     if in_place or kwargs.get("out") is not None:
         recording.defer(lambda: impl(*args, **kwargs))
         return kwargs.get("out")
-    return recording.run(qualname, impl, args, kwargs)
+    return recording.run(qualname, impl, args, kwargs, replay=qualname.rsplit(".", 1)[-1] not in ALLOCATE)
 
 
 def _function(qualname: str, impl: Callable[..., Any], params: dict[str, Any] | None,
