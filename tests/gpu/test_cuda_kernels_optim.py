@@ -238,3 +238,74 @@ def test_multi_tensor_update_refuses_mismatched_lists(emu):
     with pytest.raises(ValueError, match="amsgrad=True needs a max_exp_avg_sq"):
         run(emu, "adam_multi_tensor_update", p, p, p, p, None, None, 1, 0.1, amsgrad=True,
             expect_kernel=False)
+
+
+# ---- device scalars and found_inf (a CUDA graph's captured step) ---------------------------------
+@SETTINGS
+@given(sizes=SIZES, dtype=ALL_FLOATS, seed=st.integers(0, 99), step=st.integers(1, 50),
+       adam=st.booleans(), skip=st.booleans())
+def test_multi_tensor_updates_read_scalars_and_found_inf_from_device_arrays(emu, sizes, dtype, seed,
+                                                                            step, adam, skip):
+    """With ``scalars`` the kernels ignore their scalar arguments (here wrong on purpose) and give
+    exactly the update of the right ones; a non-zero ``found_inf`` leaves everything untouched.
+    The reference reads the same arrays the same way."""
+    from tinyflow.kernels.optim import adam_step_scalars, sgd_step_scalars
+
+    rng = np.random.default_rng(seed)
+    params, grads, res = _tensors(rng, sizes, dtype, True)
+    sd = _state_dtype(dtype)
+    states = [[rng.standard_normal(n).astype(sd) for n in sizes]]
+    if adam:
+        states.append([rng.uniform(0, 1, n).astype(sd) for n in sizes])
+        name, right, wrong = "adam_multi_tensor_update", dict(step=step, lr=1e-2), dict(step=1, lr=5.0)
+        kw = dict(beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=1e-2)
+        scalars = np.array(adam_step_scalars(1e-2, 0.9, 0.999, 1e-8, 1e-2, step), np.float64)
+        wrong_kw = dict(beta1=0.5, beta2=0.5, eps=1.0, weight_decay=0.0)
+        lists = lambda ps, ss, rs: (ps, grads, ss[0], ss[1], None, rs)  # noqa: E731
+    else:
+        name, right, wrong = "sgd_multi_tensor_update", dict(lr=0.1), dict(lr=5.0)
+        kw = dict(momentum=0.9, dampening=0.1, weight_decay=1e-2)
+        scalars = np.array(sgd_step_scalars(0.1, 0.9, 0.1, 1e-2), np.float64)
+        wrong_kw = dict(momentum=0.5, dampening=0.0, weight_decay=0.0)
+        lists = lambda ps, ss, rs: (ps, grads, ss[0], rs)  # noqa: E731
+    found = np.array([1.0 if skip else 0.0], np.float32)
+    copies = lambda: (_copies(params), [_copies(s) for s in states], _copies(res))  # noqa: E731
+    by_args, by_pointer, ref_args, ref_pointer = copies(), copies(), copies(), copies()
+    if not skip:
+        run(emu, name, *lists(*by_args), **right, **kw, expect_kernel=any(sizes))
+        reference(name)(*lists(*ref_args), **right, **kw)
+    run(emu, name, *lists(*by_pointer), **wrong, **wrong_kw, scalars=scalars, found_inf=found,
+        expect_kernel=any(sizes))
+    reference(name)(*lists(*ref_pointer), **wrong, **wrong_kw, scalars=scalars, found_inf=found)
+
+    def flat(arrays):
+        return [a for a in arrays[0] + arrays[2] + sum(arrays[1], []) if a is not None]
+
+    for got, want in ((by_pointer, by_args), (ref_pointer, ref_args)):
+        for a, b in zip(flat(got), flat(want)):
+            np.testing.assert_array_equal(a, b)  # the same arithmetic, the same values
+
+
+@SETTINGS
+@given(found=st.lists(st.booleans(), min_size=1, max_size=12), interval=st.integers(1, 4),
+       init=st.sampled_from([1.0, 1024.0, 3.0e38, 3.0]), backoff=st.sampled_from([0.5, 0.25]))
+def test_amp_update_scale_matches_reference_and_the_rule(emu, found, interval, init, backoff):
+    """GradScaler's rule on the device: back off after an overflow, grow after ``interval`` clean
+    steps unless the float32 scale would overflow; the kernel, the reference and a Python model
+    agree step by step."""
+    scale, tracker = np.array([init], np.float32), np.array([0], np.int32)
+    ref_scale, ref_tracker = scale.copy(), tracker.copy()
+    model_scale, model_clean = float(np.float32(init)), 0
+    for f in found:
+        flag = np.array([1.0 if f else 0.0], np.float32)
+        run(emu, "amp_update_scale", scale, tracker, flag, 2.0, backoff, interval)
+        reference("amp_update_scale")(ref_scale, ref_tracker, flag, 2.0, backoff, interval)
+        if f:
+            model_scale, model_clean = float(np.float32(model_scale * backoff)), 0
+        else:
+            model_clean += 1
+            if model_clean == interval:
+                if model_scale * 2.0 <= float(np.finfo(np.float32).max):
+                    model_scale = float(np.float32(model_scale * 2.0))
+                model_clean = 0
+        assert scale[0] == ref_scale[0] == model_scale and tracker[0] == ref_tracker[0] == model_clean

@@ -498,8 +498,8 @@ def amp_update_scale(scale: Any, growth_tracker: Any, found_inf: Any, growth_fac
     found = found_inf != 0
     clean = growth_tracker + 1
     grow = ~found & (clean >= growth_interval)
-    grown = (scale.astype(np.float64) * growth_factor).astype(scale.dtype)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"):  # a scale grown past the dtype's range becomes inf: kept out
+        grown = (scale.astype(np.float64) * growth_factor).astype(scale.dtype)
         backed = (scale.astype(np.float64) * backoff_factor).astype(scale.dtype)
     new_scale = xp.where(found, backed, xp.where(grow & xp.isfinite(grown), grown, scale))
     new_tracker = xp.where(found | grow, 0, clean).astype(growth_tracker.dtype)
