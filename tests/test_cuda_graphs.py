@@ -246,7 +246,7 @@ def test_replayed_training_steps_equal_eager_steps(optimizer: str) -> None:
         return model, tf.optim.Adam(model.parameters(), lr=1e-3)
 
     schedule = (lambda opt: tf.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)) if optimizer != "sgd-momentum" else None
-    data = _batches(6, shape=(2, 3, 64, 64), classes=4, seed=3)
+    data = _batches(6, shape=(1, 3, 64, 64), classes=4, seed=3)
     eager_losses, eager_params, _ = _run(make, data, graphed=False, schedule=schedule)
     lines: list[str] = []
     losses, params, runner = _run(make, data, graphed=True, schedule=schedule, lines=lines)
@@ -308,6 +308,7 @@ def _metrics(run: Path) -> list[dict]:
 
 
 @pytest.mark.gpu
+@pytest.mark.slow  # two runs of the full AlexNet-64 through the emulator: about 90 s on the stand-in
 def test_train_alexnet_with_cuda_graph_matches_the_eager_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture) -> None:
     from tinyflow.data import synthetic
