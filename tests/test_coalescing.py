@@ -260,9 +260,6 @@ def test_the_plain_emulator_build_is_not_instrumented(patterns):
 
 # --- the real kernels against issue 21's target ------------------------------------------------
 
-REWRITE = pytest.mark.xfail(strict=True, reason="issue 21: rewrite in progress")
-
-
 def _im2col(rng):
     from tinyflow_cuda import kernels
     kernels.im2col(rng.random((1, 8, 27, 27), dtype=np.float32), (5, 5), (1, 1), (2, 2))
