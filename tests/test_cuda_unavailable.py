@@ -142,10 +142,11 @@ def test_cupy_runtime_types_arguments_from_the_kernel_signature():
     assert (name, grid, block) == ("lstm_cell_backward_f32", (2, 1, 1), (256, 1, 1))
     assert args[1] == 0 and args[1].dtype == np.uint64  # null pointer
     assert args[2].dtype == np.int32 and args[8].dtype == np.int32
-    rt.launch("dropout_mask_f32", 1, 256, [x, 7, 2**31, 2.0, 4])
-    seed, threshold, scale, n = calls[-1][3][1:]
+    rt.launch("dropout_mask_f32", 1, 256, [x, None, 7, 2**31, 2.0, 4])
+    seed_ptr, seed, threshold, scale, n = calls[-1][3][1:]
+    assert seed_ptr == 0 and seed_ptr.dtype == np.uint64  # no device seed: the scalar one
     assert (seed.dtype, threshold.dtype, scale.dtype, n.dtype) == (np.uint64, np.uint64, np.float64, np.int64)
-    rt.launch("dropout_mask_bf16", (3, 2), (32, 8), [x, 7, 2**31, 2.0, 4])  # TF_FLOAT_TYPES' entries
+    rt.launch("dropout_mask_bf16", (3, 2), (32, 8), [x, None, 7, 2**31, 2.0, 4])  # TF_FLOAT_TYPES' entries
     assert calls[-1][:3] == ("dropout_mask_bf16", (3, 2, 1), (32, 8, 1))
     rt.launch("gru_cell_forward_f32", 1, 256, [x, x, x, x, 1, 1])  # rnn.cu: already compiled
     assert len(compiled) == 2 and all(f"-I{rt.kernels['im2col_f32'].source.parent}" in o for _, o in compiled)
