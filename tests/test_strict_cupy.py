@@ -109,3 +109,15 @@ def test_kernels_run_through_the_emulator_and_refuse_host_arrays() -> None:
             cp.RawModule(code=conv_cu).get_function("maxpool_forward_f32")  # pool.cu's
         with pytest.raises(TypeError, match="is a NumPy array"):
             kernel((1,), (32,), (np.zeros(3),) + (np.int32(0),) * (len(kernel.params) - 1))
+
+
+def test_device_checks_left_unread_on_the_stand_in_do_not_reach_the_next_host_read():
+    """A cupy_strict test may end with a device check pending (read at the next sync); once the
+    stand-in is uninstalled, nothing can read it, and a later CPU host read must not try."""
+    from tinyflow.device import _reads, device_check
+
+    with strict_cupy.installed():
+        device_check(cp.asarray(np.array(False)), cp.asarray(np.array(0)), ValueError, key=("probe",))
+        assert _reads.pending
+    assert not _reads.pending
+    assert tf.tensor([1.0, 2.0]).numpy().tolist() == [1.0, 2.0]

@@ -44,6 +44,18 @@ def installed() -> Iterator[ModuleType]:
         yield strict_cupy
     finally:
         tinyflow_cuda._cupy, tinyflow_cuda._reason, runtime._cupy_runtime = saved
+        _drop_pending_checks()
+
+
+def _drop_pending_checks() -> None:
+    """Forget this thread's unread device checks on stand-in arrays (tinyflow.device.device_check):
+    with the backend gone nothing can read them, and the next host read elsewhere would trip on
+    arrays of a module that is no longer installed."""
+    from tinyflow.device import _reads
+
+    if _reads.pending:
+        _reads.pending = {key: entry for key, entry in _reads.pending.items()
+                          if not isinstance(entry[0], ndarray)} or None
 
 
 @contextlib.contextmanager
