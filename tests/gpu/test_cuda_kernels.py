@@ -38,3 +38,17 @@ def test_twin_module_mirrors_its_reference_family(family):
         got = list(inspect.signature(getattr(twin, name)).parameters)
         assert got == want, f"{short}.{name}: twin parameters {got} != reference {want}"
     assert [m.__name__.rsplit(".", 1)[1] for m in cuk.FAMILIES] == [m.__name__.rsplit(".", 1)[1] for m in ref.FAMILIES]
+
+
+def test_every_kernel_has_fp32_fp64_fp16_and_bf16_entry_points():
+    """DESIGN.md: each .cu family has all four entry points, so no op falls back to a per-tap
+    reference on a GPU for want of a half-precision kernel (issue 21)."""
+    suffixes = ("f32", "f64", "f16", "bf16")
+    bases: dict[str, set[str]] = {}
+    for name in runtime.discover():
+        base, _, suffix = name.rpartition("_")
+        assert suffix in suffixes, f"kernel {name} has no dtype suffix"
+        bases.setdefault(base, set()).add(suffix)
+    missing = {base: sorted(set(suffixes) - have) for base, have in bases.items() if have != set(suffixes)}
+    assert not missing, f"kernels without every dtype: {missing}"
+    assert len(bases) >= 40  # every family's kernels were found
