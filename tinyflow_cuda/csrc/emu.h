@@ -97,6 +97,9 @@ struct Scheduler {
     const std::function<void()>* body = nullptr;
     bool grid = false;  // all the grid's blocks alive at once (grid_sync() is allowed)
     std::size_t grid_arrived = 0;  // threads waiting at grid_sync()
+    unsigned warps = 1;  // warps a block (the last one may be partial)
+    std::vector<unsigned> warp_arrived;  // per running block and warp: lanes waiting at sync_warp
+    std::vector<unsigned char> warp_scratch;  // per running block and warp: kWarpScratch bytes
 };
 inline thread_local Scheduler* scheduler = nullptr;
 constexpr std::size_t kFiberStack = 256 * 1024;
@@ -105,6 +108,10 @@ constexpr std::size_t kFiberStack = 256 * 1024;
 inline thread_local std::vector<std::unique_ptr<char[]>> stacks;
 
 inline void sync_block();
+
+// Bytes of scratch memory a warp gets for warp-level emulations (mma.cuh's tensor-core twin: each
+// lane deposits its fragments there, the warp meets at sync_warp, each lane reads what it needs).
+constexpr std::size_t kWarpScratch = 4 * 1024;
 
 inline uint3 block_coordinates(unsigned id) {
     return {id % gridDim.x, (id / gridDim.x) % gridDim.y, id / (gridDim.x * gridDim.y)};
@@ -161,6 +168,43 @@ inline void sync_grid() {
     }
     s->current->waiting = true;
     yield();
+}
+
+// The thread's index within its block, x fastest (as CUDA numbers lanes: lane = index % 32).
+inline unsigned linear_thread(const uint3& t) {
+    return t.x + blockDim.x * (t.y + blockDim.y * t.z);
+}
+
+// A barrier for the lanes of one warp (the 32 consecutive threads of a block, fewer in a partial
+// last warp), as __syncwarp() with a full mask: the last lane in releases its warp. Only in the
+// fiber modes (a kernel that calls __syncthreads, or a cooperative one).
+inline void sync_warp() {
+    Scheduler* s = scheduler;
+    if (s == nullptr) {
+        std::fprintf(stderr, "emu: a warp-level operation (sync_warp, mma) in a kernel that runs "
+                             "sequentially: call __syncthreads() somewhere in its .cu file\n");
+        std::abort();
+    }
+    Fiber* me = s->current;
+    const unsigned warp = linear_thread(me->thread_index) / 32;
+    const unsigned first = warp * 32;
+    const unsigned lanes = s->block_threads - first < 32 ? s->block_threads - first : 32;
+    unsigned& arrived = s->warp_arrived[me->block * s->warps + warp];
+    if (++arrived == lanes) {
+        arrived = 0;
+        Fiber* base = &s->fibers[std::size_t(me->block) * s->block_threads + first];
+        for (unsigned l = 0; l < lanes; ++l) base[l].waiting = false;
+        return;
+    }
+    me->waiting = true;
+    yield();
+}
+
+// The calling warp's kWarpScratch bytes (fiber modes only, like sync_warp).
+inline unsigned char* warp_scratch() {
+    Scheduler* s = scheduler;
+    const unsigned warp = linear_thread(s->current->thread_index) / 32;
+    return s->warp_scratch.data() + (std::size_t(s->current->block) * s->warps + warp) * kWarpScratch;
 }
 
 // ---- Per-block shared memory ------------------------------------------------------------------
@@ -236,6 +280,9 @@ inline void run_blocks(unsigned count, unsigned rounds, dim3 block, const std::f
     s.rounds = rounds;
     s.body = &body;
     s.arrived.assign(count, 0);
+    s.warps = (s.block_threads + 31) / 32;
+    s.warp_arrived.assign(std::size_t(count) * s.warps, 0);
+    s.warp_scratch.assign(std::size_t(count) * s.warps * kWarpScratch, 0);
     s.fibers.resize(std::size_t(count) * s.block_threads);
     while (stacks.size() < s.fibers.size()) stacks.emplace_back(new char[kFiberStack]);
     Scheduler* outer = scheduler;

@@ -1,0 +1,209 @@
+"""csrc/mma.cuh's tensor-core twin under the emulator: the warp-level mma.sync instructions
+(m16n8k8 TF32, m16n8k16 BF16 and FP16, fp32 accumulators) with the PTX ISA's fragment layout, the
+TF32 rounding (cvt.rna.tf32.f32), and the block-wide tile products rnn.cu calls.
+
+The test kernels below spell each lane's fragments out again from the ISA's tables ("Matrix
+Fragments for mma.m16n8k8 / m16n8k16"), independently of mma.cuh: an element the twin puts in the
+wrong place gives a wrong product. Built from a scratch csrc folder (common.cuh, emu.h, mma.cuh
+and this file's kernels), like test_half_conversions.py.
+"""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinyflow_cuda import emulator
+from tinyflow_cuda.runtime import CSRC
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+pytestmark = pytest.mark.skipif(emulator.compiler() is None, reason="the emulator needs g++")
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+MMA_TEST_CU = r"""
+#include "mma.cuh"
+// g = lane / 4, t = lane % 4, as the ISA names them.
+#define LANE_GT const unsigned lane = threadIdx.x & 31u, g = lane >> 2, t = lane & 3u
+
+__device__ void store_d(float* d, const float (&acc)[4]) {  // D 16 x 8 row-major
+    LANE_GT;
+    d[g * 8 + 2 * t] = acc[0];
+    d[g * 8 + 2 * t + 1] = acc[1];
+    d[(g + 8) * 8 + 2 * t] = acc[2];
+    d[(g + 8) * 8 + 2 * t + 1] = acc[3];
+}
+__device__ void load_c(float (&acc)[4], const float* c) {
+    LANE_GT;
+    acc[0] = c[g * 8 + 2 * t];
+    acc[1] = c[g * 8 + 2 * t + 1];
+    acc[2] = c[(g + 8) * 8 + 2 * t];
+    acc[3] = c[(g + 8) * 8 + 2 * t + 1];
+}
+
+extern "C" {
+__global__ void tf32_round(const float* x, float* y, long long n) {
+    FOR_EACH_INDEX(i, n) y[i] = __uint_as_float(to_tf32(x[i]));
+    __syncthreads();
+}
+
+// a (16, 8), b (8, 8) and c, d (16, 8), all row-major; one warp.
+__global__ void mma_tile_tf32(const float* a, const float* b, const float* c, float* d) {
+    LANE_GT;
+    const unsigned fa[4] = {to_tf32(a[g * 8 + t]), to_tf32(a[(g + 8) * 8 + t]),
+                            to_tf32(a[g * 8 + t + 4]), to_tf32(a[(g + 8) * 8 + t + 4])};
+    const unsigned fb[2] = {to_tf32(b[t * 8 + g]), to_tf32(b[(t + 4) * 8 + g])};
+    float acc[4];
+    load_c(acc, c);
+    mma_tf32_m16n8k8(acc, fa, fb);
+    store_d(d, acc);
+}
+
+// a (16, 16), b (16, 8) as raw 16-bit patterns, c, d (16, 8) fp32; bf16 when is_bf16, else fp16.
+__global__ void mma_tile_16(const unsigned short* a, const unsigned short* b, const float* c,
+                            float* d, int is_bf16) {
+    LANE_GT;
+    // a_i: row g for i in {0, 1, 4, 5}, else g + 8; col 2t + (i & 1), + 8 for i >= 4
+    unsigned short ea[8];
+    for (int i = 0; i < 8; ++i) {
+        const unsigned row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
+        const unsigned col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+        ea[i] = a[row * 16 + col];
+    }
+    // b_i: row 2t + (i & 1), + 8 for i >= 2; col g
+    unsigned short eb[4];
+    for (int i = 0; i < 4; ++i) eb[i] = b[(2 * t + (i & 1) + (i >= 2 ? 8 : 0)) * 8 + g];
+    const unsigned fa[4] = {pack16(ea[0], ea[1]), pack16(ea[2], ea[3]), pack16(ea[4], ea[5]),
+                            pack16(ea[6], ea[7])};
+    const unsigned fb[2] = {pack16(eb[0], eb[1]), pack16(eb[2], eb[3])};
+    float acc[4];
+    load_c(acc, c);
+    if (is_bf16) mma_bf16_m16n8k16(acc, fa, fb);
+    else mma_f16_m16n8k16(acc, fa, fb);
+    store_d(d, acc);
+}
+
+// out (M, N) = a (M, K) row-major x b, b given as its N columns of K (column-major).
+__global__ void block_product_f32(float* out, const float* a, const float* b, int M, int N, int K) {
+    block_products(out, N, a, K, b, K, M, N, K);
+}
+__global__ void block_product_bf16(float* out, const bf16_t* a, const float* b, int M, int N, int K) {
+    block_products(out, N, a, K, b, K, M, N, K);
+}
+__global__ void block_product_f16(float* out, const f16_t* a, const float* b, int M, int N, int K) {
+    block_products(out, N, a, K, b, K, M, N, K);
+}
+__global__ void block_product_f64(double* out, const double* a, const double* b, int M, int N,
+                                  int K) {
+    block_products(out, N, a, K, b, K, M, N, K);
+}
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mma(tmp_path_factory):
+    csrc = tmp_path_factory.mktemp("csrc")
+    for name in ("common.cuh", "emu.h", "mma.cuh"):
+        shutil.copy(CSRC / name, csrc / name)
+    (csrc / "mma_test.cu").write_text(MMA_TEST_CU)
+    return emulator.EmulatorRuntime.build(csrc=csrc, cache_dir=csrc / "build")
+
+
+def tf32(x: np.ndarray) -> np.ndarray:
+    """cvt.rna.tf32.f32 in NumPy: round the magnitude to 10 mantissa bits, ties away from zero."""
+    u = np.asarray(x, np.float32).view(np.uint32)
+    special = (u & 0x7F800000) == 0x7F800000
+    rounded = ((u.astype(np.uint64) + 0x1000) & 0xFFFFE000).astype(np.uint32)
+    return np.where(special, u, rounded).view(np.float32)
+
+
+def exact_product(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """c + a @ b with exact products summed in float64, rounded once to float32."""
+    return (c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+
+
+def test_tf32_rounding_is_round_to_nearest_ties_away(mma):
+    rng = np.random.default_rng(0)
+    high = rng.integers(0, 2**19, 5000, dtype=np.uint64).astype(np.uint32) << 13
+    edges = (high[:, None] | np.array([0x0FFF, 0x1000, 0x1001, 0x1FFF, 0], np.uint32)).ravel()
+    x = np.concatenate([edges.view(np.float32),
+                        np.array([1.0 + 2.0**-11, -(1.0 + 2.0**-11), 1.0 + 3 * 2.0**-11, np.inf,
+                                  -np.inf, 3.4e38, 0.0, -0.0], np.float32)])
+    y = np.empty_like(x)
+    mma.launch("tf32_round", 16, 256, [x, y, x.size])
+    finite = np.isfinite(x)
+    np.testing.assert_array_equal(y[finite].view(np.uint32), tf32(x[finite]).view(np.uint32))
+    # a tie goes away from zero (round-half-even would give 1.0 for the first): cvt.rna, not rn
+    assert y[-8] == np.float32(1.0 + 2.0**-10) and y[-7] == -np.float32(1.0 + 2.0**-10)
+    assert y[-6] == np.float32(1.0 + 4 * 2.0**-11)
+    assert np.isnan(y[np.isnan(x)]).all()
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), scale=st.sampled_from([1e-3, 1.0, 1e3]))
+def test_mma_tf32_tile_matches_numpy(mma, seed, scale):
+    rng = np.random.default_rng(seed)
+    a = (scale * rng.standard_normal((16, 8))).astype(np.float32)
+    b = rng.standard_normal((8, 8)).astype(np.float32)
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    d = np.full((16, 8), np.nan, np.float32)
+    mma.launch("mma_tile_tf32", 1, 32, [a, b, c, d])
+    want = exact_product(tf32(a), tf32(b), c)  # the inputs rounded to TF32, the sum in fp32
+    np.testing.assert_allclose(d, want, rtol=2e-7, atol=1e-30)
+    # and they are rounded: the fp32 product differs by about TF32's 2^-11, not fp32's 2^-24
+    fp32 = exact_product(a, b, c)
+    assert np.abs(d - fp32).max() > 1e-5 * np.abs(a.astype(np.float64) @ b).max()
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), kind=st.sampled_from(["bf16", "f16"]))
+def test_mma_16_bit_tile_is_exact_up_to_fp32_rounding(mma, seed, kind):
+    rng = np.random.default_rng(seed)
+    dtype = BF16 if kind == "bf16" else np.dtype(np.float16)
+    a = rng.standard_normal((16, 16)).astype(dtype)
+    b = rng.standard_normal((16, 8)).astype(dtype)
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    d = np.full((16, 8), np.nan, np.float32)
+    mma.launch("mma_tile_16", 1, 32, [a.view(np.uint16), b.view(np.uint16), c, d,
+                                      int(kind == "bf16")])
+    want = exact_product(a.astype(np.float32), b.astype(np.float32), c)
+    np.testing.assert_allclose(d, want, rtol=2e-7, atol=1e-30)
+
+
+def test_a_misplaced_fragment_would_show(mma):
+    """The check above can fail: a product whose A has two columns swapped (what a wrong lane
+    layout amounts to) is far from the emulated one."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((16, 8)).astype(np.float32)
+    b = rng.standard_normal((8, 8)).astype(np.float32)
+    c = np.zeros((16, 8), np.float32)
+    d = np.empty((16, 8), np.float32)
+    mma.launch("mma_tile_tf32", 1, 32, [a, b, c, d])
+    swapped = a[:, [0, 1, 2, 3, 5, 4, 6, 7]]
+    assert not np.allclose(d, exact_product(tf32(swapped), tf32(b), c), rtol=1e-3)
+
+
+@settings(max_examples=12, deadline=None)
+@given(m=st.integers(1, 40), n=st.integers(1, 20), k=st.integers(1, 40),
+       kind=st.sampled_from(["f32", "bf16", "f16", "f64"]), threads=st.sampled_from([32, 64, 96]),
+       seed=st.integers(0, 99))
+def test_block_products_pad_any_shape(mma, m, n, k, kind, threads, seed):
+    """Every warp of the block takes tiles; edges are zero-padded, so any M, N, K works."""
+    rng = np.random.default_rng(seed)
+    dtype = {"f32": np.float32, "bf16": BF16, "f16": np.float16, "f64": np.float64}[kind]
+    acc = np.float64 if kind == "f64" else np.float32
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b_cols = rng.standard_normal((n, k)).astype(dtype).astype(acc)  # B's columns, representable
+    out = np.full((m, n), np.nan, acc)
+    mma.launch(f"block_product_{kind}", 1, threads, [out, a, b_cols, m, n, k])
+    if kind == "f32":
+        want = exact_product(tf32(a), tf32(b_cols).T, np.zeros((m, n), np.float32))
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+    elif kind == "f64":
+        np.testing.assert_allclose(out, a @ b_cols.T, rtol=1e-12, atol=1e-12)
+    else:
+        want = exact_product(a.astype(np.float32), b_cols.T, np.zeros((m, n), np.float32))
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
