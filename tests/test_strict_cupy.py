@@ -107,8 +107,13 @@ def test_kernels_run_through_the_emulator_and_refuse_host_arrays() -> None:
         kernel = cp.RawModule(code=conv_cu).get_function("im2col_f32")
         with pytest.raises(RuntimeError, match="named symbol not found"):
             cp.RawModule(code=conv_cu).get_function("maxpool_forward_f32")  # pool.cu's
+        arity = len(runtime.discover()["im2col_f32"].params)
         with pytest.raises(TypeError, match="is a NumPy array"):
-            kernel((1,), (32,), (np.zeros(3),) + (np.int32(0),) * (len(kernel.params) - 1))
+            kernel((1,), (32,), (np.zeros(3),) + (np.int32(0),) * (arity - 1))
+        # CuPy 14's RawKernel passes its module's cooperative flag itself: a second one is a TypeError
+        # (the first GPU run of the rewritten runtime would have failed every launch on it)
+        with pytest.raises(TypeError, match="multiple values for keyword argument 'enable_cooperative_groups'"):
+            kernel((1,), (32,), (x,) * arity, enable_cooperative_groups=False)
 
 
 def test_device_checks_left_unread_on_the_stand_in_do_not_reach_the_next_host_read():

@@ -40,10 +40,16 @@ class Capture:
 
     device: Any  # tinyflow.device.Device being captured
     slots: list[Slot] = field(default_factory=list)
+    # Allocates a slot outside the memory the captured work uses (the CUDA backend passes one that
+    # draws from a pool of its own): a slot taken from the graph's private pool could get the block
+    # of a temporary an earlier node of the graph writes, which would overwrite the value that
+    # refresh() put there before the kernel that reads it runs.
+    allocate: Callable[[tuple[int, ...], np.dtype], Any] | None = None
 
     def slot(self, value: Callable[[], Any], dtype: Any, size: int = 1) -> Any:
         """A (size,) device array of ``dtype`` that holds ``value()`` at every replay."""
-        array = self.device.xp.empty((size,), dtype=np.dtype(dtype))
+        allocate = self.allocate or (lambda shape, dt: self.device.xp.empty(shape, dtype=dt))
+        array = allocate((size,), np.dtype(dtype))
         self.slots.append(Slot(array, value))
         return array
 

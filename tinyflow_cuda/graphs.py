@@ -51,6 +51,7 @@ class StreamGraph:
         self.index = int(index)
         with cp.cuda.Device(self.index):
             self.pool = pool if pool is not None else cp.cuda.MemoryPool()
+            self.slot_pool = cp.cuda.MemoryPool()  # the capture's slots: memory no graph node touches
             self.stream = cp.cuda.Stream(non_blocking=True)
         self.graph: Any = None
         self._scope: contextlib.ExitStack | None = None
@@ -100,6 +101,13 @@ class StreamGraph:
             pass
         finally:
             scope.close()
+
+    def allocate_slot(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A slot of the capture (tinyflow.capture.Capture.allocate), from ``slot_pool``: never a block
+        the captured work freed and reuses, so what refresh() writes there stays until it is read."""
+        cp = _cupy()
+        with cp.cuda.using_allocator(self.slot_pool.malloc):
+            return cp.empty(shape, dtype=dtype)
 
     def launch(self) -> None:
         """Replay the graph on the current stream."""

@@ -215,8 +215,13 @@ class CupyRuntime:
             if self._shared_set.get(key, 0) < shared_mem:
                 fn.max_dynamic_shared_size_bytes = int(shared_mem)
                 self._shared_set[key] = int(shared_mem)
-        fn(dim3(grid), dim3(block), self.convert(name, args), shared_mem=int(shared_mem),
-           enable_cooperative_groups=self.kernels[name].cooperative)
+        # RawKernel.__call__ passes its module's cooperative flag itself (passing it too is a
+        # TypeError) and would launch every kernel of a cooperative module cooperatively; its
+        # compiled Function (``.kernel``) takes the flag per launch: cooperative only for the
+        # TF_COOPERATIVE kernels, whose grids plan_sequence sized to be resident at once.
+        launch = getattr(fn, "kernel", fn)
+        launch(dim3(grid), dim3(block), self.convert(name, args), shared_mem=int(shared_mem),
+               enable_cooperative_groups=self.kernels[name].cooperative)
 
     def shared_memory_per_block(self) -> int:
         """sharedMemPerBlockOptin of the current device (227 KB on an H100)."""

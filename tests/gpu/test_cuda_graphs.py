@@ -148,6 +148,10 @@ def test_cuda_graph_api_replays_equal_eager_steps_with_no_host_read_and_only_poo
     assert strict_cupy.host_reads() == reads  # the captured step reads nothing on the host
     assert default.captured_bytes == outside and g.pool().captured_bytes > 0  # all from the graph's pool
     assert len(g.capture.slots) >= 2  # at least the dropout seed and the learning rate live on the device
+    # the slots come from a pool of their own: a block of the graph's pool could be a temporary that
+    # an earlier node writes at replay, after refresh() filled the slot
+    slot_bytes = sum(slot.array.nbytes for slot in g.capture.slots)
+    assert g._backend.slot_pool.captured_bytes == slot_bytes
     losses = []
     for x, y in data[3:]:
         static_x.array[...] = tf.tensor(x, device=DEVICE).array
@@ -343,3 +347,20 @@ def test_bench_train_cell_with_cuda_graph_replays_the_step() -> None:
     assert spec["cuda_graph"] is True
     record = bt.measure(spec)
     assert record.get("status", "ok") == "ok" and len(record["step_s"]) == 1, record
+
+
+def test_a_device_check_of_the_first_replay_survives_the_next_replay() -> None:
+    """A target out of range in the first replayed step is reported at the next host read even when
+    a second replay ran in between (the graph rewrites its own flags at every replay)."""
+    logits = tf.tensor(np.zeros((2, 3), np.float32), device=DEVICE)
+    target = tf.tensor(np.array([0, 1]), device=DEVICE)
+    F.cross_entropy(logits, target).item()  # warm up eagerly
+    g = tf.cuda.CUDAGraph()
+    with tf.cuda.graph(g):
+        loss = F.cross_entropy(logits, target)
+    target.array[...] = tf.tensor(np.array([0, 7]), device=DEVICE).array  # class 7 of 3
+    g.replay()
+    target.array[...] = tf.tensor(np.array([0, 1]), device=DEVICE).array  # fine again
+    g.replay()
+    with pytest.raises((IndexError, ValueError), match="7"):
+        loss.item()

@@ -83,7 +83,7 @@ class CUDAGraph:
             raise RuntimeError("CUDAGraph.capture_begin: this graph was captured already; reset() it first")
         backend = cuda_graphs().StreamGraph(self.device.index, pool)
         scope = contextlib.ExitStack()
-        capture = scope.enter_context(capturing(Capture(self.device)))
+        capture = scope.enter_context(capturing(Capture(self.device, allocate=backend.allocate_slot)))
         scope.enter_context(forbid_host_reads())  # a host read raises at once, naming the read
         try:
             backend.begin()
@@ -127,7 +127,11 @@ class CUDAGraph:
         self._capture.refresh()
         self._backend.launch()
         for key, (bad, value, make_error) in self._checks.items():
-            device_check(bad, value, make_error, key, defer=True)
+            # a check pending for the first time keeps its arrays: copies, since the next replay
+            # rewrites the graph's own flags before this one is read (later ones are OR-ed anew)
+            first = not _reads.pending or key not in _reads.pending
+            device_check(bad.copy() if first else bad, value.copy() if first else value, make_error, key,
+                         defer=True)
 
     def reset(self) -> None:
         """Drop the graph and its slots (its pool goes when nothing else holds it)."""

@@ -206,7 +206,8 @@ def get_default_memory_pool() -> MemoryPool:
 
 # ---- kernels: RawModule through the emulator --------------------------------------------------
 class RawFunction:
-    """One kernel of a RawModule; ``fn(grid, block, args)`` runs it in the emulator.
+    """``cupy.cuda.function.Function``: one compiled kernel; ``fn(grid, block, args, shared_mem=,
+    enable_cooperative_groups=)`` runs it in the emulator.
 
     As on a GPU, dynamic shared memory above 48 KB needs ``max_dynamic_shared_size_bytes`` set
     first, and a TF_COOPERATIVE kernel (grid_sync) a cooperative launch from a module compiled
@@ -229,8 +230,7 @@ class RawFunction:
                                    "max_dynamic_shared_size_bytes raised to it (CUDA_ERROR_INVALID_VALUE)")
         if self.cooperative and not (enable_cooperative_groups and self.cooperative_module):
             raise CUDARuntimeError(f"kernel {self.name} calls grid_sync: it needs a module compiled "
-                                   "with enable_cooperative_groups=True and a launch with "
-                                   "enable_cooperative_groups=True")
+                                   "with enable_cooperative_groups=True and a cooperative launch")
         if not isinstance(grid, tuple) or not isinstance(block, tuple):
             raise TypeError(f"kernel {self.name}: grid and block must be tuples, as CuPy's "
                             f"RawKernel takes them, got {grid!r} and {block!r}")
@@ -277,8 +277,30 @@ class RawModule:
         self.enable_cooperative_groups = enable_cooperative_groups
         self.emulator = EmulatorRuntime.build()
 
-    def get_function(self, name: str) -> RawFunction:
+    def get_function(self, name: str) -> RawKernel:
         info = self.emulator.kernels.get(name)
         if info is None or info.source.read_text() != self.code:  # a kernel of another file
             raise RuntimeError(f"CUDA_ERROR_NOT_FOUND: named symbol not found: {name}")
-        return RawFunction(self.emulator, name, self.enable_cooperative_groups)
+        return RawKernel(RawFunction(self.emulator, name, self.enable_cooperative_groups),
+                         self.enable_cooperative_groups)
+
+
+class RawKernel:
+    """``cupy.RawKernel`` as ``RawModule.get_function`` returns it (CuPy 14): calling it launches its
+    compiled ``kernel`` (a RawFunction) with the module's cooperative flag, so passing
+    ``enable_cooperative_groups`` again is CuPy's TypeError; ``kernel(...)`` takes the flag per launch."""
+
+    def __init__(self, kernel: RawFunction, enable_cooperative_groups: bool) -> None:
+        self.kernel = kernel
+        self.enable_cooperative_groups = enable_cooperative_groups
+
+    @property
+    def max_dynamic_shared_size_bytes(self) -> int:
+        return self.kernel.max_dynamic_shared_size_bytes
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, value: int) -> None:
+        self.kernel.max_dynamic_shared_size_bytes = int(value)
+
+    def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], **kwargs: Any) -> None:
+        self.kernel(grid, block, args, enable_cooperative_groups=self.enable_cooperative_groups, **kwargs)
