@@ -1,6 +1,7 @@
 """LSTM/GRU cells and whole sequences (csrc/rnn.cu) against tinyflow/kernels/rnn.py."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -197,6 +198,7 @@ def test_sequence_layer_launches_do_not_grow_with_the_sequence_length(monkeypatc
 # ---- the persistent kernels' cuts: blocks, staged chunks, split dot products, the fallback -------
 from kernel_dtypes import HALVES, as_float64, widen  # noqa: E402
 
+import tinyflow_cuda.kernels.rnn as rnn_twin  # noqa: E402
 from tinyflow_cuda.kernels.rnn import plan_sequence, sequence_shared_bytes  # noqa: E402
 
 cut_cases = st.fixed_dictionaries({
@@ -207,16 +209,18 @@ cut_cases = st.fixed_dictionaries({
 })
 
 
-def _tight_limit(gates: int, hidden: int, batch: int, blocks: int, itemsize: int) -> int:
+def _tight_limit(gates: int, hidden: int, batch: int, blocks: int, itemsize: int,
+                 tensor_cores: bool = False) -> int:
     """A shared-memory limit that leaves room for two staged columns only (so the kernel stages
     the batch in chunks), for the forward and the backward of either layer."""
     per = -(-hidden // max(1, min(blocks, hidden)))
     acc = 8 if itemsize == 8 else 4
-    return max(sequence_shared_bytes(gates, hidden, per, 2, batch, 256, itemsize, acc, backward, lstm)
+    return max(sequence_shared_bytes(gates, hidden, per, 2, batch, 256, itemsize, acc, backward, lstm,
+                                     tensor_cores)
                for backward in (False, True) for lstm in (True, False))
 
 
-def _with_cut(emu, case: dict, gates: int):
+def _with_cut(emu, case: dict, gates: int, tensor_cores: bool = False):
     """The emulator runtime patched to ``blocks`` resident blocks (and a tight shared memory)."""
     if emu.kind != "emulator":
         pytest.skip("the cut is patched into the emulator's runtime")
@@ -224,7 +228,7 @@ def _with_cut(emu, case: dict, gates: int):
     mp.setattr(emu.emu, "resident_blocks", lambda name, block: case["blocks"])
     if case["tight"]:
         limit = _tight_limit(gates, case["hidden"], case["batch"], case["blocks"],
-                             np.dtype(case["dtype"]).itemsize)
+                             np.dtype(case["dtype"]).itemsize, tensor_cores)
         mp.setattr(emu.emu, "shared_memory_per_block", lambda: limit)
     return mp
 
@@ -278,6 +282,113 @@ def test_gru_sequence_over_blocks_chunks_and_splits(emu, case, bias):
         mp.undo()
 
 
+def tc_seq_tol(dtype) -> dict:
+    """Tensor cores round fp32 inputs to TF32 (10-bit mantissa: 2^-11 relative) before the exact
+    products; over a few steps of sigmoids and tanh that stays within 1e-2. f64 data runs the
+    ``_tc`` kernels' scalar fallback: the float64 tolerance."""
+    return {"rtol": 1e-2, "atol": 1e-2} if dtype == np.float32 else seq_tol(dtype)
+
+
+@SETTINGS
+@given(case=cut_cases, layer=st.sampled_from(["lstm", "gru"]), bias=st.booleans())
+def test_tensor_core_sequences_over_blocks_and_chunks(emu, case, layer, bias):
+    """The ``_tc`` kernels (per-step products as warp tiles through mma.sync, zero-padded where
+    4 per, 3 per, per, the chunk or H are not multiples of the tile) against the reference, over
+    the same cuts as the scalar kernels: 1 to 7 blocks, uneven units, chunked staging."""
+    gates = 4 if layer == "lstm" else 3
+    rng, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, gates)
+    rev, t = case["reverse"], tc_seq_tol(case["dtype"])
+    sfx = "f32" if case["dtype"] == np.float32 else "f64"
+    if layer == "lstm":
+        fwd_args = (proj, w_hh, h0, c0, rev)
+        bwd_args = lambda acts, hs, cs: (dout, dh_n, dc_n, w_hh, acts, cs, rev)  # noqa: E731
+    else:
+        b_hh = rng.standard_normal(w_hh.shape[0]).astype(case["dtype"]) if bias else None
+        fwd_args = (proj, w_hh, b_hh, h0, rev)
+        bwd_args = lambda acts, gh, hs: (dout, dh_n, w_hh, acts, gh, hs, rev)  # noqa: E731
+    mp = _with_cut(emu, case, gates, tensor_cores=True)
+    mp.setattr(rnn_twin, "TENSOR_CORES", True)
+    try:
+        want = reference(f"{layer}_sequence_forward")(*fwd_args)
+        got = run(emu, f"{layer}_sequence_forward", *fwd_args)
+        assert emu.launches == [f"{layer}_sequence_forward_tc_{sfx}"]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **t)
+        args = bwd_args(*want)
+        want = reference(f"{layer}_sequence_backward")(*args)
+        got = run(emu, f"{layer}_sequence_backward", *args)
+        assert emu.launches == [f"{layer}_sequence_backward_tc_{sfx}"]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **t)
+    finally:
+        mp.undo()
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """x rounded to TF32 (to nearest, ties away), as cvt.rna.tf32.f32."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.skipif(emulator.compiler() is None, reason="the emulator needs g++")
+def test_tf32_steps_round_exactly_the_products_inputs(monkeypatch):
+    """What the f32 tensor-core path changes is the rounding of W_hh and h_{t-1} to TF32, nothing
+    else: one step from a TF32-exact W_hh and h0 matches the float32 reference to fp32 rounding,
+    while from arbitrary float32 ones it is off by TF32's rounding (far more than the scalar
+    kernel's), so the test sees which path ran."""
+    rng = np.random.default_rng(5)
+    hidden, batch = 20, 12  # 4 x 20 rows, 12 columns, K = 20: every tile edge padded
+    proj = rng.standard_normal((4 * hidden, 1, batch)).astype(np.float32)
+    w_hh = (rng.standard_normal((4 * hidden, hidden)) / 4).astype(np.float32)
+    h0 = rng.standard_normal((hidden, batch)).astype(np.float32)
+    monkeypatch.setattr(rnn_twin, "TENSOR_CORES", True)
+    rt = emulator.EmulatorRuntime.build()
+
+    def error(w: np.ndarray, h: np.ndarray) -> float:
+        want = reference("lstm_sequence_forward")(proj, w, h, None, False)
+        with runtime.use(rt):
+            got = cuk.lstm_sequence_forward(proj, w, h, None, False)
+        return max(float(np.abs(g - x).max()) for g, x in zip(got, want))
+
+    assert error(_tf32(w_hh), _tf32(h0)) < 2e-6
+    assert 1e-4 < error(w_hh, h0) < 1e-2
+
+
+def test_tensor_cores_follow_the_dtype_and_the_tf32_switch(monkeypatch):
+    """16-bit data always; float32 only where TF32 is allowed (CUPY_TF32=1, the switch of
+    tinyflow's float32 GEMMs through CuPy, which bench/gpu sets for its tf32 runs); float64 never.
+    tinyflow.backends.cuda.matmul.allow_tf32 is a documented no-op and stays one."""
+    from tinyflow import backends
+
+    monkeypatch.delenv("CUPY_TF32", raising=False)
+    assert rnn_twin.TENSOR_CORES is None  # the default decides by dtype
+    assert rnn_twin.tensor_cores(ml_dtypes.bfloat16) and rnn_twin.tensor_cores(np.float16)
+    assert not rnn_twin.tensor_cores(np.float32) and not rnn_twin.tensor_cores(np.float64)
+    monkeypatch.setattr(backends.cuda.matmul, "allow_tf32", True)
+    assert not rnn_twin.tensor_cores(np.float32)
+    monkeypatch.setenv("CUPY_TF32", "1")
+    assert rnn_twin.tensor_cores(np.float32) and not rnn_twin.tensor_cores(np.float64)
+    monkeypatch.setattr(rnn_twin, "TENSOR_CORES", False)
+    assert not rnn_twin.tensor_cores(ml_dtypes.bfloat16)
+
+
+@pytest.mark.skipif(emulator.compiler() is None, reason="the emulator needs g++")
+def test_with_cupy_tf32_a_float32_layer_launches_the_tensor_core_kernels(emu, monkeypatch):
+    """The switch reaches the launch: CUPY_TF32=1 turns one float32 LSTM layer's two kernels into
+    their _tc variants, whose result is within TF32 rounding of the reference."""
+    monkeypatch.setenv("CUPY_TF32", "1")
+    case = {"steps": 3, "batch": 5, "hidden": 6, "with_state": True, "dtype": np.float32, "seed": 2}
+    _, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, 4)
+    want = reference("lstm_sequence_forward")(proj, w_hh, h0, c0, False)
+    got = run(emu, "lstm_sequence_forward", proj, w_hh, h0, c0, False)
+    assert emu.launches == ["lstm_sequence_forward_tc_f32"]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, **tc_seq_tol(np.float32))
+    acts, _, cs = want
+    run(emu, "lstm_sequence_backward", dout, dh_n, dc_n, w_hh, acts, cs, False)
+    assert emu.launches == ["lstm_sequence_backward_tc_f32"]
+
+
 def half_seq_tol(dtype) -> dict:
     """h_t is stored (and read back by the next step) in the half dtype, as cuDNN's half RNNs do,
     so each step adds a rounding of h to the float32 reference's error: a few steps' worth."""
@@ -285,10 +396,19 @@ def half_seq_tol(dtype) -> dict:
 
 
 @SETTINGS
-@given(case=sequence_cases, half=st.sampled_from(HALVES), layer=st.sampled_from(["lstm", "gru"]))
-def test_half_sequences_against_the_float32_reference(emu, case, half, layer):
+@given(case=sequence_cases, half=st.sampled_from(HALVES), layer=st.sampled_from(["lstm", "gru"]),
+       tc=st.booleans())
+def test_half_sequences_against_the_float32_reference(emu, case, half, layer, tc):
     """bf16 and fp16 kernels (fp32 arithmetic and running state inside) against the reference
-    in float32 on the same half inputs: forward and backward, both directions."""
+    in float32 on the same half inputs: forward and backward, both directions, with the per-step
+    products as scalar FMAs or on tensor cores (16-bit mma, exact products, fp32 sums: the same
+    tolerance)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rnn_twin, "TENSOR_CORES", tc)
+        _half_sequences(emu, case, half, layer, "_tc" if tc else "")
+
+
+def _half_sequences(emu, case, half, layer, kind):
     gates = 4 if layer == "lstm" else 3
     case = {**case, "dtype": np.float32, "steps": min(case["steps"], 4)}
     _, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, gates)
@@ -304,7 +424,7 @@ def test_half_sequences_against_the_float32_reference(emu, case, half, layer):
         want = reference("gru_sequence_forward")(*map(widen, (proj, w_hh, None, h0)), rev)
         got = run(emu, "gru_sequence_forward", proj, w_hh, None, h0, rev)
         grads = lambda acts, gh, hs, src: (dout, dh_n, w_hh, acts, gh, hs, rev)  # noqa: E731
-    assert emu.launches == [f"{layer}_sequence_forward_{sfx}"]
+    assert emu.launches == [f"{layer}_sequence_forward{kind}_{sfx}"]
     for g, w in zip(got, want):
         assert g.dtype == half
         np.testing.assert_allclose(as_float64(g), w, **t)
@@ -312,7 +432,7 @@ def test_half_sequences_against_the_float32_reference(emu, case, half, layer):
     args = grads(*got, None)
     want = reference(f"{layer}_sequence_backward")(*map(widen, args))
     got = run(emu, f"{layer}_sequence_backward", *args)
-    assert emu.launches == [f"{layer}_sequence_backward_{sfx}"]
+    assert emu.launches == [f"{layer}_sequence_backward{kind}_{sfx}"]
     for g, w in zip(got, want):
         assert g.dtype == half
         np.testing.assert_allclose(as_float64(g), w, **t)
@@ -367,25 +487,28 @@ def test_where_w_hh_stops_fitting_on_chip(gates, lstm, backward, itemsize, last)
 @settings(max_examples=200, deadline=None)
 @given(gates=st.sampled_from([3, 4]), hidden=st.integers(1, 3000), batch=st.integers(1, 512),
        itemsize=st.sampled_from([2, 4, 8]), backward=st.booleans(), blocks=st.integers(1, 200),
-       limit=st.integers(1024, 256 * 1024))
-def test_sequence_plans_fit_and_cover(gates, hidden, batch, itemsize, backward, blocks, limit):
+       limit=st.integers(1024, 256 * 1024), tc=st.booleans())
+def test_sequence_plans_fit_and_cover(gates, hidden, batch, itemsize, backward, blocks, limit, tc):
     """Every plan fits its shared memory, covers every unit with no empty block, stages at most
-    the batch, and splits dot products only over threads that would otherwise idle."""
+    the batch, and splits dot products only over threads that would otherwise idle (never with
+    tensor cores, whose warps compute a chunk's products into one more buffer)."""
     lstm = gates == 4
     plan = plan_sequence(gates, hidden, batch, itemsize, backward=backward, lstm=lstm,
-                         blocks_available=blocks, shared_limit=limit)
+                         blocks_available=blocks, shared_limit=limit, tensor_cores=tc)
     acc = 8 if itemsize == 8 else 4
     if plan is None:  # not even one staged column fits
         per = -(-hidden // min(blocks, hidden))
-        assert sequence_shared_bytes(gates, hidden, per, 1, batch, 256, itemsize, acc, backward, lstm) > limit
+        assert sequence_shared_bytes(gates, hidden, per, 1, batch, 256, itemsize, acc, backward, lstm,
+                                     tc) > limit
         return
     assert plan.shared_mem <= limit and plan.blocks <= blocks
     assert plan.blocks * plan.per >= hidden > (plan.blocks - 1) * plan.per
     assert 1 <= plan.chunk <= batch
     assert plan.split & (plan.split - 1) == 0 and plan.split <= 32
     assert plan.split == 1 or plan.per * plan.chunk * plan.split <= plan.threads
+    assert plan.split == 1 or not tc
     assert plan.shared_mem == sequence_shared_bytes(gates, hidden, plan.per, plan.chunk, batch,
-                                                    plan.threads, itemsize, acc, backward, lstm)
+                                                    plan.threads, itemsize, acc, backward, lstm, tc)
 
 
 @pytest.mark.gpu

@@ -191,7 +191,7 @@ template <> struct MmaInput<f16_t> {
 
 // A (row r, col k) = a[r * lda + k], r < M, k < K, else zero.
 template <typename In, typename TA>
-__device__ __forceinline__ auto mma_a(const TA* a, long long lda, int M, int K, int r, int k) {
+__device__ __forceinline__ auto mma_a(const TA* a, int lda, int M, int K, int r, int k) {
     using R = decltype(MmaInput<In>::get(TA{}));
     return (r < M && k < K) ? MmaInput<In>::get(a[r * lda + k]) : R(0);
 }
@@ -202,14 +202,27 @@ __device__ __forceinline__ auto mma_a(const TA* a, long long lda, int M, int K, 
 // a (M, K) row-major, b (K, N) column-major (each column contiguous: the staged columns of
 // rnn.cu), out (M, N) row-major, all in shared memory. Called by every thread of the block.
 template <typename In, typename TA>
-__device__ void block_products_tc(float* out, int ldo, const TA* a, long long lda, const float* b,
+__device__ void block_products_tc(float* out, int ldo, const TA* a, int lda, const float* b,
                                   int ldb, int M, int N, int K) {
     constexpr int KK = MmaInput<In>::kK;
     const unsigned lane = mma_lane(), g = lane >> 2, t = lane & 3u;
     const int warps = (int)((blockDim.x * blockDim.y * blockDim.z) >> 5);
-    const int tiles_n = (N + 7) / 8, tiles = ((M + 15) / 16) * tiles_n;
-    for (int tile = (int)mma_warp(); tile < tiles; tile += warps) {
-        const int r0 = (tile / tiles_n) * 16, c0 = (tile % tiles_n) * 8;
+    if (M <= 0 || N <= 0) return;
+    const int tiles_m = (M + 15) / 16, tiles_n = (N + 7) / 8;
+    // warp w takes tiles w, w + warps, ... in row-major order, as (tile row, tile col) advanced by
+    // subtraction: no division (warps is at most 32, a tile row usually wider)
+    int tile_r = 0, tile_c = (int)mma_warp();
+    while (tile_c >= tiles_n) {
+        tile_c -= tiles_n;
+        ++tile_r;
+    }
+    for (; tile_r < tiles_m; tile_c += warps) {
+        while (tile_c >= tiles_n) {
+            tile_c -= tiles_n;
+            ++tile_r;
+        }
+        if (tile_r >= tiles_m) break;
+        const int r0 = tile_r * 16, c0 = tile_c * 8;
         const int ra = r0 + (int)g, rb = ra + 8, col = c0 + (int)g;  // A rows, B column of this lane
         float d[4] = {0.f, 0.f, 0.f, 0.f};
         for (int k0 = 0; k0 < K; k0 += KK) {
@@ -247,26 +260,32 @@ __device__ void block_products_tc(float* out, int ldo, const TA* a, long long ld
 
 // block_products: the same product in the accumulate type of the data T: tensor cores for fp32
 // (TF32), bf16 and fp16 data; scalar FMAs for fp64 (no fp64 mma here), one output a thread.
-__device__ inline void block_products(float* out, int ldo, const float* a, long long lda,
+__device__ inline void block_products(float* out, int ldo, const float* a, int lda,
                                       const float* b, int ldb, int M, int N, int K) {
     block_products_tc<float>(out, ldo, a, lda, b, ldb, M, N, K);
 }
-__device__ inline void block_products(float* out, int ldo, const bf16_t* a, long long lda,
+__device__ inline void block_products(float* out, int ldo, const bf16_t* a, int lda,
                                       const float* b, int ldb, int M, int N, int K) {
     block_products_tc<bf16_t>(out, ldo, a, lda, b, ldb, M, N, K);
 }
-__device__ inline void block_products(float* out, int ldo, const f16_t* a, long long lda,
+__device__ inline void block_products(float* out, int ldo, const f16_t* a, int lda,
                                       const float* b, int ldb, int M, int N, int K) {
     block_products_tc<f16_t>(out, ldo, a, lda, b, ldb, M, N, K);
 }
-__device__ inline void block_products(double* out, int ldo, const double* a, long long lda,
+__device__ inline void block_products(double* out, int ldo, const double* a, int lda,
                                       const double* b, int ldb, int M, int N, int K) {
     const int threads = (int)(blockDim.x * blockDim.y * blockDim.z);
     const int tid = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
-    for (int idx = tid; idx < M * N; idx += threads) {
-        const int r = idx / N, c = idx % N;
+    if (M <= 0 || N <= 0) return;
+    int r = 0, c = tid;  // this thread's outputs tid, tid + threads, ... as (row, col): no division
+    for (;; c += threads) {
+        while (c >= N) {
+            c -= N;
+            ++r;
+        }
+        if (r >= M) break;
         double sum = 0.0;
-        for (int k = 0; k < K; ++k) sum += a[r * lda + k] * b[(long long)c * ldb + k];
+        for (int k = 0; k < K; ++k) sum += a[r * lda + k] * b[c * ldb + k];
         out[r * ldo + c] = sum;
     }
 }

@@ -33,6 +33,7 @@
 // t+1; reverse, it reads t+1 and writes t. The backward writes its gate gradients gate-major,
 // (G*H, T, B), so that the op's weight-gradient GEMMs read them as a (G*H, T*B) matrix.
 #include "common.cuh"
+#include "mma.cuh"
 
 template <typename T>
 __device__ void lstm_forward_impl(T* __restrict__ gates, const T* __restrict__ c_prev,
@@ -208,7 +209,7 @@ __device__ void reduce_split(A (&acc)[G], A* red, int s, int S) {
 
 // proj (4H, T, B): W_ih x_t + biases; w_hh (4H, H); h0, c0 (H, B) or null (zeros);
 // acts (T, 4H, B) out: activated gates; hs, cs (T+1, H, B) out.
-template <typename T>
+template <typename T, bool TC>
 __device__ void lstm_sequence_forward_impl(const T* __restrict__ proj, const T* __restrict__ w_hh,
                                            const T* __restrict__ h0, const T* __restrict__ c0,
                                            T* acts, T* hs, T* cs, int steps, int H, int B,
@@ -222,6 +223,7 @@ __device__ void lstm_sequence_forward_impl(const T* __restrict__ proj, const T* 
     A* xs = carve.take<A>((long long)chunk * (H + 1));  // h_{t-1}[m, b0 + c] at xs[c * (H + 1) + m]
     A* red = carve.take<A>(4LL * blockDim.x);
     A* c_state = carve.take<A>((long long)per * B);  // c of the block's units, (own, B)
+    A* prod = carve.take<A>(TC ? 4LL * per * chunk : 0);  // TC: a chunk's W h, (4 per, chunk)
 
     for (int k = 0; k < 4; ++k) {  // the block's slice of W_hh, for the whole sequence
         Walk at((int)threadIdx.x, (int)blockDim.x, H);
@@ -255,15 +257,24 @@ __device__ void lstm_sequence_forward_impl(const T* __restrict__ proj, const T* 
             __syncthreads();  // everyone is done with the previous chunk's xs
             if (!zero_h) stage_columns(xs, hs + prev * HB, B, H, b0, cols);
             __syncthreads();
+            if (TC && !zero_h) {  // all (4 per) x cols products of the chunk, by the warps
+                block_products(prod, chunk, w, H, xs, H + 1, 4 * per, cols, H);
+                __syncthreads();
+            }
             const int items = units.own * cols;  // (unit, column) pairs of this chunk
             Walk at(group, groups, cols);
             for (int base = 0; base < items; base += groups, at.next()) {  // same trips for all
                 const bool active = base + group < items;
                 A pre[4] = {A(0), A(0), A(0), A(0)};
-                if (active && !zero_h)
-                    partial_dots<4>(pre, w + (long long)at.row * H, (long long)per * H,
-                                    xs + at.col * (H + 1), H, s_idx, split);
-                if (!zero_h) reduce_split<4>(pre, red, s_idx, split);
+                if (TC) {
+                    if (active && !zero_h)
+                        for (int k = 0; k < 4; ++k) pre[k] = prod[(k * per + at.row) * chunk + at.col];
+                } else {
+                    if (active && !zero_h)
+                        partial_dots<4>(pre, w + (long long)at.row * H, (long long)per * H,
+                                        xs + at.col * (H + 1), H, s_idx, split);
+                    if (!zero_h) reduce_split<4>(pre, red, s_idx, split);
+                }
                 if (!active || s_idx != 0) continue;
                 const int j = units.j0 + at.row, b = b0 + at.col;
                 const long long e = (long long)j * B + b, col = (long long)t * B + b;
@@ -286,7 +297,7 @@ __device__ void lstm_sequence_forward_impl(const T* __restrict__ proj, const T* 
 
 // dout (T, H, B): gradient of the outputs; dh_n, dc_n (H, B) or null (zeros); acts, cs from the
 // forward; dgates (4H, T, B) out (gate-major); dh, dc (H, B) out: dh0 and dc0.
-template <typename T>
+template <typename T, bool TC>
 __device__ void lstm_sequence_backward_impl(const T* __restrict__ dout, const T* __restrict__ dh_n,
                                             const T* __restrict__ dc_n, const T* __restrict__ w_hh,
                                             const T* __restrict__ acts, const T* __restrict__ cs,
@@ -303,6 +314,7 @@ __device__ void lstm_sequence_backward_impl(const T* __restrict__ dout, const T*
     A* red = carve.take<A>(blockDim.x);
     A* dh_state = carve.take<A>((long long)per * B);  // gradient at h of the block's units
     A* dc_state = carve.take<A>((long long)per * B);  // and at c
+    A* prod = carve.take<A>(TC ? (long long)per * chunk : 0);  // TC: a chunk's W^T dg, (per, chunk)
 
     {  // the block's columns of W_hh (its rows of W_hh^T), read along the rows of W_hh
         Walk at((int)threadIdx.x, (int)blockDim.x, units.own > 0 ? units.own : 1);
@@ -350,15 +362,23 @@ __device__ void lstm_sequence_backward_impl(const T* __restrict__ dout, const T*
             __syncthreads();
             stage_columns(xs, dgates + (long long)t * B, TB, GH, b0, cols);
             __syncthreads();
+            if (TC) {  // all per x cols products of the chunk, by the warps
+                block_products(prod, chunk, wt, GH, xs, GH + 1, per, cols, GH);
+                __syncthreads();
+            }
             const int items = units.own * cols;
             Walk at(group, groups, cols);
             for (int base = 0; base < items; base += groups, at.next()) {
                 const bool active = base + group < items;
                 A acc[1] = {A(0)};
-                if (active)
-                    partial_dots<1>(acc, wt + (long long)at.row * GH, 0, xs + at.col * (GH + 1), GH,
-                                    s_idx, split);
-                reduce_split<1>(acc, red, s_idx, split);
+                if (TC) {
+                    if (active) acc[0] = prod[at.row * chunk + at.col];
+                } else {
+                    if (active)
+                        partial_dots<1>(acc, wt + (long long)at.row * GH, 0, xs + at.col * (GH + 1),
+                                        GH, s_idx, split);
+                    reduce_split<1>(acc, red, s_idx, split);
+                }
                 if (active && s_idx == 0) dh_state[at.row * B + b0 + at.col] = acc[0];
             }
         }
@@ -376,7 +396,7 @@ __device__ void lstm_sequence_backward_impl(const T* __restrict__ dout, const T*
 
 // proj (3H, T, B): W_ih x_t + b_ih; w_hh (3H, H); b_hh (3H) or null; h0 (H, B) or null;
 // acts (T, 3H, B) out: activated gates (r, z, n); gh (T, 3H, B) out: W_hh h + b_hh; hs out.
-template <typename T>
+template <typename T, bool TC>
 __device__ void gru_sequence_forward_impl(const T* __restrict__ proj, const T* __restrict__ w_hh,
                                           const T* __restrict__ b_hh, const T* __restrict__ h0,
                                           T* acts, T* gh, T* hs, int steps, int H, int B,
@@ -389,6 +409,7 @@ __device__ void gru_sequence_forward_impl(const T* __restrict__ proj, const T* _
     T* w = carve.take<T>(3LL * per * H);  // w[(k * per + u) * H + m] = W_hh[k * H + j0 + u, m]
     A* xs = carve.take<A>((long long)chunk * (H + 1));  // h_{t-1}, as in the LSTM
     A* red = carve.take<A>(3LL * blockDim.x);
+    A* prod = carve.take<A>(TC ? 3LL * per * chunk : 0);  // TC: a chunk's W h, (3 per, chunk)
 
     for (int k = 0; k < 3; ++k) {
         Walk at((int)threadIdx.x, (int)blockDim.x, H);
@@ -420,15 +441,24 @@ __device__ void gru_sequence_forward_impl(const T* __restrict__ proj, const T* _
             __syncthreads();
             if (!zero_h) stage_columns(xs, hs + prev * HB, B, H, b0, cols);
             __syncthreads();
+            if (TC && !zero_h) {  // all (3 per) x cols products of the chunk, by the warps
+                block_products(prod, chunk, w, H, xs, H + 1, 3 * per, cols, H);
+                __syncthreads();
+            }
             const int items = units.own * cols;
             Walk at(group, groups, cols);
             for (int base = 0; base < items; base += groups, at.next()) {
                 const bool active = base + group < items;
                 A rec[3] = {A(0), A(0), A(0)};
-                if (active && !zero_h)
-                    partial_dots<3>(rec, w + (long long)at.row * H, (long long)per * H,
-                                    xs + at.col * (H + 1), H, s_idx, split);
-                if (!zero_h) reduce_split<3>(rec, red, s_idx, split);
+                if (TC) {
+                    if (active && !zero_h)
+                        for (int k = 0; k < 3; ++k) rec[k] = prod[(k * per + at.row) * chunk + at.col];
+                } else {
+                    if (active && !zero_h)
+                        partial_dots<3>(rec, w + (long long)at.row * H, (long long)per * H,
+                                        xs + at.col * (H + 1), H, s_idx, split);
+                    if (!zero_h) reduce_split<3>(rec, red, s_idx, split);
+                }
                 if (!active || s_idx != 0) continue;
                 const int j = units.j0 + at.row, b = b0 + at.col;
                 const long long e = (long long)j * B + b, col = (long long)t * B + b;
@@ -450,7 +480,7 @@ __device__ void gru_sequence_forward_impl(const T* __restrict__ proj, const T* _
 }
 
 // dout (T, H, B); dh_n (H, B) or null; dgi, dgh (3H, T, B) out (gate-major); dh (H, B) out: dh0.
-template <typename T>
+template <typename T, bool TC>
 __device__ void gru_sequence_backward_impl(const T* __restrict__ dout, const T* __restrict__ dh_n,
                                            const T* __restrict__ w_hh, const T* __restrict__ acts,
                                            const T* __restrict__ gh, const T* __restrict__ hs,
@@ -466,6 +496,7 @@ __device__ void gru_sequence_backward_impl(const T* __restrict__ dout, const T* 
     A* xs = carve.take<A>((long long)chunk * (GH + 1));  // dgh_t columns
     A* red = carve.take<A>(blockDim.x);
     A* dh_state = carve.take<A>((long long)per * B);
+    A* prod = carve.take<A>(TC ? (long long)per * chunk : 0);  // TC: a chunk's W^T dgh, (per, chunk)
 
     {
         Walk at((int)threadIdx.x, (int)blockDim.x, units.own > 0 ? units.own : 1);
@@ -513,15 +544,23 @@ __device__ void gru_sequence_backward_impl(const T* __restrict__ dout, const T* 
             __syncthreads();
             stage_columns(xs, dgh + (long long)t * B, TB, GH, b0, cols);
             __syncthreads();
+            if (TC) {  // all per x cols products of the chunk, by the warps
+                block_products(prod, chunk, wt, GH, xs, GH + 1, per, cols, GH);
+                __syncthreads();
+            }
             const int items = units.own * cols;
             Walk at(group, groups, cols);
             for (int base = 0; base < items; base += groups, at.next()) {
                 const bool active = base + group < items;
                 A acc[1] = {A(0)};
-                if (active)
-                    partial_dots<1>(acc, wt + (long long)at.row * GH, 0, xs + at.col * (GH + 1), GH,
-                                    s_idx, split);
-                reduce_split<1>(acc, red, s_idx, split);
+                if (TC) {
+                    if (active) acc[0] = prod[at.row * chunk + at.col];
+                } else {
+                    if (active)
+                        partial_dots<1>(acc, wt + (long long)at.row * GH, 0, xs + at.col * (GH + 1),
+                                        GH, s_idx, split);
+                    reduce_split<1>(acc, red, s_idx, split);
+                }
                 if (active && s_idx == 0) dh_state[at.row * B + b0 + at.col] += acc[0];
             }
         }
@@ -556,31 +595,63 @@ __device__ void gru_sequence_backward_impl(const T* __restrict__ dout, const T* 
     TF_COOPERATIVE __global__ void lstm_sequence_forward_##sfx(                                     \
         const T* proj, const T* w_hh, const T* h0, const T* c0, T* acts, T* hs, T* cs, int steps,   \
         int H, int B, int reverse, int per, int chunk, int split) {                                 \
-        lstm_sequence_forward_impl<T>(proj, w_hh, h0, c0, acts, hs, cs, steps, H, B, reverse, per,  \
+        lstm_sequence_forward_impl<T, false>(proj, w_hh, h0, c0, acts, hs, cs, steps, H, B, reverse, per,  \
                                       chunk, split);                                                \
     }                                                                                               \
     TF_COOPERATIVE __global__ void lstm_sequence_backward_##sfx(                                    \
         const T* dout, const T* dh_n, const T* dc_n, const T* w_hh, const T* acts, const T* cs,     \
         T* dgates, T* dh, T* dc, int steps, int H, int B, int reverse, int per, int chunk,          \
         int split) {                                                                                \
-        lstm_sequence_backward_impl<T>(dout, dh_n, dc_n, w_hh, acts, cs, dgates, dh, dc, steps, H,  \
+        lstm_sequence_backward_impl<T, false>(dout, dh_n, dc_n, w_hh, acts, cs, dgates, dh, dc, steps, H,  \
                                        B, reverse, per, chunk, split);                              \
     }                                                                                               \
     TF_COOPERATIVE __global__ void gru_sequence_forward_##sfx(                                      \
         const T* proj, const T* w_hh, const T* b_hh, const T* h0, T* acts, T* gh, T* hs, int steps, \
         int H, int B, int reverse, int per, int chunk, int split) {                                 \
-        gru_sequence_forward_impl<T>(proj, w_hh, b_hh, h0, acts, gh, hs, steps, H, B, reverse, per, \
+        gru_sequence_forward_impl<T, false>(proj, w_hh, b_hh, h0, acts, gh, hs, steps, H, B, reverse, per, \
                                      chunk, split);                                                 \
     }                                                                                               \
     TF_COOPERATIVE __global__ void gru_sequence_backward_##sfx(                                     \
         const T* dout, const T* dh_n, const T* w_hh, const T* acts, const T* gh, const T* hs,       \
         T* dgi, T* dgh, T* dh, int steps, int H, int B, int reverse, int per, int chunk,            \
         int split) {                                                                                \
-        gru_sequence_backward_impl<T>(dout, dh_n, w_hh, acts, gh, hs, dgi, dgh, dh, steps, H, B,    \
+        gru_sequence_backward_impl<T, false>(dout, dh_n, w_hh, acts, gh, hs, dgi, dgh, dh, steps, H, B,    \
                                       reverse, per, chunk, split);                                  \
+    }
+
+// The same four with the per-step products on tensor cores (mma.cuh: TF32 for f32, BF16 / FP16
+// mma for the 16-bit types; scalar FMAs inside the f64 ones, which exist for the naming rule):
+// the twin picks these where TF32 is allowed for f32 data, and for 16-bit data.
+#define RNN_SEQUENCE_TC_KERNELS(sfx, T)                                                             \
+    TF_COOPERATIVE __global__ void lstm_sequence_forward_tc_##sfx(                                  \
+        const T* proj, const T* w_hh, const T* h0, const T* c0, T* acts, T* hs, T* cs, int steps,   \
+        int H, int B, int reverse, int per, int chunk, int split) {                                 \
+        lstm_sequence_forward_impl<T, true>(proj, w_hh, h0, c0, acts, hs, cs, steps, H, B, reverse, \
+                                            per, chunk, split);                                     \
+    }                                                                                               \
+    TF_COOPERATIVE __global__ void lstm_sequence_backward_tc_##sfx(                                 \
+        const T* dout, const T* dh_n, const T* dc_n, const T* w_hh, const T* acts, const T* cs,     \
+        T* dgates, T* dh, T* dc, int steps, int H, int B, int reverse, int per, int chunk,          \
+        int split) {                                                                                \
+        lstm_sequence_backward_impl<T, true>(dout, dh_n, dc_n, w_hh, acts, cs, dgates, dh, dc,      \
+                                             steps, H, B, reverse, per, chunk, split);              \
+    }                                                                                               \
+    TF_COOPERATIVE __global__ void gru_sequence_forward_tc_##sfx(                                   \
+        const T* proj, const T* w_hh, const T* b_hh, const T* h0, T* acts, T* gh, T* hs, int steps, \
+        int H, int B, int reverse, int per, int chunk, int split) {                                 \
+        gru_sequence_forward_impl<T, true>(proj, w_hh, b_hh, h0, acts, gh, hs, steps, H, B,         \
+                                           reverse, per, chunk, split);                             \
+    }                                                                                               \
+    TF_COOPERATIVE __global__ void gru_sequence_backward_tc_##sfx(                                  \
+        const T* dout, const T* dh_n, const T* w_hh, const T* acts, const T* gh, const T* hs,       \
+        T* dgi, T* dgh, T* dh, int steps, int H, int B, int reverse, int per, int chunk,            \
+        int split) {                                                                                \
+        gru_sequence_backward_impl<T, true>(dout, dh_n, w_hh, acts, gh, hs, dgi, dgh, dh, steps, H, \
+                                            B, reverse, per, chunk, split);                         \
     }
 
 extern "C" {
 TF_FLOAT_TYPES(RNN_CELL_KERNELS)
 TF_FLOAT_TYPES(RNN_SEQUENCE_KERNELS)
+TF_FLOAT_TYPES(RNN_SEQUENCE_TC_KERNELS)
 }

@@ -10,9 +10,14 @@ one grid barrier a step (csrc/rnn.cu, docs/lstm.md). The launches per layer are 
 constant, whatever the sequence length. ``plan_sequence`` sizes that launch; where W_hh's slice
 does not fit in a block's shared memory (large hidden sizes) it says so, and the twins run the
 per-step path instead: one cuBLAS GEMM and one fused cell kernel a step.
+
+The per-step products of the persistent kernels run on tensor cores (``*_tc_*`` kernels, mma.sync
+through csrc/mma.cuh) for 16-bit data always and for float32 data where TF32 is allowed
+(``tensor_cores``); the scalar-FMA kernels stay the reference path and the fallback.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +110,37 @@ def gru_cell_backward(dh: Array, acts: Array, gh: Array, h_prev: Array,
 
 
 # ---- whole sequences: one persistent kernel per call --------------------------------------------
+TENSOR_CORES: bool | None = None
+"""Force the tensor-core kernels on (True) or off (False) for every dtype; None (default) lets
+``tensor_cores`` decide by dtype. Tests set it; f64 data then runs the ``_tc`` kernels' scalar
+fallback."""
+
+
+def tf32_allowed() -> bool:
+    """Whether float32 products may round their inputs to TF32: the switch tinyflow's float32
+    GEMMs follow today, CuPy's ``CUPY_TF32=1`` (read from the environment; bench/gpu sets it for
+    its tf32 precision). Off by default. ``tinyflow.backends.cuda.matmul.allow_tf32`` stays the
+    documented no-op it is (a flag PyTorch programs set), so it does not switch the recurrence
+    either."""
+    return os.environ.get("CUPY_TF32", "0") == "1"
+
+
+def tensor_cores(dtype: Any) -> bool:
+    """Whether a recurrence of this dtype runs its per-step products on tensor cores: bf16 and
+    fp16 always (exact 16-bit products, fp32 sums: no worse than the scalar path), float32 where
+    TF32 is allowed, float64 never (no fp64 mma in csrc/mma.cuh)."""
+    if TENSOR_CORES is not None:
+        return TENSOR_CORES
+    name = np.dtype(dtype).name
+    return name in ("float16", "bfloat16") or (name == "float32" and tf32_allowed())
+
+
+def _sequence_call(name: str, tc_name: str, anchor: Array, op: str) -> KernelCall:
+    """The launch of ``name``, or of its tensor-core variant ``tc_name`` where ``tensor_cores``
+    says so, for ``anchor``'s dtype."""
+    return KernelCall(tc_name if tensor_cores(anchor.dtype) else name, anchor, op=op)
+
+
 SPLIT_MAX = 32
 """The most threads that share one dot product (a warp)."""
 
@@ -132,27 +168,34 @@ class SequencePlan:
 
 
 def sequence_shared_bytes(gates: int, hidden: int, per: int, chunk: int, batch: int, threads: int,
-                          itemsize: int, acc_size: int, backward: bool, lstm: bool) -> int:
+                          itemsize: int, acc_size: int, backward: bool, lstm: bool,
+                          tensor_cores: bool = False) -> int:
     """The dynamic shared memory of a block (csrc/rnn.cu's Carve, in the same order): its slice
     of W_hh (in the weights' dtype), ``chunk`` staged columns of h_{t-1} (H + 1 words each; the
     backward's of dgates_t, G*H + 1), the reduction buffer (G partial sums a thread forward, one
-    backward), and the running states of its units (c forward; dh and dc backward for the LSTM,
-    dh for the GRU), in the accumulate type."""
+    backward), the running states of its units (c forward; dh and dc backward for the LSTM,
+    dh for the GRU), in the accumulate type, and with tensor cores the products of one chunk
+    (G*per x chunk forward, per x chunk backward)."""
     rows = gates * hidden if backward else hidden
     states = (2 if lstm else 1) if backward else (1 if lstm else 0)
     parts = [gates * per * hidden * itemsize, chunk * (rows + 1) * acc_size,
              (1 if backward else gates) * threads * acc_size] + [per * batch * acc_size] * states
+    if tensor_cores:
+        parts.append((per if backward else gates * per) * chunk * acc_size)
     return sum(_align16(p) for p in parts)
 
 
 def plan_sequence(gates: int, hidden: int, batch: int, itemsize: int, *, backward: bool, lstm: bool,
-                  blocks_available: int, shared_limit: int, threads: int = THREADS) -> SequencePlan | None:
+                  blocks_available: int, shared_limit: int, threads: int = THREADS,
+                  tensor_cores: bool = False) -> SequencePlan | None:
     """The persistent launch for a layer, or None where a block's slice of W_hh and one staged
     column do not fit in ``shared_limit`` bytes: then the caller runs a GEMM and a cell kernel a
     step. Hidden units go to at most ``blocks_available`` blocks (the resident ones), as evenly as
     that allows; the batch is staged in as few equal chunks as fit; ``split`` (a power of two up
     to a warp) spreads each dot product over threads when the block has fewer (unit, column)
-    pairs than threads.
+    pairs than threads. With ``tensor_cores`` the warps compute a chunk's products as tiles into
+    shared memory (one more buffer a chunk) and each thread then runs the cell of one pair: no
+    split.
 
     Where the switch is, on an H100 (132 SMs, 227 KB a block), batch 64 (tested): fp32 LSTM
     layers keep W_hh on chip up to H = 1285 (the backward's limit; the forward's is 1320: at
@@ -165,18 +208,19 @@ def plan_sequence(gates: int, hidden: int, batch: int, itemsize: int, *, backwar
 
     def shared(chunk: int) -> int:
         return sequence_shared_bytes(gates, hidden, per, chunk, batch, threads, itemsize, acc_size,
-                                     backward, lstm)
+                                     backward, lstm, tensor_cores)
 
     if shared(1) > shared_limit:
         return None
     rows = gates * hidden if backward else hidden
-    fit = 1 + (shared_limit - shared(1)) // (_align16((rows + 1) * acc_size) or 1)
+    out_rows = (per if backward else gates * per) if tensor_cores else 0
+    fit = 1 + (shared_limit - shared(1)) // (_align16((rows + 1) * acc_size) + out_rows * acc_size)
     chunk = min(batch, max(1, fit))
     while chunk > 1 and shared(chunk) > shared_limit:  # the alignment's last few bytes
         chunk -= 1
     chunk = -(-batch // -(-batch // chunk))  # equal chunks: as many as needed, as wide as fits
     split = 1
-    while split * 2 <= SPLIT_MAX and per * chunk * split * 2 <= threads and split * 2 <= rows:
+    while not tensor_cores and split * 2 <= SPLIT_MAX and per * chunk * split * 2 <= threads and split * 2 <= rows:
         split *= 2
     return SequencePlan(blocks, per, chunk, split, threads, shared(chunk))
 
@@ -191,7 +235,8 @@ def _plan(call: KernelCall, gates: int, hidden: int, batch: int, backward: bool,
     """``plan_sequence`` for this launch's runtime (its resident blocks and shared memory)."""
     return plan_sequence(gates, hidden, batch, np.dtype(call.anchor.dtype).itemsize, backward=backward,
                          lstm=lstm, blocks_available=call.runtime.resident_blocks(call.kernel, THREADS),
-                         shared_limit=_shared_limit(call.runtime))
+                         shared_limit=_shared_limit(call.runtime),
+                         tensor_cores=call.name.endswith("_tc"))
 
 
 def _state(call: KernelCall, a: Array | None, dtype: Any) -> Array | None:
@@ -208,7 +253,7 @@ def _launch_persistent(call: KernelCall, plan: SequencePlan, args: list[Any]) ->
 def lstm_sequence_forward(proj: Array, w_hh: Array, h0: Array | None, c0: Array | None,
                           reverse: bool = False) -> tuple[Array, Array, Array]:
     """All T steps of one LSTM layer in one launch: (acts (T, 4H, B), hs, cs (T+1, H, B))."""
-    call = KernelCall("lstm_sequence_forward", proj, op="lstm")
+    call = _sequence_call("lstm_sequence_forward", "lstm_sequence_forward_tc", proj, op="lstm")
     if not call.supported:
         return reference.lstm_sequence_forward(proj, w_hh, h0, c0, reverse)
     steps, hidden, batch = reference._check_sequence("lstm_sequence_forward", 4, proj, w_hh)
@@ -234,7 +279,7 @@ def lstm_sequence_backward(dout: Array, dh_n: Array | None, dc_n: Array | None, 
     dgates is a view of a gate-major (4H, T, B) buffer, as the reference's: the op's GEMMs over
     all steps read it without a copy. ``hs`` is accepted for the reference's signature and not
     read: the fused kernel recomputes tanh(c) in registers."""
-    call = KernelCall("lstm_sequence_backward", acts, op="lstm backward")
+    call = _sequence_call("lstm_sequence_backward", "lstm_sequence_backward_tc", acts, op="lstm backward")
     if not call.supported:
         return reference.lstm_sequence_backward(dout, dh_n, dc_n, w_hh, acts, cs, reverse, hs)
     steps, hidden, batch = acts.shape[0], cs.shape[1], cs.shape[2]
@@ -256,7 +301,7 @@ def lstm_sequence_backward(dout: Array, dh_n: Array | None, dc_n: Array | None, 
 def gru_sequence_forward(proj: Array, w_hh: Array, b_hh: Array | None, h0: Array | None,
                          reverse: bool = False) -> tuple[Array, Array, Array]:
     """All T steps of one GRU layer in one launch: (acts, gh (T, 3H, B), hs (T+1, H, B))."""
-    call = KernelCall("gru_sequence_forward", proj, op="gru")
+    call = _sequence_call("gru_sequence_forward", "gru_sequence_forward_tc", proj, op="gru")
     if not call.supported:
         return reference.gru_sequence_forward(proj, w_hh, b_hh, h0, reverse)
     steps, hidden, batch = reference._check_sequence("gru_sequence_forward", 3, proj, w_hh)
@@ -278,7 +323,7 @@ def gru_sequence_backward(dout: Array, dh_n: Array | None, w_hh: Array, acts: Ar
                           hs: Array, reverse: bool = False) -> tuple[Array, Array, Array]:
     """The recurrence backwards in one launch: (dgi, dgh (T, 3H, B) views of gate-major buffers,
     dh0 (H, B))."""
-    call = KernelCall("gru_sequence_backward", acts, op="gru backward")
+    call = _sequence_call("gru_sequence_backward", "gru_sequence_backward_tc", acts, op="gru backward")
     if not call.supported:
         return reference.gru_sequence_backward(dout, dh_n, w_hh, acts, gh, hs, reverse)
     steps, hidden, batch = acts.shape[0], hs.shape[1], hs.shape[2]
