@@ -447,8 +447,19 @@ class GradScaler:
             self._found_inf_array = found
             if not self._capturing():
                 self._found_inf = self._found_inf or bool(to_host(found, "GradScaler found_inf")[0])
+        from tinyflow.capture import current as current_capture
+
+        capture = current_capture()
+        if capture is not None and not self._unscaled:  # a failed capture leaves this step's flags unset
+            capture.on_abort.append(self._reset_step)
         self._unscaled.add(id(optimizer))
         return self._found_inf
+
+    def _reset_step(self) -> None:
+        """Forget what this step's unscale_ calls recorded (a capture that failed ran none of it)."""
+        self._unscaled.clear()
+        self._found_inf = False
+        self._found_inf_array = None
 
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
         """Unscale (if not done yet) and run ``optimizer.step()`` unless a gradient overflowed.

@@ -45,6 +45,9 @@ class Capture:
     # of a temporary an earlier node of the graph writes, which would overwrite the value that
     # refresh() put there before the kernel that reads it runs.
     allocate: Callable[[tuple[int, ...], np.dtype], Any] | None = None
+    # What to undo when the capture fails: Python-side state the step changed while capturing (a
+    # GradScaler's per-step flags), so that the eager step run instead starts clean.
+    on_abort: list[Callable[[], None]] = field(default_factory=list)
 
     def slot(self, value: Callable[[], Any], dtype: Any, size: int = 1) -> Any:
         """A (size,) device array of ``dtype`` that holds ``value()`` at every replay."""

@@ -81,6 +81,12 @@ def to_host(arr: Any) -> Any:
 
 def to_device(arr: Any, index: int | None) -> Any:
     cp = array_module(index)
+    from tinyflow_cuda.graphs import is_capturing
+
+    if is_capturing():  # CuPy would record a copy from a staging buffer it recycles: stale at replay
+        raise RuntimeError("a host-to-device copy inside a CUDA graph capture: the graph would replay "
+                           "the copy of this step's host data forever; make the value a device tensor "
+                           "before capturing (or a capture slot, tinyflow/capture.py)")
     with cp.cuda.Device(index or 0):
         return cp.asarray(arr)
 

@@ -364,3 +364,28 @@ def test_a_device_check_of_the_first_replay_survives_the_next_replay() -> None:
     g.replay()
     with pytest.raises((IndexError, ValueError), match="7"):
         loss.item()
+
+
+def test_a_failed_capture_leaves_the_grad_scaler_ready_for_the_eager_step() -> None:
+    """A capture that fails after unscale_ (here: RMSprop cannot skip an overflowed step on the
+    device) must not leave the scaler thinking this step was unscaled: the eager step run instead
+    unscales, steps and updates as if no capture had been tried."""
+    model, _ = _mlp()
+    opt = tf.optim.RMSprop(model.parameters(), lr=1e-3)
+    scaler = tf.amp.GradScaler(init_scale=8.0)
+    x, y = (tf.tensor(a, device=DEVICE) for a in _batches(1)[0])
+
+    def step():
+        opt.zero_grad()
+        scaler.scale(F.cross_entropy(model(x), y)).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    step()  # eager: the scaler's device state exists
+    g = tf.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="RMSprop"), tf.cuda.graph(g):
+        step()
+    before = [p.numpy().copy() for p in model.parameters()]
+    step()  # eager again: no "unscale_() was already called", and the parameters move
+    assert any(not np.array_equal(p.numpy(), b) for p, b in zip(model.parameters(), before))
+    assert scaler.get_scale() == 8.0

@@ -118,6 +118,9 @@ class CUDAGraph:
         if scope is not None:
             scope.close()
             _reads.pending = self._pending
+        if self._capture is not None:
+            for undo in self._capture.on_abort:
+                undo()
         self._backend = self._capture = None
 
     def replay(self) -> None:
