@@ -243,7 +243,7 @@ __device__ __forceinline__ Tile tile_at(unsigned t, const TileGrid& grid) {
 template <typename S, unsigned G>
 __device__ __forceinline__ void stage(const S* __restrict__ src, unsigned off, unsigned count,
                                       S* dst) {
-    const unsigned lead = off & (G - 1u);
+    const unsigned lead = count == 0 ? 0u : off & (G - 1u);  // nothing to stage: read nothing at off
     for (unsigned e = threadIdx.x; e < lead + count; e += blockDim.x) {
         const unsigned k = element_of(e, lead);
         dst[k] = src[off + k];  // unconditional: the lanes before the tile copy element 0 again
@@ -254,7 +254,7 @@ __device__ __forceinline__ void stage(const S* __restrict__ src, unsigned off, u
 template <typename S, typename U, unsigned G>
 __device__ __forceinline__ void stage2(const S* __restrict__ src, const U* __restrict__ src2,
                                        unsigned off, unsigned count, S* dst, U* dst2) {
-    const unsigned lead = off & (G - 1u);
+    const unsigned lead = count == 0 ? 0u : off & (G - 1u);  // nothing to stage: read nothing at off
     for (unsigned e = threadIdx.x; e < lead + count; e += blockDim.x) {
         const unsigned k = element_of(e, lead);
         dst[k] = src[off + k];
