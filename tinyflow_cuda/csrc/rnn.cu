@@ -25,6 +25,10 @@
 //   own units (c in the forward; dh and dc in the backward) never leaves shared memory;
 // - the grid synchronises ONCE per step (grid_sync, cooperative groups): h_t (or dgates_t) is
 //   then complete for every block.
+// The *_tc_* entry points are the same kernels with the per-step products on tensor cores: the
+// block's warps compute a chunk's products as 16 x 8 mma.sync tiles (mma.cuh: TF32 for f32, BF16 /
+// FP16 for the 16-bit types, scalar inside f64) into shared memory (`prod`), then one thread a
+// (unit, column) runs the cell from there (no split). The scalar kernels stay the reference path.
 // The grid is at most the SMs' worth of blocks (a cooperative launch refuses more than can be
 // resident). Where W_hh's slice and one staged column do not fit in a block's shared memory
 // (large H), the host takes the per-step path instead: one cuBLAS GEMM and one fused cell
