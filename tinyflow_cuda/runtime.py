@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,11 +150,23 @@ class Runtime(Protocol):
         ...
 
 
+def headers_digest(csrc: Path = CSRC) -> str:
+    """A short digest of the headers the .cu files include (csrc/*.cuh and *.h)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted([*csrc.glob("*.cuh"), *csrc.glob("*.h")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 class CupyRuntime:
     """Compile the .cu files with NVRTC (once per file and device) and launch on CuPy arrays."""
 
-    # NVRTC options: C++17, and csrc/ on the include path for common.cuh
-    options = ("-std=c++17", f"-I{CSRC}")
+    # NVRTC options: C++17, csrc/ on the include path for common.cuh, and a digest of the headers
+    # there: CuPy's kernel cache keys on the source text and options, not on what it #includes, so
+    # an edited common.cuh would otherwise load the cubin built from the old one
+    options = ("-std=c++17", f"-I{CSRC}", f"-DTF_HEADERS={headers_digest()}")
     # and for a file with TF_COOPERATIVE kernels, compiled with enable_cooperative_groups
     cooperative_options = options + ("-DTF_COOPERATIVE_GROUPS",)
     default_shared = 48 * 1024  # dynamic shared memory a launch may use without the opt-in
@@ -220,8 +233,12 @@ class CupyRuntime:
         # compiled Function (``.kernel``) takes the flag per launch: cooperative only for the
         # TF_COOPERATIVE kernels, whose grids plan_sequence sized to be resident at once.
         launch = getattr(fn, "kernel", fn)
-        launch(dim3(grid), dim3(block), self.convert(name, args), shared_mem=int(shared_mem),
-               enable_cooperative_groups=self.kernels[name].cooperative)
+        cooperative = self.kernels[name].cooperative
+        with warnings.catch_warnings():
+            if cooperative:  # CuPy shrinks a cooperative grid that cannot be resident with a warning;
+                warnings.simplefilter("error")  # a persistent kernel would then skip hidden units
+            launch(dim3(grid), dim3(block), self.convert(name, args), shared_mem=int(shared_mem),
+                   enable_cooperative_groups=cooperative)
 
     def shared_memory_per_block(self) -> int:
         """sharedMemPerBlockOptin of the current device (227 KB on an H100)."""

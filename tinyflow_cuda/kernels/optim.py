@@ -27,7 +27,7 @@ Array = Any
 CHUNK = 4096
 """Elements per block of a multi-tensor launch (16 per thread): AlexNet's 61M parameters are
 15k blocks, a 64-element bias one block."""
-MAX_TENSOR = 2**31 - 1  # the multi-tensor kernels index a tensor in 32 bits; larger ones go alone
+MAX_TENSOR = 2**31 - CHUNK  # the multi-tensor kernels index a tensor in 32 bits (i + blockDim.x included)
 
 
 def sgd_momentum_update(param: Array, grad: Array, momentum_buffer: Array | None, lr: float,
