@@ -324,6 +324,45 @@ def test_tensor_core_sequences_over_blocks_and_chunks(emu, case, layer, bias):
         mp.undo()
 
 
+@pytest.mark.parametrize("layer", ["lstm", "gru"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_tensor_core_sequences_with_several_tiles_a_block(emu, layer, dtype):
+    """Shapes past one tile: 3 blocks of 14 units (forward: 56 or 42 rows, 4 row tiles; backward:
+    K = 160 or 120, several k steps), 21 columns (3 column tiles, the last one padded), spread over
+    the block's 8 warps. bf16 against the float32 reference on the same values."""
+    if emu.kind != "emulator":
+        pytest.skip("the cut is patched into the emulator's runtime")
+    gates = 4 if layer == "lstm" else 3
+    case = {"steps": 3, "batch": 21, "hidden": 40, "with_state": True, "dtype": np.float32, "seed": 4}
+    _, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, gates)
+    half = dtype == "bfloat16"
+    cast = (lambda a: a.astype(ml_dtypes.bfloat16)) if half else (lambda a: a)  # noqa: E731
+    proj, w_hh, h0, c0, dout, dh_n, dc_n = map(cast, (proj, w_hh, h0, c0, dout, dh_n, dc_n))
+    if layer == "lstm":
+        fwd_args = (proj, w_hh, h0, c0, False)
+        bwd_args = lambda acts, hs, cs: (dout, dh_n, dc_n, w_hh, acts, cs, False)  # noqa: E731
+    else:
+        fwd_args = (proj, w_hh, None, h0, False)
+        bwd_args = lambda acts, gh, hs: (dout, dh_n, w_hh, acts, gh, hs, False)  # noqa: E731
+    t = half_seq_tol(ml_dtypes.bfloat16) if half else tc_seq_tol(np.float32)
+    sfx = "bf16" if half else "f32"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(emu.emu, "resident_blocks", lambda name, block: 3)
+        mp.setattr(rnn_twin, "TENSOR_CORES", True)
+        wide = (lambda a: a) if not half else widen
+        want = reference(f"{layer}_sequence_forward")(*map(wide, fwd_args))
+        got = run(emu, f"{layer}_sequence_forward", *fwd_args)
+        assert emu.launches == [f"{layer}_sequence_forward_tc_{sfx}"]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(as_float64(g), w, **t)
+        args = bwd_args(*got)
+        want = reference(f"{layer}_sequence_backward")(*map(wide, args))
+        got = run(emu, f"{layer}_sequence_backward", *args)
+        assert emu.launches == [f"{layer}_sequence_backward_tc_{sfx}"]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(as_float64(g), w, **t)
+
+
 def _tf32(x: np.ndarray) -> np.ndarray:
     """x rounded to TF32 (to nearest, ties away), as cvt.rna.tf32.f32."""
     u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)

@@ -219,8 +219,9 @@ def plan_sequence(gates: int, hidden: int, batch: int, itemsize: int, *, backwar
     while chunk > 1 and shared(chunk) > shared_limit:  # the alignment's last few bytes
         chunk -= 1
     chunk = -(-batch // -(-batch // chunk))  # equal chunks: as many as needed, as wide as fits
-    split = 1
-    while not tensor_cores and split * 2 <= SPLIT_MAX and per * chunk * split * 2 <= threads and split * 2 <= rows:
+    split = 1  # tensor cores: the warps share the products, one thread a pair runs the cell
+    while (not tensor_cores and split * 2 <= SPLIT_MAX and per * chunk * split * 2 <= threads
+           and split * 2 <= rows):
         split *= 2
     return SequencePlan(blocks, per, chunk, split, threads, shared(chunk))
 
