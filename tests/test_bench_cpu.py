@@ -62,7 +62,7 @@ FIELDS = {"status", "workload", "framework", "threads", "items_per_step", "unit"
           "cpu_s", "median_step_s", "median_cpu_s", "items_per_s", "peak_rss_mb", "last_loss", "loaded", "env"}
 
 
-@pytest.mark.parametrize("framework", ["tinyflow", "torch"])
+@pytest.mark.parametrize("framework", ["tinyflow", pytest.param("torch", marks=pytest.mark.slow)])
 def test_worker_prints_one_record_with_its_fields(framework: str) -> None:
     if framework == "torch":
         pytest.importorskip("torch")
@@ -78,6 +78,7 @@ def test_worker_prints_one_record_with_its_fields(framework: str) -> None:
     assert record["loaded"] == [framework]  # a worker never loads the other framework
 
 
+@pytest.mark.slow  # ~15 s: a torch and a tinyflow AlexNet in one process; the end-to-end test runs both
 def test_same_process_worker_measures_both_in_one_process() -> None:
     pytest.importorskip("torch")
     records = _worker({"workload": "mnist-cnn", "frameworks": ["torch", "tinyflow"], "threads": 1, "warmup": 0,
