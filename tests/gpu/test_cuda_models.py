@@ -62,13 +62,17 @@ def _alexnet(preset: str, **overrides: Any) -> Callable[[], Any]:
     return lambda: get_model(preset, dropout=0.0, **overrides)
 
 
-@pytest.mark.parametrize("dtype,rtol,atol", [(np.float64, 1e-8, 1e-10), (np.float32, 2e-3, 2e-4)])
+@pytest.mark.parametrize("dtype,rtol,atol", [
+    pytest.param(np.float64, 1e-8, 1e-10, marks=pytest.mark.slow),  # ~14 s on the stand-in
+    (np.float32, 2e-3, 2e-4),
+])
 def test_alexnet64_training_step_matches_cpu(dtype, rtol, atol):
     rng = np.random.default_rng(0)
     batch = (rng.standard_normal((4, 3, 64, 64)).astype(dtype), rng.integers(0, 10, 4))
     _compare(_alexnet("alexnet", num_classes=10), batch, _image_loss, dtype, rtol, atol)
 
 
+@pytest.mark.slow  # ~20 s on the stand-in; grouped convs and LRN are op tests in test_cuda_ops / test_cuda_pool_ops
 def test_alexnet2012_with_groups_and_lrn_matches_cpu():
     """The two-tower 224 layout: grouped convs and LRN, the paths AlexNet-64 does not take."""
     rng = np.random.default_rng(1)
