@@ -262,3 +262,15 @@ def test_searchsorted_isin_unique_consecutive_histc():
             for r, g in zip(ref, got):
                 assert g.device == tf.Device(device)
                 np.testing.assert_array_equal(g.numpy(), r)
+
+
+@pytest.mark.parametrize("layer", ["LSTM", "GRU"])
+def test_recurrent_layer_with_an_empty_batch_is_empty_as_on_the_cpu(layer: str) -> None:
+    """(T, 0, I) in, (T, 0, H) out and zero gradients, as PyTorch: the sequence kernels are not
+    planned for zero columns (the planner divided by the batch, a kernel by zero)."""
+    module = getattr(tf.nn, layer)(3, 5).to("cuda:0")
+    x = tf.zeros(4, 0, 3, device="cuda:0", requires_grad=True)
+    out, _ = module(x)
+    out.sum().backward()
+    assert tuple(out.shape) == (4, 0, 5) and tuple(x.grad.shape) == (4, 0, 3)
+    assert not module.weight_hh_l0.grad.numpy().any()

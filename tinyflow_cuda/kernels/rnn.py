@@ -258,6 +258,8 @@ def lstm_sequence_forward(proj: Array, w_hh: Array, h0: Array | None, c0: Array 
     if not call.supported:
         return reference.lstm_sequence_forward(proj, w_hh, h0, c0, reverse)
     steps, hidden, batch = reference._check_sequence("lstm_sequence_forward", 4, proj, w_hh)
+    if batch == 0:  # nothing to recur over: the reference's empty results (no kernel, no plan)
+        return reference.lstm_sequence_forward(proj, w_hh, h0, c0, reverse)
     dtype = proj.dtype
     with call:
         proj, w_hh, h0, c0 = (_state(call, a, dtype) for a in (proj, w_hh, h0, c0))
@@ -284,6 +286,8 @@ def lstm_sequence_backward(dout: Array, dh_n: Array | None, dc_n: Array | None, 
     if not call.supported:
         return reference.lstm_sequence_backward(dout, dh_n, dc_n, w_hh, acts, cs, reverse, hs)
     steps, hidden, batch = acts.shape[0], cs.shape[1], cs.shape[2]
+    if batch == 0:
+        return reference.lstm_sequence_backward(dout, dh_n, dc_n, w_hh, acts, cs, reverse, hs)
     dtype = acts.dtype
     with call:
         dout, dh_n, dc_n, w_hh, acts, cs = (_state(call, a, dtype)
@@ -306,6 +310,8 @@ def gru_sequence_forward(proj: Array, w_hh: Array, b_hh: Array | None, h0: Array
     if not call.supported:
         return reference.gru_sequence_forward(proj, w_hh, b_hh, h0, reverse)
     steps, hidden, batch = reference._check_sequence("gru_sequence_forward", 3, proj, w_hh)
+    if batch == 0:
+        return reference.gru_sequence_forward(proj, w_hh, b_hh, h0, reverse)
     dtype = proj.dtype
     with call:
         proj, w_hh, b_hh, h0 = (_state(call, a, dtype) for a in (proj, w_hh, b_hh, h0))
@@ -328,6 +334,8 @@ def gru_sequence_backward(dout: Array, dh_n: Array | None, w_hh: Array, acts: Ar
     if not call.supported:
         return reference.gru_sequence_backward(dout, dh_n, w_hh, acts, gh, hs, reverse)
     steps, hidden, batch = acts.shape[0], hs.shape[1], hs.shape[2]
+    if batch == 0:
+        return reference.gru_sequence_backward(dout, dh_n, w_hh, acts, gh, hs, reverse)
     dtype = acts.dtype
     with call:
         dout, dh_n, w_hh, acts, gh, hs = (_state(call, a, dtype)
