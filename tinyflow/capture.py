@@ -32,6 +32,8 @@ class Slot:
 
     array: Any  # (size,) on the capture's device
     value: Callable[[], Any]  # -> what the array holds for the next replayed step (host values)
+    constant: bool = False  # filled before the first replay only (e.g. a table of device addresses)
+    filled: bool = False
 
 
 @dataclass
@@ -49,20 +51,25 @@ class Capture:
     # GradScaler's per-step flags), so that the eager step run instead starts clean.
     on_abort: list[Callable[[], None]] = field(default_factory=list)
 
-    def slot(self, value: Callable[[], Any], dtype: Any, size: int = 1) -> Any:
-        """A (size,) device array of ``dtype`` that holds ``value()`` at every replay."""
+    def slot(self, value: Callable[[], Any], dtype: Any, size: int = 1, constant: bool = False) -> Any:
+        """A (size,) device array of ``dtype`` that holds ``value()`` at every replay (``constant``:
+        at the first replay only, for values the graph fixes anyway, such as device addresses)."""
         allocate = self.allocate or (lambda shape, dt: self.device.xp.empty(shape, dtype=dt))
         array = allocate((size,), np.dtype(dtype))
-        self.slots.append(Slot(array, value))
+        self.slots.append(Slot(array, value, constant))
         return array
 
     def refresh(self) -> None:
-        """Before a replay: every slot's next value, in the order the slots were taken."""
+        """Before a replay: every slot's next value, in the order the slots were taken (a constant
+        slot once: its host-to-device copy is not repeated at every step)."""
         from tinyflow.device import CPU, move
 
         for slot in self.slots:
+            if slot.constant and slot.filled:
+                continue
             host = np.asarray(slot.value(), dtype=slot.array.dtype).reshape(slot.array.shape)
             slot.array[...] = move(host, self.device) if self.device != CPU else host
+            slot.filled = True
 
 
 _state = threading.local()

@@ -136,12 +136,12 @@ def _fits_kernel(call: KernelCall, param: Array, grad: Array, states: list[Array
 
 def _table(call: KernelCall, values: tuple[int, ...]) -> Array:
     """The device table holding ``values``: from the cache eagerly; inside a CUDA graph capture a
-    slot of the capture (the values never change, but an upload while capturing would be baked
-    into the graph or refused: a slot is filled before each replay, outside the graph)."""
+    constant slot of the capture (the values never change, but an upload while capturing would be
+    baked into the graph or refused: the slot is filled before the first replay, outside the graph)."""
     capture = current_capture()
     if capture is None:
         return TABLES.get(call, values)
-    return capture.slot(lambda: values, np.uint64, len(values))
+    return capture.slot(lambda: values, np.uint64, len(values), constant=True)  # addresses the graph fixes
 
 
 def _check_device_values(op: str, call_args: dict[str, Array | None], left: list[int]) -> None:
