@@ -1,6 +1,9 @@
 """DataParallel: N workers of batch b train exactly like one worker of batch N*b, and fail loudly."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -11,7 +14,9 @@ import tinyflow.nn as nn
 import tinyflow.nn.functional as F
 from tinyflow.optim import SGD
 from tinyflow.parallel import CommError, CommTimeoutError, run_local
-from tinyflow.parallel.data_parallel import DataParallel
+from tinyflow.parallel.communicator import Communicator
+from tinyflow.parallel.data_parallel import SMALL_BUCKET_BYTES, DataParallel, choose_by_size
+from tinyflow.parallel.local import LocalComm, LocalGroup
 from tinyflow.parallel.ring import ring_bytes_sent
 from tinyflow.parallel.trace import ChromeTracer
 
@@ -270,3 +275,101 @@ def test_batchnorm_statistics_follow_rank_0():
     means = run_local(fn, 3)
     for m in means[1:]:
         np.testing.assert_array_equal(m, means[0])
+
+
+# ---- the default algorithm: a size rule, nothing timed ---------------------------------------
+
+
+class _NoNativeComm(LocalComm):
+    """A thread rank whose transport has no all-reduce of its own (as a plain TCP transport)."""
+
+    native_allreduce = Communicator.native_allreduce
+
+
+def test_size_rule():
+    """native where the transport has one; else tree for small buckets on >= 4 ranks, ring otherwise."""
+    small, large = SMALL_BUCKET_BYTES - 1, SMALL_BUCKET_BYTES
+    assert [choose_by_size(n, Communicator(0, 4)) for n in (1, small, large, 1 << 30)] == ["tree", "tree", "ring", "ring"]
+    assert [choose_by_size(n, Communicator(0, 16)) for n in (small, large)] == ["tree", "ring"]
+    for world in (2, 3):  # the ring sends no more messages than the tree here, and fewer bytes
+        assert [choose_by_size(n, Communicator(0, world)) for n in (1, small, large)] == ["ring"] * 3
+    assert [choose_by_size(n, LocalComm(LocalGroup(4), 0)) for n in (1, 1 << 30)] == ["native", "native"]
+
+
+def test_default_picks_by_bucket_size_and_averages():
+    """A small (bias) bucket and a large (weight) bucket get tree and ring on 4 ranks of a transport
+    without a native all-reduce, native on the thread transport; the gradients are the mean either way."""
+    world = 4
+    x = np.random.default_rng(0).standard_normal((world * 2, 400)).astype(np.float32)
+
+    def fn(comm):
+        results = {}
+        for name, c in (("plain", _NoNativeComm(comm.group, comm.rank, comm.timeout)), ("native", comm)):
+            layer = nn.Linear(400, 200)  # weight 320,000 bytes, bias 800 bytes
+            dp = DataParallel(layer, c, bucket_mb=SMALL_BUCKET_BYTES / 2**20)
+            dp(tf.tensor(x[comm.rank * 2 : comm.rank * 2 + 2])).sum().backward()
+            results[name] = (dp.algorithm, [b.nbytes for b in dp.buckets], list(dp.bucket_algorithms),
+                             repr(dp), layer.weight.grad.numpy().copy())
+            dp.close()
+        return results
+
+    expected = x.reshape(world, 2, 400).sum(axis=1).mean(axis=0)  # d(sum(xW^T+b))/dW[j] = sum of x rows
+    for results in run_local(fn, world):
+        algorithm, sizes, chosen, text, grad = results["plain"]
+        assert algorithm == "size" and sizes == [800, 320_000]  # bias first (reverse registration order)
+        assert chosen == ["tree", "ring"] and "algorithm=size(tree,ring)" in text
+        np.testing.assert_allclose(grad, np.broadcast_to(expected, (200, 400)), rtol=1e-5, atol=1e-6)
+        _, _, chosen, _, grad = results["native"]
+        assert chosen == ["native", "native"]
+        np.testing.assert_allclose(grad, np.broadcast_to(expected, (200, 400)), rtol=1e-5, atol=1e-6)
+
+
+_IMPORTS_PROBE = """
+import sys
+import numpy as np
+import tinyflow as tf
+import tinyflow.nn as nn
+from tinyflow.parallel import DataParallel, run_local
+
+CALIBRATION = ("tinyflow.parallel.auto", "tinyflow.parallel.cost_model", "tinyflow.parallel.benchmark")
+
+def step(algorithm):
+    def fn(comm):
+        layer = nn.Linear(3, 2)
+        dp = DataParallel(layer, comm, **({} if algorithm is None else {"algorithm": algorithm}))
+        dp(tf.tensor(np.ones((2, 3), dtype=np.float32))).sum().backward()
+        dp.close()
+        return dp.algorithm
+    return run_local(fn, 2)[0]
+
+print(step(None), sorted(m for m in CALIBRATION if m in sys.modules))
+print(step("auto"), sorted(m for m in CALIBRATION if m in sys.modules))
+"""
+
+
+def test_default_loads_no_calibration_and_auto_still_calibrates():
+    """A plain DataParallel (build and one step) imports none of the timing modules; auto does."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", _IMPORTS_PROBE], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == ["size []", "auto ['tinyflow.parallel.auto']"]
+
+
+def test_default_never_times_anything(monkeypatch):
+    """In this process (where other tests may have loaded auto already): the default never calls
+    the calibration, even through allreduce."""
+    import tinyflow.parallel.auto as auto
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a plain DataParallel must not time the all-reduce candidates")
+
+    monkeypatch.setattr(auto, "calibrate", refuse)
+    monkeypatch.setattr(auto, "algorithm_function", refuse)
+    expected = _reference(3, 2)
+    for got in _distributed(3, 2, bucket_mb=1e-6):  # one bucket per parameter
+        for name in expected:
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="choose one of size, ring, tree, naive, native, auto"):
+        run_local(lambda comm: DataParallel(_mlp(0), comm, algorithm="fastest"), 1)

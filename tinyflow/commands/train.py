@@ -127,9 +127,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     dp = parser.add_argument_group("data parallel (image models)")
     dp.add_argument("--nproc", type=positive_int, default=1, help="local worker processes (launched with mpirun)")
-    dp.add_argument("--allreduce", choices=("auto", "ring", "tree", "naive", "native"), default="auto",
+    dp.add_argument("--allreduce", choices=("auto", "size", "ring", "tree", "naive", "native"), default="auto",
                     help="all-reduce algorithm for the gradients; auto picks ring, tree or MPI's own per "
-                         "bucket size from a cost model timed once (default: %(default)s)")
+                         "bucket size from a cost model timed once at start-up, size by a fixed rule with "
+                         "no timing (DataParallel's own default) (default: %(default)s)")
     dp.add_argument("--trace", default=None, help="write a Chrome-trace timeline of compute and all-reduce")
     parser.set_defaults(func=run)
 

@@ -2,7 +2,7 @@
 
 ``allreduce(array, comm, algorithm="ring", op="sum")`` picks one of the algorithm files
 (ring, tree, naive, native, or auto: one of ring, tree and native chosen per size by a cost
-model fitted once per world) and runs it in place; ``op="mean"`` divides by the world size
+model timed once per world, auto.py, loaded only when asked for) and runs it in place; ``op="mean"`` divides by the world size
 afterwards. Arrays may be NumPy or CuPy arrays, or tinyflow Tensors (their ``.array``).
 
 Before the data of a new kind of buffer moves, the ranks check that they agree on its length,
@@ -24,7 +24,6 @@ import numpy as np
 from tinyflow.device import array_module, kernels_of, to_host
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.parallel._segments import segment_bounds, segment_elements
-from tinyflow.parallel.auto import algorithm_function
 from tinyflow.parallel.communicator import Communicator, RankMismatchError
 from tinyflow.parallel.naive import naive_allreduce
 from tinyflow.parallel.native import native_allreduce
@@ -90,6 +89,10 @@ def allreduce(
     if algorithm != "auto":
         ALGORITHMS[algorithm](work, comm, segment_bytes=segment_bytes)
     elif comm.size > 1:
+        # Loaded here, not at the top: only algorithm="auto" needs the timed cost model, so a
+        # plain DataParallel or allreduce never imports (or runs) the calibration.
+        from tinyflow.parallel.auto import algorithm_function
+
         algorithm_function(comm, work)(work, comm, segment_bytes=segment_bytes)
     if op == "mean" and comm.size > 1:
         kernels_of(work).reduce_scale(work, 1.0 / comm.size)

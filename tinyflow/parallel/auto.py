@@ -15,9 +15,11 @@ all sizes does not fit real transports: MPI switches protocols with the size, an
 make mid-sized buffers cheap; the bands follow that.
 
 The ladder only grows as far as the largest buffer asked for (all ranks ask for the same
-sizes in the same order, so all ranks extend it together). ``DataParallel`` calibrates up to
-its largest bucket when it is built, so no training step pays for it. ``calibrate(comm, n,
-measure=...)`` takes a fake timer (tests), ``set_model`` installs a table directly.
+sizes in the same order, so all ranks extend it together). ``DataParallel(algorithm="auto")``
+calibrates up to its largest bucket when it is built, so no training step pays for it; a plain
+``DataParallel`` never loads this module (it picks by a fixed size rule: data_parallel.py).
+``calibrate(comm, n, measure=...)`` takes a fake timer (tests), ``set_model`` installs a table
+directly.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.device import array_module, to_host
-from tinyflow.parallel.communicator import Communicator
+from tinyflow.parallel.communicator import Communicator, has_native_allreduce
 from tinyflow.parallel.native import native_allreduce
 from tinyflow.parallel.ring import ring_allreduce
 from tinyflow.parallel.tree import tree_allreduce
@@ -111,8 +113,7 @@ class AutoModel:
 
 def candidates_for(comm: Communicator) -> tuple[str, ...]:
     """ring and tree always; native where the transport has its own all-reduce."""
-    has_native = type(comm).native_allreduce is not Communicator.native_allreduce
-    return ("ring", "tree", "native") if has_native else ("ring", "tree")
+    return ("ring", "tree", "native") if has_native_allreduce(comm) else ("ring", "tree")
 
 
 def model_for(comm: Communicator) -> AutoModel | None:

@@ -135,6 +135,12 @@ class Communicator:
         return f"{type(self).__name__}(rank={self.rank}, size={self.size}, timeout={self.timeout})"
 
 
+def has_native_allreduce(comm: Communicator) -> bool:
+    """True when ``comm``'s transport brings its own all-reduce (MPI_Allreduce, ncclAllReduce,
+    the thread group's shared-memory sum): its class overrides ``native_allreduce``."""
+    return type(comm).native_allreduce is not Communicator.native_allreduce
+
+
 class Pending:
     """A started exchange; ``wait()`` blocks until it is complete (this base one already is)."""
 

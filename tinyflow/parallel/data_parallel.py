@@ -32,9 +32,44 @@ from typing import Any
 from tinyflow.device import array_module, kernels_of
 from tinyflow.nn.module import Module
 from tinyflow.parallel.allreduce import ALGORITHM_CHOICES, all_gather_object, allreduce, broadcast
-from tinyflow.parallel.communicator import CommError, Communicator
+from tinyflow.parallel.communicator import CommError, Communicator, has_native_allreduce
 from tinyflow.parallel.compression import Compression, get_compression
 from tinyflow.tensor import Tensor
+
+# What DataParallel's ``algorithm=`` accepts: "size" (the default: ``choose_by_size`` per bucket,
+# nothing timed), "auto" (a cost model timed once per world, tinyflow/parallel/auto.py) or one
+# algorithm for every bucket.
+DP_ALGORITHMS = ("size", *ALGORITHM_CHOICES)
+# Below this many bytes a bucket is latency-bound: the size rule sends it down the tree.
+SMALL_BUCKET_BYTES = 256 * 1024
+
+
+def choose_by_size(nbytes: int, comm: Communicator) -> str:
+    """The all-reduce a bucket of ``nbytes`` bytes gets by default (``algorithm="size"``).
+
+    A fixed rule, so that building a DataParallel times nothing (PyTorch's DDP and Horovod
+    start training at once, too); ``algorithm="auto"`` measures instead. In order:
+
+    1. ``native`` whenever the transport has its own all-reduce (MPI_Allreduce, ncclAllReduce,
+       ``run_local``'s shared-memory sum), at every size: those libraries pick their algorithm
+       by size themselves, in compiled code, which is what DDP and Horovod rely on. On the CPU
+       host of docs/allreduce.md, MPI's beat tinyflow's Python ring 5x at 4 KB and was the
+       measured best up to 16 MB.
+    2. ``tree`` for a bucket under ``SMALL_BUCKET_BYTES`` (256 KiB) on 4 or more ranks: such a
+       bucket is latency-bound, and the tree sends 2*ceil(log2 N) messages where the ring sends
+       2(N-1) (the ring-tree crossover of docs/allreduce.md's cost model is 64-300 KB for
+       N = 4-16 on PCIe-class links).
+    3. ``ring`` otherwise: it sends the fewest bytes, 2(N-1)/N of the bucket per rank, and
+       below 4 ranks it sends no more messages than the tree either.
+
+    Every rank gets the same answer (same bucket sizes, same transport), so no rank needs to
+    ask the others.
+    """
+    if has_native_allreduce(comm):
+        return "native"
+    if nbytes < SMALL_BUCKET_BYTES and comm.size >= 4:
+        return "tree"
+    return "ring"
 
 
 @dataclass
@@ -72,8 +107,11 @@ class StepStats:
 class DataParallel(Module):
     """Wrap ``module`` so that its gradients are averaged over all ranks of ``comm``.
 
-    ``algorithm``: auto (the default: ring, tree or native per bucket size, from a cost model
-    timed once per world when the wrapper is built) | ring | tree | naive | native. ``compression``: None | "fp16" | "1bit".
+    ``algorithm``: "size" (the default: native, tree or ring per bucket by a fixed size rule,
+    ``choose_by_size``; nothing is timed) | "auto" (ring, tree or native per bucket from a cost
+    model timed once per world when the wrapper is built: a start-up benchmark that may pay off
+    on an unusual transport) | ring | tree | naive | native (that one for every bucket).
+    ``dp.bucket_algorithms`` holds each bucket's choice. ``compression``: None | "fp16" | "1bit".
     ``overlap=False`` all-reduces every bucket after backward instead of during it.
     ``timeout`` (seconds) overrides the communicator's; a silent rank becomes an error naming it.
     ``broadcast_buffers`` (default True) copies rank 0's buffers (BatchNorm statistics) to every
@@ -85,7 +123,7 @@ class DataParallel(Module):
         self,
         module: Module,
         comm: Communicator,
-        algorithm: str = "auto",
+        algorithm: str = "size",
         bucket_mb: float = 25.0,
         compression: str | Compression | None = None,
         timeout: float | None = None,
@@ -94,8 +132,8 @@ class DataParallel(Module):
         broadcast_buffers: bool = True,
     ) -> None:
         super().__init__()
-        if algorithm not in ALGORITHM_CHOICES:
-            raise ValueError(f"DataParallel: unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHM_CHOICES)}")
+        if algorithm not in DP_ALGORITHMS:
+            raise ValueError(f"DataParallel: unknown algorithm {algorithm!r}; choose one of {', '.join(DP_ALGORITHMS)}")
         if bucket_mb <= 0:
             raise ValueError(f"DataParallel: bucket_mb must be > 0, got {bucket_mb}")
         self.module = module
@@ -183,10 +221,13 @@ class DataParallel(Module):
             broadcast(t.array, self.comm, root=0)
 
     def _choose_algorithms(self) -> list[str]:
-        """Each bucket's all-reduce algorithm; for auto, time the candidates once now (collective)."""
+        """Each bucket's all-reduce algorithm: by the size rule (the default, nothing timed), or
+        for auto from the cost model, timing the candidates once now (collective)."""
+        if self.algorithm == "size":
+            return [choose_by_size(b.nbytes, self.comm) for b in self.buckets]
         if self.algorithm != "auto" or self.comm.size == 1 or not self.buckets:
             return [self.algorithm] * len(self.buckets)
-        from tinyflow.parallel.auto import calibrate
+        from tinyflow.parallel.auto import calibrate  # opt-in: only algorithm="auto" loads it
 
         largest = max(self.buckets, key=lambda b: b.nbytes)
         model = calibrate(self.comm, largest.nbytes, like=largest.flat)
@@ -277,7 +318,9 @@ class DataParallel(Module):
         if self.compression is None:
             allreduce(bucket.flat, self.comm, algorithm=self.bucket_algorithms[bucket.index])
         else:
-            self.compression.allreduce_sum(bucket.flat, self.comm, algorithm=self.algorithm, key=bucket.index)
+            # auto chooses again for the compressed (smaller) buffer; otherwise the bucket's own
+            algorithm = "auto" if self.algorithm == "auto" else self.bucket_algorithms[bucket.index]
+            self.compression.allreduce_sum(bucket.flat, self.comm, algorithm=algorithm, key=bucket.index)
         kernels_of(bucket.flat).reduce_scale(bucket.flat, 1.0 / self.comm.size)
         end = time.perf_counter()
         self.last_step.comm_seconds += end - start
@@ -350,7 +393,7 @@ class DataParallel(Module):
     def extra_repr(self) -> str:
         comp = self.compression.name if self.compression else "none"
         algorithm = self.algorithm
-        if algorithm == "auto" and self.comm.size > 1:
+        if algorithm in ("auto", "size") and self.comm.size > 1:
             algorithm += "(" + ",".join(self.bucket_algorithms) + ")"
         return (
             f"algorithm={algorithm}, world={self.comm.size}, buckets={len(self.buckets)}, "

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tinyflow.device import array_module, to_host
+
 
 class ChromeTracer:
     """Collects complete events ("ph": "X") in microseconds since the tracer was created."""
@@ -139,9 +141,9 @@ class StepTimer:
         """Write the pending lines: their losses come from the device in one host read."""
         if self.file is None or not self.pending:
             return
-        import tinyflow
-
-        losses = tinyflow.stack([loss.reshape(1) for _, loss in self.pending]).numpy().reshape(-1).tolist()
+        arrays = [loss.array.reshape(1) for _, loss in self.pending]  # still on the device
+        xp = array_module(arrays[0])
+        losses = to_host(xp.concatenate(arrays), why="step log losses").astype(float).tolist()
         for (record, _), loss in zip(self.pending, losses):
             self.file.write(json.dumps({**record, "loss": round(loss, 6)}) + "\n")
         self.file.flush()
