@@ -57,8 +57,8 @@ def choose_by_size(nbytes: int, comm: Communicator) -> str:
        measured best up to 16 MB.
     2. ``tree`` for a bucket under ``SMALL_BUCKET_BYTES`` (256 KiB) on 4 or more ranks: such a
        bucket is latency-bound, and the tree sends 2*ceil(log2 N) messages where the ring sends
-       2(N-1) (the ring-tree crossover of docs/allreduce.md's cost model is 64-300 KB for
-       N = 4-16 on PCIe-class links).
+       2(N-1) (the ring-tree crossover of docs/allreduce.md's cost model is 63-281 KB for
+       N = 4-16 on PCIe 3).
     3. ``ring`` otherwise: it sends the fewest bytes, 2(N-1)/N of the bucket per rank, and
        below 4 ranks it sends no more messages than the tree either.
 
