@@ -3,6 +3,10 @@
     import tinyflow as tf
     x = tf.tensor([[1.0, 2.0]], requires_grad=True)
     (x * x).sum().backward(); x.grad
+
+This file gathers names and defines none. The core (Tensor, autograd, creation, dtypes) is
+imported here; subpackages and the wider PyTorch surface (``tinyflow.sin``, ``tinyflow.linalg``,
+...) load on first use, through ``__getattr__`` and the tables below.
 """
 import os as _os
 
@@ -15,73 +19,67 @@ from tinyflow import autograd  # noqa: E402
 from tinyflow.kernels._cpu import tune_allocator as _tune_allocator  # noqa: E402
 
 _tune_allocator()  # keep freed memory for the next training step (see there; TINYFLOW_TUNE_MALLOC=0: off)
-from tinyflow.autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from tinyflow.device import Device
-from tinyflow.functions import *  # noqa: F403 (sin, gather, sort, einsum, eye, dtype names, LongTensor, ...)
-from tinyflow.functions import BUILTIN_DTYPE_NAMES as _BUILTIN_DTYPE_NAMES
-from tinyflow.promotion import can_cast, promote_types, result_type  # PyTorch's type promotion
-from tinyflow.random import Generator, get_rng_state, manual_seed, seed, set_rng_state
-from tinyflow.tensor import (
-    Tensor,
-    arange,
-    as_tensor,
-    bool_,
-    cat,
-    empty,
-    empty_like,
-    float16,
-    float32,
-    float64,
-    full,
-    full_like,
-    get_default_dtype,
-    get_printoptions,
-    int32,
-    int64,
-    linspace,
-    ones,
-    ones_like,
-    pad,
-    rand,
-    rand_like,
-    randint,
-    randn,
-    randn_like,
-    randperm,
-    set_default_dtype,
-    set_printoptions,
-    split,
-    stack,
-    tensor,
-    where,
-    zeros,
-    zeros_like,
+from tinyflow import surface as _surface  # noqa: E402,F401 (attaches the surface's Tensor methods)
+from tinyflow.autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
+from tinyflow.creation import (  # noqa: E402
+    arange, as_tensor, cat, empty, empty_like, full, full_like, linspace, ones, ones_like, pad, rand, rand_like,
+    randint, randn, randn_like, randperm, split, stack, tensor, where, zeros, zeros_like,
 )
+from tinyflow.device import Device  # noqa: E402
+from tinyflow.dtypes import (  # noqa: E402
+    bool_, double, float16, float32, float64, get_default_dtype, half, int8, int16, int32, int64, long,
+    set_default_dtype, short, uint8,
+)
+from tinyflow.promotion import can_cast, promote_types, result_type  # noqa: E402 (PyTorch's type promotion)
+from tinyflow.random import Generator, get_rng_state, manual_seed, seed, set_rng_state  # noqa: E402
+from tinyflow.return_types import Size  # noqa: E402
+from tinyflow.tensor import Tensor  # noqa: E402
 
 __version__ = "0.1.0"
 
 device = Device
 
-
-def _lazy(name: str):  # noqa: ANN202
-    import importlib
-
-    return importlib.import_module(f"tinyflow.{name}")
+# Subpackages and modules that load on first use (``tinyflow.nn``, ``tinyflow.linalg``, ...).
+_SUBMODULES = (
+    "nn", "optim", "data", "parallel", "ops", "kernels", "testing", "amp", "serialization", "cuda", "cpu",
+    "accelerator", "backends", "utils", "distributions", "linalg", "special", "jit", "distributed", "func", "onnx",
+)
+# Single names that live in a module loaded on first use: name -> (module, attribute).
+_LAZY_NAMES = {
+    "autocast": ("tinyflow.amp", "autocast"),  # torch.autocast(device_type, dtype=None, enabled=True)
+    "vmap": ("tinyflow.func", "vmap"),  # torch.vmap is torch.func.vmap
+    "save": ("tinyflow.serialization", "save"),
+    "load": ("tinyflow.serialization", "load"),
+    "set_printoptions": ("tinyflow._tensor_str", "set_printoptions"),
+    "get_printoptions": ("tinyflow._tensor_str", "get_printoptions"),
+}
+# Everything else PyTorch has at top level (sin, gather, einsum, eye, FloatTensor, ...).
+_FUNCTIONS_MODULE = "tinyflow.functions"
 
 
 def __getattr__(name: str):  # noqa: ANN202
-    """Subpackages (nn, optim, data, parallel, ...) and save/load load on first use."""
-    if name in ("nn", "optim", "data", "parallel", "ops", "kernels", "testing", "amp", "serialization",
-                "cuda", "cpu", "accelerator", "backends", "utils", "distributions", "linalg", "special", "jit", "distributed", "func", "onnx"):
-        return _lazy(name)
-    if name == "autocast":  # torch.autocast(device_type, dtype=None, enabled=True)
-        return _lazy("amp").autocast
-    if name == "vmap":  # torch.vmap is torch.func.vmap
-        return _lazy("func").vmap
-    if name in ("save", "load"):
-        return getattr(_lazy("serialization"), name)
-    if name in _BUILTIN_DTYPE_NAMES:  # tinyflow.float / int / bool: not defined here, where they
-        return _BUILTIN_DTYPE_NAMES[name]  # would shadow Python's builtins
+    """Subpackages, save/load and the PyTorch surface's functions load on first use."""
+    import importlib
+
+    from tinyflow import dtypes
+
+    if name in _SUBMODULES:
+        return importlib.import_module(f"tinyflow.{name}")
+    if name in _LAZY_NAMES:
+        module, attr = _LAZY_NAMES[name]
+        return getattr(importlib.import_module(module), attr)
+    if name in dtypes.BUILTIN_DTYPE_NAMES:  # tinyflow.float / int / bool: not defined here, where they
+        return dtypes.BUILTIN_DTYPE_NAMES[name]  # would shadow Python's builtins
     if name == "bfloat16":  # needs ml_dtypes: resolved on first use, not at import
-        return _lazy("dtypes").bfloat16()
+        return dtypes.bfloat16()
+    functions = importlib.import_module(_FUNCTIONS_MODULE)
+    if not name.startswith("_") and hasattr(functions, name):
+        return getattr(functions, name)
     raise AttributeError(f"module 'tinyflow' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    import importlib
+
+    return sorted(set(globals()) | set(_SUBMODULES) | set(_LAZY_NAMES)
+                  | set(importlib.import_module(_FUNCTIONS_MODULE).__all__))

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool_",
+    "half", "double", "short", "long", "get_default_dtype", "set_default_dtype",
     "bfloat16",
     "as_dtype",
     "is_dtype_name",
@@ -94,3 +96,41 @@ def is_half(dtype: Any) -> bool:
     """float16 or bfloat16: too coarse for optimizer state and small updates (fp32 master weights)."""
     dtype = as_dtype(dtype)
     return dtype.itemsize == 2 and is_floating(dtype)
+
+
+# ------------------------------------------------------------------------------ dtype names
+# tinyflow.float32 & co. (PyTorch's names; tinyflow/__init__.py exports them).
+float16 = half = np.dtype("float16")
+float32 = np.dtype("float32")
+float64 = double = np.dtype("float64")
+int8, uint8, int16, short = np.dtype("int8"), np.dtype("uint8"), np.dtype("int16"), np.dtype("int16")
+int32 = np.dtype("int32")
+int64 = long = np.dtype("int64")
+bool_ = np.dtype("bool")
+
+# Names that would shadow Python's builtins inside the package: tinyflow/__init__.py serves
+# tinyflow.float / int / bool from its module __getattr__ instead of defining them.
+BUILTIN_DTYPE_NAMES = {"float": float32, "int": int32, "bool": bool_}
+
+# ``x.type()`` names, as PyTorch prints them, and the dtype each legacy constructor makes.
+LEGACY_TYPES: dict[str, str] = {
+    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
+    "LongTensor": "int64", "IntTensor": "int32", "ShortTensor": "int16", "CharTensor": "int8",
+    "ByteTensor": "uint8", "BoolTensor": "bool",
+}
+
+# ------------------------------------------------------------------------------ the default dtype
+_default_dtype = float32
+
+
+def get_default_dtype() -> np.dtype:
+    """The dtype of tensors made from Python floats and of ``zeros``/``randn`` without dtype=."""
+    return _default_dtype
+
+
+def set_default_dtype(dtype: Any) -> None:
+    global _default_dtype
+    dtype = as_dtype(dtype)
+    if not is_floating(dtype):
+        raise TypeError(f"set_default_dtype: only floating dtypes can be the default, got {dtype}")
+    _default_dtype = dtype

@@ -1,140 +1,39 @@
 """The ``tinyflow.*`` functions that mirror ``torch.*``, the dtype names and the legacy types.
 
-Most are a Tensor method with the tensor first (``tinyflow.sin(x)`` is ``x.sin()``): they are
-listed in ``METHOD_FUNCTIONS`` and made by :func:`_method_function`. The others are defined
-below: creation (eye, from_numpy, *_like), einsum, max/min (which also compare two tensors),
+Most are a Tensor method with the tensor first (``tinyflow.sin(x)`` is ``x.sin()``): the surface
+table (tinyflow/surface.py) declares them and :func:`tinyflow.surface.function` makes them. The
+others are defined below: creation (eye, from_numpy, *_like), einsum, max/min (which also compare two tensors),
 meshgrid, sampling, the legacy constructors (``tinyflow.FloatTensor(2, 3)``) and
-``inference_mode``. ``import tinyflow as torch`` then finds them under PyTorch's names.
+``inference_mode``. ``import tinyflow as torch`` then finds them under PyTorch's names (tinyflow/__init__.py
+loads this module on the first such name).
 
 This module defines ``sum``, ``max``, ``all``, ``abs``, ``round``, ... (PyTorch's names): its own
 code reaches Python's builtins of those names as ``builtins.<name>``.
 """
 from __future__ import annotations
 
-import builtins
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from tinyflow import tensor_methods_layout as _methods_layout
-from tinyflow import tensor_methods_linalg as _methods_linalg
-from tinyflow import tensor_methods_special as _methods_special
-from tinyflow import tensor_methods_stats as _methods_stats
-from tinyflow.autograd import is_grad_enabled, set_grad_enabled
+from tinyflow.arg_parser import accept_axis_alias, takes_dim
+from tinyflow.autograd import set_grad_enabled
+from tinyflow.creation import _make, legacy_tensor, randint, tensor
 from tinyflow.device import CPU
-from tinyflow.dtypes import as_dtype
-from tinyflow.tensor import Tensor, _make, empty, float16, float32, float64, int32, int64, randint, tensor
-from tinyflow.tensor_methods import LEGACY_TYPES, accept_axis_alias, takes_dim
+from tinyflow.dtypes import LEGACY_TYPES, as_dtype, int64
+from tinyflow.return_types import Size
+from tinyflow.surface import FUNCTIONS, function
+from tinyflow.tensor import Tensor
 
 # ------------------------------------------------------------------------------ dtype names
-double, half, long = float64, float16, int64
-int8, uint8, int16, short = np.dtype("int8"), np.dtype("uint8"), np.dtype("int16"), np.dtype("int16")
 dtype = np.dtype  # isinstance(x.dtype, tinyflow.dtype)
 finfo, iinfo = np.finfo, np.iinfo
 
-# Names that would shadow Python's builtins inside the package: tinyflow/__init__.py serves
-# tinyflow.float / int / bool from its module __getattr__ instead of defining them.
-BUILTIN_DTYPE_NAMES = {"float": float32, "int": int32, "bool": np.dtype("bool")}
-
-# ------------------------------------------------------------------------------ method functions
-METHOD_FUNCTIONS = [
-    # maths
-    "sin", "cos", "tan", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "sinh", "cosh", "asinh",
-    "acosh", "atanh", "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "rsqrt", "log2", "log10",
-    "log1p", "expm1", "exp2", "erf", "erfinv", "reciprocal", "square", "neg", "negative", "logaddexp",
-    "lerp", "copysign", "floor", "ceil", "trunc", "fix", "round", "sign", "frac", "div", "divide",
-    "true_divide", "floor_divide", "fmod", "remainder", "exp", "log", "sqrt", "tanh", "sigmoid", "relu",
-    "abs", "clamp", "clip", "clamp_min", "clamp_max", "nan_to_num", "add", "sub", "mul", "matmul", "maximum",
-    "minimum", "softmax", "log_softmax", "diff",
-    # predicates, logical and bitwise
-    "isinf", "isnan", "isfinite", "isposinf", "isneginf", "signbit", "isclose", "allclose", "equal",
-    "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_not", "bitwise_and",
-    "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "eq", "ne", "lt", "le",
-    "gt", "ge",
-    # indexing
-    "gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add", "masked_select",
-    "masked_fill", "nonzero", "argwhere", "take", "take_along_dim",
-    # sorting, scans, reductions
-    "sort", "argsort", "msort", "topk", "kthvalue", "median", "unique", "bincount", "cumsum", "cumprod", "cummax",
-    "cummin", "logcumsumexp", "prod", "sum", "mean", "var", "std", "var_mean", "std_mean", "amax", "amin",
-    "argmax", "argmin", "logsumexp", "all", "any", "count_nonzero", "norm",
-    # shape
-    "flip", "fliplr", "flipud", "roll", "tile", "repeat_interleave", "unflatten", "narrow", "select",
-    "unbind", "movedim", "moveaxis", "swapaxes", "swapdims", "ravel", "tril", "triu", "diag", "diagonal",
-    "trace", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "chunk",
-    "clone", "numel", "is_floating_point", "is_complex",
-    # products
-    "dot", "inner", "outer", "ger", "mm", "bmm", "mv", "addmm", "addcmul", "addcdiv",
-    # sampling
-    "multinomial", "bernoulli",
-]
-
-
-def _method_function(name: str) -> Callable[..., Any]:
-    def function(input: Tensor, *args: Any, out: Any = None, **kwargs: Any) -> Any:  # noqa: A002 (PyTorch's name)
-        if not isinstance(input, Tensor):
-            raise TypeError(f"tinyflow.{name}: expected a Tensor as the first argument, got {type(input).__name__}")
-        result = getattr(input, name)(*args, **kwargs)
-        return result if out is None else write_out(name, result, out)
-
-    function.__name__ = function.__qualname__ = name
-    function.__doc__ = f"``tinyflow.{name}(input, ...)`` is ``input.{name}(...)``: see ``Tensor.{name}``."
-    return function
-
-
-def write_out(name: str, result: Any, out: Any) -> Any:
-    """PyTorch's ``out=`` contract: ``result`` (a Tensor or a tuple of them) copied into ``out``.
-
-    ``out`` must match the result's structure and device; each result must be castable to its
-    out's dtype (float into an integer tensor is an error, as in PyTorch). An out of another shape
-    is resized (with PyTorch's warning when it had elements). Like PyTorch, out= does not support
-    autograd: a result that requires grad is an error. Returns ``out``.
-    """
-    import warnings
-
-    from tinyflow.promotion import can_cast
-
-    results, outs = (result, out) if isinstance(result, tuple) else ((result,), (out,))
-    if not isinstance(outs, (tuple, list)) or len(outs) != len(results) or not builtins.all(
-        isinstance(o, Tensor) for o in outs
-    ):
-        kind = f"a tuple of {len(results)} Tensors" if isinstance(result, tuple) else "a Tensor"
-        raise TypeError(f"{name}(): argument 'out' must be {kind}, got {type(out).__name__}")
-    for r, o in zip(results, outs):
-        if r.requires_grad and is_grad_enabled():
-            raise RuntimeError(
-                f"{name}(): functions with out=... arguments don't support automatic differentiation, but one of "
-                "the arguments requires grad. Call it under tinyflow.no_grad() or drop out=."
-            )
-        if not can_cast(r.dtype, o.dtype):
-            raise RuntimeError(f"{name}(): result type {r.dtype} can't be cast to the desired output type {o.dtype}")
-        if r.device != o.device:
-            raise RuntimeError(f"{name}(): the result is on {r.device} but out is on {o.device}; move out there first")
-        if tuple(o.shape) != tuple(r.shape):
-            if o.numel() != 0:
-                warnings.warn(
-                    f"An output with one or more elements was resized since it had shape {list(o.shape)}, which does "
-                    f"not match the required output shape {list(r.shape)}. Pass an empty out tensor to avoid this "
-                    "warning.",
-                    UserWarning,
-                    stacklevel=3,
-                )
-            o.data = empty(tuple(r.shape), dtype=o.dtype, device=o.device)
-        with set_grad_enabled(False):
-            o.copy_(r)
-    return type(result)(*outs) if hasattr(result, "_fields") else out  # a named tuple (sort, topk) stays one
-
-
-# The methods and functions of the linalg, special, layout and statistics mixins.
-_EXTRA_FUNCTIONS: dict[str, Callable[..., Any]] = {}
-for _module in (_methods_linalg, _methods_special, _methods_layout, _methods_stats):
-    METHOD_FUNCTIONS += [n for n in _module.METHOD_FUNCTIONS if n not in METHOD_FUNCTIONS]
-    _EXTRA_FUNCTIONS.update(_module.FUNCTIONS)
-globals().update(_EXTRA_FUNCTIONS)
-
-for _name in METHOD_FUNCTIONS:
-    globals()[_name] = _method_function(_name)
+# ------------------------------------------------------------------------------ the table's functions
+# tinyflow.sin(x) & co.: every name the surface table declares with the "f" variant.
+for _name in FUNCTIONS:
+    globals()[_name] = function(_name)
 
 
 class memory_format:
@@ -194,34 +93,6 @@ def is_tensor(obj: Any) -> bool:
     return isinstance(obj, Tensor)
 
 
-class Size(tuple):
-    """``torch.Size``: a tuple of sizes (``x.shape`` and ``x.size()`` are plain tuples, equal to
-    it); ``numel()``, PyTorch's repr, and slices and sums that stay Sizes."""
-
-    def __new__(cls, sizes: Any = ()) -> Size:
-        dims = tuple(sizes)
-        for d in dims:
-            if isinstance(d, (float, bool)) or not hasattr(d, "__index__"):
-                raise TypeError(f"Size: a dimension must be an int, got {type(d).__name__} ({d!r})")
-        return super().__new__(cls, (d.__index__() for d in dims))
-
-    def numel(self) -> int:
-        n = 1
-        for s in self:
-            n *= int(s)
-        return n
-
-    def __getitem__(self, index: Any) -> Any:
-        got = super().__getitem__(index)
-        return Size(got) if isinstance(index, slice) else got
-
-    def __add__(self, other: Any) -> Size:
-        return Size(tuple(self) + tuple(other))
-
-    def __repr__(self) -> str:
-        return f"tinyflow.Size({list(self)})"
-
-
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
     """The (2, n) row and column indices of the lower triangle of a row x col matrix."""
     rows, cols = np.tril_indices(row, offset, col)
@@ -247,7 +118,7 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     """Sums of products over the subscripts of ``equation`` ('ij,jk->ik', '...ij->...ji', 'ii->i').
 
     The operands may also come as one list, as ``torch.einsum('ij,jk', [a, b])``."""
-    from tinyflow.ops.linalg import Einsum
+    from tinyflow.ops.einsum import Einsum
 
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
@@ -393,22 +264,6 @@ def is_deterministic_algorithms_warn_only_enabled() -> bool:
 # ------------------------------------------------------------------------------ legacy constructors
 
 
-def legacy_tensor(dt: Any, args: tuple, device: Any = None) -> Tensor:
-    """``FloatTensor(2, 3)`` (sizes: an uninitialised tensor), ``FloatTensor([1, 2])`` or
-    ``FloatTensor(array)`` (data, converted), ``FloatTensor()`` (empty), in dtype ``dt``."""
-    dt = as_dtype(dt)
-    if not args:
-        return empty(0, dtype=dt, device=device)
-    if builtins.all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
-        return empty(*args, dtype=dt, device=device)
-    if len(args) == 1:
-        data = args[0]
-        if isinstance(data, Tensor):
-            data = data.detach()
-        return tensor(data, dtype=dt, device=device)
-    raise TypeError(f"{dt.name} tensor constructor: expected sizes (ints) or one sequence of data, got {args!r}")
-
-
 class _LegacyTensorType(type):
     """The metaclass of tinyflow.FloatTensor & co.: calling one builds a Tensor of its dtype and
     ``isinstance(x, tinyflow.FloatTensor)`` asks for that dtype."""
@@ -447,12 +302,12 @@ for _name, _fn in list(globals().items()):
         globals()[_name] = accept_axis_alias(_fn)
 
 __all__ = [
-    *METHOD_FUNCTIONS, *_EXTRA_FUNCTIONS, "memory_format", "contiguous_format", "preserve_format", "channels_last",
+    *FUNCTIONS, "memory_format", "contiguous_format", "preserve_format", "channels_last",
     "channels_last_3d", "cosine_similarity", "pairwise_distance", "pdist", "pow", "max", "min", "is_tensor", "Size", "tril_indices", "triu_indices", "concat", "concatenate", "einsum", "eye", "from_numpy",
     "meshgrid", "broadcast_shapes", "broadcast_tensors", "randint_like", "normal", "bernoulli",
     "inference_mode", "compile", "set_num_threads", "get_num_threads", "set_num_interop_threads",
     "get_num_interop_threads", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
-    "is_deterministic_algorithms_warn_only_enabled", "double", "half", "long", "int8", "uint8", "int16", "short", "dtype", "finfo", "iinfo",
+    "is_deterministic_algorithms_warn_only_enabled", "dtype", "finfo", "iinfo",
     "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
     "ByteTensor", "BoolTensor",
 ]

@@ -1,19 +1,14 @@
 """The wider PyTorch surface of Tensor: maths, rounding, predicates, logical and bitwise ops,
 gather/scatter and friends, sorting, scans, shape ops, products, conversions and ``new_*``.
 
-``Tensor`` (tinyflow/tensor.py) inherits these from ``TensorMethods``; tensor.py keeps the core
-(storage, autograd, arithmetic, reductions, reshape). Each method here calls an op of
+``TensorMethods`` is a namespace, not a base class: Tensor (tinyflow/tensor.py, the core) does not
+inherit it; tinyflow/surface.py attaches each method its table lists (with the in-place forms and the
+``tinyflow.*`` functions). Each method here calls an op of
 tinyflow/ops/ (mostly math.py, indexing.py, sort.py, scan.py, shape.py) or composes methods; the
 ``tinyflow.*`` functions of the same names (tinyflow/functions.py) call these methods.
-
-Where PyTorch accepts ``axis=`` for ``dim=`` (NumPy's spelling), so does every method and function
-that takes a ``dim``: :func:`accept_axis_alias` wraps them once, at import.
 """
 from __future__ import annotations
 
-import functools
-import inspect
-import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,22 +16,12 @@ import numpy as np
 
 from tinyflow import promotion, return_types
 from tinyflow.dtypes import as_dtype, is_floating
-from tinyflow.tensor_methods_layout import LayoutMethods
-from tinyflow.tensor_methods_linalg import LinalgMethods
-from tinyflow.tensor_methods_special import SpecialMethods
-from tinyflow.tensor_methods_stats import StatsMethods
+from tinyflow.dtypes import LEGACY_TYPES
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
 
-__all__ = ["TensorMethods", "accept_axis_alias", "legacy_type_name", "LEGACY_TYPES"]
-
-# ``x.type()`` names, as PyTorch prints them, and the dtype each legacy constructor makes.
-LEGACY_TYPES: dict[str, str] = {
-    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
-    "LongTensor": "int64", "IntTensor": "int32", "ShortTensor": "int16", "CharTensor": "int8",
-    "ByteTensor": "uint8", "BoolTensor": "bool",
-}
+__all__ = ["TensorMethods", "legacy_type_name"]
 
 
 def legacy_type_name(dtype: Any, cuda: bool = False) -> str:
@@ -62,9 +47,10 @@ def _ops() -> Any:
 
 
 def _tf() -> Any:
-    """The module tinyflow.tensor (``import tinyflow.tensor`` would give the function tensor,
-    which tinyflow/__init__.py exports under that name)."""
-    return sys.modules["tinyflow.tensor"]
+    """tinyflow/creation.py: Tensor and the creation functions (tensor, zeros, where, cat, _draw, ...)."""
+    from tinyflow import creation
+
+    return creation
 
 
 def _floating(t: Tensor) -> Tensor:
@@ -90,7 +76,7 @@ def _dims(dims: Any) -> tuple[int, ...]:
 
 
 def _dim(op: str, dim: int, ndim: int) -> int:
-    from tinyflow.ops.indexing import normalize_dim
+    from tinyflow.ops.reduce import normalize_dim
 
     return normalize_dim(op, dim, ndim)
 
@@ -159,9 +145,10 @@ def _lower_median(t: Tensor, d: int, keepdim: bool) -> tuple[Tensor, Tensor]:
     return values, index
 
 
-class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
-    """Mixed into Tensor; see the module docstring. Grouped as the sections below; the bases add
-    the linalg, special, layout and statistics methods (tinyflow/tensor_methods_*.py)."""
+class TensorMethods:
+    """Tensor methods of the PyTorch surface (``self`` is a Tensor), grouped as the sections below;
+    a namespace that tinyflow/surface.py reads, not a base class. The linalg, special, layout and
+    statistics methods are in tinyflow/tensor_methods_*.py."""
 
     # ------------------------------------------------------------ trigonometric, hyperbolic
     def sin(self) -> Tensor:
@@ -1016,60 +1003,3 @@ class TensorMethods(LinalgMethods, SpecialMethods, LayoutMethods, StatsMethods):
             low = low or 0
         draws = _tf().randint(int(low), int(high), tuple(self.shape), generator=generator, device=self.device)
         return self.copy_(draws)
-
-
-# The in-place forms of unary maths (x.sin_() writes sin(x) into x); the history moves onto the op.
-def _inplace_form(name: str) -> Callable[..., Tensor]:
-    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        if name in ("cumsum", "cumprod"):
-            _no_bool(name + "_", self)  # an int64 running sum has no bool tensor to go back into
-        result = getattr(self, name)(*args, **kwargs)
-        if not promotion.can_cast(result.dtype, self.dtype):  # sin_ of an int tensor: not a silent truncation
-            raise RuntimeError(
-                f"{name}_: result type {as_dtype(result.dtype).name} can't be cast to the desired output type "
-                f"{as_dtype(self.dtype).name}; use the out-of-place {name}() or convert first"
-            )
-        return self.copy_(result)
-
-    method.__name__ = method.__qualname__ = name + "_"
-    method.__doc__ = f"In place: ``x.{name}_()`` writes ``x.{name}()`` into x."
-    return method
-
-
-for _name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "rsqrt",
-              "log2", "log10", "log1p", "expm1", "exp2", "erf", "erfinv", "reciprocal", "square", "neg", "floor",
-              "ceil", "trunc", "round", "sign", "frac", "fmod", "remainder", "lerp", "logical_not", "copysign",
-              "atan2", "cumsum", "cumprod", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "clamp_min",
-              "clamp_max", "nan_to_num"):
-    setattr(TensorMethods, _name + "_", _inplace_form(_name))
-
-
-def accept_axis_alias(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` that also takes ``axis=`` for its ``dim=`` parameter, as PyTorch's functions do."""
-
-    @functools.wraps(fn)
-    def with_axis(*args: Any, **kwargs: Any) -> Any:
-        if "axis" in kwargs:
-            if "dim" in kwargs:
-                raise TypeError(f"{fn.__name__}(): give dim or axis, not both")
-            kwargs["dim"] = kwargs.pop("axis")
-        return fn(*args, **kwargs)
-
-    return with_axis
-
-
-def takes_dim(fn: Any) -> bool:
-    """True for a function with a ``dim`` parameter and no ``axis`` one."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return "dim" in params and "axis" not in params
-
-
-def add_axis_alias(cls: type) -> None:
-    """Wrap every method of ``cls`` (and its bases) that takes ``dim`` with accept_axis_alias."""
-    for klass in cls.__mro__:
-        for name, fn in list(vars(klass).items()):
-            if inspect.isfunction(fn) and takes_dim(fn) and not hasattr(fn, "__wrapped__"):
-                setattr(klass, name, accept_axis_alias(fn))

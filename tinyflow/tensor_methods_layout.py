@@ -1,9 +1,8 @@
 """Tensor methods that stack, split, rotate, scatter into and index-fill tensors (tensor_split,
 hsplit, rot90, index_copy, index_fill, index_put, masked_scatter, slice_scatter, ...).
 
-``TensorMethods`` (tinyflow/tensor_methods.py) inherits ``LayoutMethods``. ``METHOD_FUNCTIONS`` lists the
-methods that are also ``tinyflow.<name>(input, ...)`` functions; ``FUNCTIONS`` the ``tinyflow.*``
-functions that are not methods (tinyflow/functions.py exports both).
+``LayoutMethods`` is a namespace, not a base class: tinyflow/surface.py attaches the methods and the
+``tinyflow.*`` functions of this file that its table lists.
 
 Most of these are compositions of differentiable ops (slicing, cat, flip, permute, where); the
 scatter-style ones with their own gradients live in tinyflow/ops/layout.py.
@@ -12,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import sys
 import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,12 +20,14 @@ import numpy as np
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
 
-__all__ = ["LayoutMethods", "METHOD_FUNCTIONS", "FUNCTIONS"]
+__all__ = ["LayoutMethods"]
 
 
 def _tf() -> Any:
-    """The module tinyflow.tensor (imported by the time any of these runs)."""
-    return sys.modules["tinyflow.tensor"]
+    """tinyflow/creation.py: Tensor and the creation functions (tensor, zeros, where, cat, _draw, ...)."""
+    from tinyflow import creation
+
+    return creation
 
 
 def _layout_ops() -> Any:
@@ -41,7 +41,7 @@ def _is_tensor(x: Any) -> bool:
 
 
 def _wrap_dim(op: str, dim: int, ndim: int) -> int:
-    from tinyflow.ops.indexing import normalize_dim
+    from tinyflow.ops.reduce import normalize_dim
 
     return normalize_dim(op, dim, ndim)
 
@@ -645,15 +645,3 @@ def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False, inve
     ref = elements if _is_tensor(elements) else test_elements
     e, t = _as_values(elements, ref), _as_values(test_elements, ref)
     return _no_grad_op(lambda xp, a, b: xp.isin(a, b, assume_unique=assume_unique, invert=invert), e, t)
-
-
-METHOD_FUNCTIONS: list[str] = [
-    "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes", "rot90", "diag_embed", "diagflat",
-    "index_copy", "index_fill", "index_put", "index_put_", "masked_scatter", "slice_scatter", "select_scatter",
-    "diagonal_scatter", "put", "broadcast_to", "unique_consecutive",
-]
-FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "hstack": hstack, "vstack": vstack, "row_stack": row_stack, "dstack": dstack, "column_stack": column_stack,
-    "block_diag": block_diag, "cartesian_prod": cartesian_prod, "combinations": combinations, "vander": vander,
-    "logspace": logspace, "range": range_, "searchsorted": searchsorted, "bucketize": bucketize, "isin": isin,
-}

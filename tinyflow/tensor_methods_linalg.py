@@ -1,21 +1,19 @@
 """Tensor methods of torch.linalg's surface (det, inverse, logdet, slogdet, pinverse, svd, qr,
 cholesky, matrix_power, ...): each calls tinyflow.linalg (tinyflow/linalg.py).
 
-``TensorMethods`` (tinyflow/tensor_methods.py) inherits ``LinalgMethods``. ``METHOD_FUNCTIONS`` lists the
-methods that are also ``tinyflow.<name>(input, ...)`` functions; ``FUNCTIONS`` the ``tinyflow.*``
-functions that are not methods (tinyflow/functions.py exports both).
+``LinalgMethods`` is a namespace, not a base class: tinyflow/surface.py attaches the methods and the
+``tinyflow.*`` functions of this file that its table lists.
 """
 from __future__ import annotations
 
 import warnings
 from collections import namedtuple
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
 
-__all__ = ["LinalgMethods", "METHOD_FUNCTIONS", "FUNCTIONS"]
+__all__ = ["LinalgMethods"]
 
 # torch.return_types of the old (non-linalg) API
 slogdet_result = namedtuple("slogdet", ["sign", "logabsdet"])
@@ -168,10 +166,3 @@ def chain_matmul(*matrices: Tensor) -> Tensor:
     if len(matrices) == 1:
         return matrices[0].clone()
     return _linalg().multi_dot(matrices)
-
-
-METHOD_FUNCTIONS: list[str] = [
-    "det", "logdet", "slogdet", "inverse", "pinverse", "svd", "qr", "cholesky", "cholesky_solve",
-    "cholesky_inverse", "matrix_power", "matrix_exp", "cross", "adjoint",
-]
-FUNCTIONS: dict[str, Callable[..., Any]] = {"chain_matmul": chain_matmul}

@@ -1,9 +1,8 @@
 """Tensor methods for the special and extra elementwise functions (lgamma, digamma, erfc, logit,
 xlogy, hypot, sinc, ...): each calls an op of tinyflow/ops/special.py.
 
-``TensorMethods`` (tinyflow/tensor_methods.py) inherits ``SpecialMethods``. ``METHOD_FUNCTIONS`` lists the
-methods that are also ``tinyflow.<name>(input, ...)`` functions; ``FUNCTIONS`` the ``tinyflow.*``
-functions that are not methods (tinyflow/functions.py exports both).
+``SpecialMethods`` is a namespace, not a base class: tinyflow/surface.py attaches the methods and the
+``tinyflow.*`` functions of this file that its table lists.
 
 As PyTorch: float functions of integer tensors compute in the default float dtype; binary ops
 promote their operands (a Python number on either side); the in-place forms (``x.lgamma_()``)
@@ -13,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tinyflow import promotion
@@ -22,7 +20,7 @@ from tinyflow.dtypes import as_dtype, is_complex, is_floating
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
 
-__all__ = ["SpecialMethods", "METHOD_FUNCTIONS", "FUNCTIONS", "frexp_result", "binary_operands"]
+__all__ = ["SpecialMethods", "frexp_result", "binary_operands"]
 
 # torch.return_types.frexp (tinyflow/return_types.py has no entry for it yet).
 frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
@@ -216,29 +214,6 @@ class SpecialMethods:
         return self.copy_(self.float_power(exponent))
 
 
-def _inplace_form(name: str) -> Callable[..., Tensor]:
-    """``x.<name>_(...)``: ``x.<name>(...)`` written into x (as tensor_methods.py's in-place forms);
-    a floating result does not go into an integer tensor (PyTorch's RuntimeError)."""
-
-    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        result = getattr(self, name)(*args, **kwargs)
-        if is_floating(result.dtype) and not is_floating(self.dtype):
-            raise RuntimeError(
-                f"{name}_: result type {result.dtype} can't be cast to the desired output type {self.dtype}; "
-                f"use x.{name}(...) or convert x to a float dtype first"
-            )
-        return self.copy_(result)
-
-    method.__name__ = method.__qualname__ = name + "_"
-    method.__doc__ = f"In place: ``x.{name}_()`` writes ``x.{name}()`` into x."
-    return method
-
-
-for _name in ("lgamma", "digamma", "polygamma", "mvlgamma", "erfc", "i0", "logit", "xlogy", "hypot", "sinc", "sgn",
-              "heaviside", "deg2rad", "rad2deg", "gcd", "lcm", "ldexp", "nextafter"):
-    setattr(SpecialMethods, _name + "_", _inplace_form(_name))
-
-
 def _require_tensor(op: str, input: Any) -> None:  # noqa: A002
     if not hasattr(input, "dtype") or not hasattr(input, "device"):
         raise TypeError(f"tinyflow.{op}: expected a Tensor as input, got {type(input).__name__}")
@@ -263,10 +238,3 @@ def float_power(input: Any, exponent: Any) -> Tensor:  # noqa: A002
     if not hasattr(exponent, "dtype"):
         raise TypeError("float_power: expected at least one Tensor")
     return float(input) ** exponent.double()
-
-
-METHOD_FUNCTIONS: list[str] = [
-    "lgamma", "digamma", "mvlgamma", "erfc", "i0", "logit", "hypot", "logaddexp2", "sinc", "sgn", "heaviside",
-    "fmax", "fmin", "deg2rad", "rad2deg", "gcd", "lcm", "frexp", "ldexp", "nextafter",
-]
-FUNCTIONS: dict[str, Callable[..., Any]] = {"polygamma": polygamma, "xlogy": xlogy, "float_power": float_power}

@@ -16,16 +16,14 @@ for the order statistics, matmul for the products, VectorNormFunction for the di
 gradients are those of the pieces. The order statistics compute their data-dependent positions on
 the raw arrays (no gradient), then gather the values, so the gradient goes to the chosen entries.
 
-``TensorMethods`` (tinyflow/tensor_methods.py) inherits ``StatsMethods``. ``METHOD_FUNCTIONS`` lists the
-methods that are also ``tinyflow.<name>(input, ...)`` functions; ``FUNCTIONS`` the ``tinyflow.*``
-functions that are not methods (tinyflow/functions.py exports both).
+``StatsMethods`` is a namespace, not a base class: tinyflow/surface.py attaches the methods and the
+``tinyflow.*`` functions of this file that its table lists.
 """
 from __future__ import annotations
 
 import math
-import sys
 from collections import namedtuple
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,7 +33,7 @@ from tinyflow.dtypes import as_dtype, is_floating
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
 
-__all__ = ["StatsMethods", "METHOD_FUNCTIONS", "FUNCTIONS", "aminmax", "nanmedian", "histogram"]
+__all__ = ["StatsMethods", "aminmax", "nanmedian", "histogram"]
 
 # torch.return_types of the ops below (tinyflow/return_types.py holds the older ones).
 aminmax = namedtuple("aminmax", ["min", "max"])
@@ -54,8 +52,10 @@ def _ops() -> Any:
 
 
 def _tf() -> Any:
-    """The module tinyflow.tensor (Tensor, tensor, zeros, where, _draw, ...)."""
-    return sys.modules["tinyflow.tensor"]
+    """tinyflow/creation.py: Tensor and the creation functions (tensor, zeros, where, cat, _draw, ...)."""
+    from tinyflow import creation
+
+    return creation
 
 
 def _is_tensor(x: Any) -> bool:
@@ -63,7 +63,7 @@ def _is_tensor(x: Any) -> bool:
 
 
 def _dim(op: str, dim: int, ndim: int) -> int:
-    from tinyflow.ops.indexing import normalize_dim
+    from tinyflow.ops.reduce import normalize_dim
 
     return normalize_dim(op, int(dim), ndim)
 
@@ -802,15 +802,3 @@ def initial_seed() -> int:
     from tinyflow.random import default_generator
 
     return default_generator.initial_seed()
-
-
-METHOD_FUNCTIONS: list[str] = [
-    "nansum", "nanmean", "nanmedian", "quantile", "nanquantile", "mode", "aminmax", "histc", "histogram", "cov",
-    "corrcoef", "dist", "renorm", "kron", "vdot", "baddbmm", "addbmm", "addmv", "addr", "multiply", "subtract",
-    "greater", "greater_equal", "less", "less_equal", "not_equal", "absolute", "positive", "is_signed",
-    "is_nonzero", "is_same_size",
-]
-FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "tensordot": tensordot, "cdist": cdist, "trapezoid": trapezoid, "trapz": trapz,
-    "cumulative_trapezoid": cumulative_trapezoid, "initial_seed": initial_seed,
-}

@@ -11,25 +11,53 @@ arguments) and ``_cpu`` (workspaces, threads) are helpers, not families.
 Ops never import a kernel by name from here: they ask their context for the kernel module of
 their inputs' device (``ctx.kernels.im2col(...)``; outside an op, ``tinyflow.device.kernels_of``).
 That is the one place that decides whether the reference or its CUDA twin runs.
+
+This file gathers names and defines none: each family is imported when one of its kernels is
+first asked for, so a step loads only the kernels it runs.
 """
-from tinyflow.kernels import activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn, winograd
-from tinyflow.kernels.activation import *  # noqa: F401,F403
-from tinyflow.kernels.allreduce import *  # noqa: F401,F403
-from tinyflow.kernels.batchnorm import *  # noqa: F401,F403
-from tinyflow.kernels.conv import *  # noqa: F401,F403
-from tinyflow.kernels.embedding import *  # noqa: F401,F403
-from tinyflow.kernels.loss import *  # noqa: F401,F403
-from tinyflow.kernels.lrn import *  # noqa: F401,F403
-from tinyflow.kernels.optim import *  # noqa: F401,F403
-from tinyflow.kernels.pool import *  # noqa: F401,F403
-from tinyflow.kernels.random import *  # noqa: F401,F403
-from tinyflow.kernels.rnn import *  # noqa: F401,F403
-from tinyflow.kernels.winograd import *  # noqa: F401,F403
+# family -> the kernels it defines (its __all__)
+_KERNELS = {
+    "activation": ("relu_forward relu_backward"),
+    "allreduce": ("reduce_add reduce_scale"),
+    "batchnorm": ("batch_norm_forward batch_norm_backward"),
+    "conv": ("im2col col2im conv_output conv_output_grad"),
+    "embedding": ("embedding_backward"),
+    "loss": ("log_softmax_forward softmax_cross_entropy_forward softmax_cross_entropy_backward"),
+    "lrn": ("lrn_forward lrn_backward"),
+    "optim": (
+        "sgd_momentum_update adam_update adadelta_update sgd_multi_tensor_update "
+        "adam_multi_tensor_update amp_update_scale"),
+    "pool": ("maxpool2d_forward maxpool2d_backward avgpool2d_forward avgpool2d_backward"),
+    "random": ("dropout_mask"),
+    "rnn": (
+        "lstm_cell_forward lstm_cell_backward gru_cell_forward gru_cell_backward "
+        "lstm_sequence_forward lstm_sequence_backward gru_sequence_forward "
+        "gru_sequence_backward"),
+    "winograd": ("use_winograd winograd_conv2d_forward winograd_conv2d_backward"),
+}
+_FAMILY_NAMES = ("activation", "allreduce", "batchnorm", "conv", "embedding", "loss", "lrn", "optim", "pool",
+                 "random", "rnn")  # FAMILIES: mirrored by tinyflow_cuda/kernels/, in this order
+_CPU_ONLY_NAMES = ("winograd",)  # CPU_ONLY: no CUDA twin; ops call it on NumPy arrays only
+_WHERE = {kernel: family for family, names in _KERNELS.items() for kernel in names.split()}
 
-FAMILIES = (activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn)
-"""The kernel families, each mirrored by a module of the same name in tinyflow_cuda/kernels/."""
+__all__ = sorted(_WHERE)
 
-CPU_ONLY = (winograd,)
-"""Families with no CUDA twin: ops call them on NumPy arrays only."""
 
-__all__ = [name for family in FAMILIES + CPU_ONLY for name in family.__all__]
+def __getattr__(name: str):  # noqa: ANN202
+    """A kernel (its family imported on first use), a family module, or FAMILIES / CPU_ONLY."""
+    import importlib
+
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"tinyflow.kernels.{_WHERE[name]}"), name)
+        globals()[name] = value  # found directly from now on (ops ask for kernels on every call)
+        return value
+    if name in _KERNELS:
+        return importlib.import_module(f"tinyflow.kernels.{name}")
+    if name in ("FAMILIES", "CPU_ONLY"):
+        names = _FAMILY_NAMES if name == "FAMILIES" else _CPU_ONLY_NAMES
+        return tuple(importlib.import_module(f"tinyflow.kernels.{n}") for n in names)
+    raise AttributeError(f"module 'tinyflow.kernels' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE) | set(_KERNELS) | {"FAMILIES", "CPU_ONLY"})

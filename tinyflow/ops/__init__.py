@@ -3,23 +3,85 @@
 A class that shares its concept with an nn layer carries the ``Function`` suffix
 (``Conv2dFunction`` is the op, ``nn.Conv2d`` the layer). Users call them through Tensor methods
 and ``tinyflow.nn.functional``, which also checks their arguments.
+
+The core families (what a CNN or LSTM training step needs): elementwise, reduce, shape, copy,
+linalg (matmul, linear), activation, loss, conv, pool, norm, rnn, embedding. The others (math,
+indexing, sort, scan, layout, decomposition, distance, interpolate, pad, special, einsum) belong to
+the PyTorch surface. Code imports an op from its family's file; ``tinyflow.ops.<Name>`` also works
+and imports only that family, on first use (this file gathers names and defines none).
 """
-from tinyflow.ops.activation import *  # noqa: F401,F403
-from tinyflow.ops.conv import *  # noqa: F401,F403
-from tinyflow.ops.copy import *  # noqa: F401,F403
-from tinyflow.ops.distance import *  # noqa: F401,F403
-from tinyflow.ops.elementwise import *  # noqa: F401,F403
-from tinyflow.ops.embedding import *  # noqa: F401,F403
-from tinyflow.ops.indexing import *  # noqa: F401,F403
-from tinyflow.ops.interpolate import *  # noqa: F401,F403
-from tinyflow.ops.linalg import *  # noqa: F401,F403
-from tinyflow.ops.loss import *  # noqa: F401,F403
-from tinyflow.ops.math import *  # noqa: F401,F403
-from tinyflow.ops.norm import *  # noqa: F401,F403
-from tinyflow.ops.pad import *  # noqa: F401,F403
-from tinyflow.ops.pool import *  # noqa: F401,F403
-from tinyflow.ops.reduce import *  # noqa: F401,F403
-from tinyflow.ops.rnn import *  # noqa: F401,F403
-from tinyflow.ops.scan import *  # noqa: F401,F403
-from tinyflow.ops.shape import *  # noqa: F401,F403
-from tinyflow.ops.sort import *  # noqa: F401,F403
+
+# family module -> the names it exports (its __all__)
+_FAMILIES = {
+    "tinyflow.ops.activation": (
+        "ReLUFunction LeakyReLUFunction GELUFunction SigmoidFunction TanhFunction "
+        "SoftmaxFunction LogSoftmaxFunction LogSumExp ELUFunction SiLUFunction MishFunction "
+        "SoftplusFunction SoftsignFunction HardtanhFunction HardsigmoidFunction "
+        "HardswishFunction LogSigmoidFunction PReLUFunction"),
+    "tinyflow.ops.conv": ("Conv2dFunction ConvTranspose2dFunction"),
+    "tinyflow.ops.copy": ("Clone Cast ToDevice Fill"),
+    "tinyflow.ops.decomposition": (
+        "LinAlgError Inverse Solve SolveTriangular Det SlogDet Cholesky CholeskySolve "
+        "CholeskyInverse QR SVD Eigh PInverse MatrixExp Cross VectorNorm inverse_with_info "
+        "cholesky_with_info"),
+    "tinyflow.ops.distance": ("VectorNormFunction CosineSimilarityFunction"),
+    "tinyflow.ops.einsum": ("Einsum parse_einsum"),
+    "tinyflow.ops.elementwise": (
+        "Add Sub Mul Div Pow PowScalar Neg Exp Log Sqrt Abs Clip Where Maximum Minimum "
+        "DropoutFunction NoGradient dropout_seed broadcast_error bool_error"),
+    "tinyflow.ops.embedding": ("EmbeddingFunction"),
+    "tinyflow.ops.indexing": (
+        "Gather Scatter ScatterAdd ScatterReduce IndexSelect IndexAdd MaskedSelect Nonzero "
+        "normalize_dim"),
+    "tinyflow.ops.interpolate": ("ResampleFunction GridSample2dFunction taps"),
+    "tinyflow.ops.layout": ("IndexCopy IndexPut MaskedScatter DiagonalScatter DiagEmbed"),
+    "tinyflow.ops.linalg": ("MatMul LinearFunction matmul_array safe_sum"),
+    "tinyflow.ops.loss": (
+        "CrossEntropy NLLLossFunction MSELossFunction L1LossFunction SmoothL1LossFunction "
+        "HuberLossFunction BinaryCrossEntropyFunction BinaryCrossEntropyWithLogitsFunction "
+        "KLDivFunction"),
+    "tinyflow.ops.math": (
+        "UnaryFunction Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh Rsqrt Log2 "
+        "Log10 Log1p Expm1 Exp2 Erf Erfinv Reciprocal Square Frac Floor Ceil Trunc Round Sign "
+        "Atan2 Fmod Remainder DivRounded FloorDivide Lerp LogAddExp CopySign NoGradient "
+        "erf_array erfinv_array"),
+    "tinyflow.ops.norm": ("LocalResponseNormFunction BatchNorm LayerNormFunction"),
+    "tinyflow.ops.pad": ("PadNdFunction"),
+    "tinyflow.ops.pool": (
+        "MaxPool2dFunction MaxUnpool2dFunction AvgPool2dFunction AdaptiveAvgPool2dFunction "
+        "AdaptiveMaxPool2dFunction"),
+    "tinyflow.ops.reduce": ("Sum Mean Var Std Max Min MaxDim VectorNorm normalize_dim"),
+    "tinyflow.ops.rnn": (
+        "LSTMCellFunction GRUCellFunction LSTMLayer GRULayer lstm_cell gru_cell lstm_layer "
+        "gru_layer"),
+    "tinyflow.ops.scan": ("CumSum CumProd CumExtreme LogCumSumExp Prod accumulate"),
+    "tinyflow.ops.shape": (
+        "Reshape Permute Expand GetItem SetItem Cat Stack Split Pad Flip Roll Repeat "
+        "RepeatInterleave UnfoldDim Tril Triu Diag Diagonal"),
+    "tinyflow.ops.sort": ("Argsort Unique"),
+    "tinyflow.ops.special": (
+        "lgamma_array digamma_array zeta_array polygamma_array erf_small_array erfc_array "
+        "erfcx_array ndtr_array ndtri_array log_ndtr_array i0_array i0e_array i1_array "
+        "i1e_array bessel_j0_array bessel_j1_array spherical_bessel_j0_array Lgamma Digamma "
+        "Polygamma Erfc Erfcx Ndtr Ndtri LogNdtr I0 I0e I1 I1e Sinc Entr Logit Xlogy Xlog1py "
+        "Hypot LogAddExp2 Fmax Fmin Heaviside NextAfter Zeta Frexp gammainc_array "
+        "gammaincc_array Gammainc"),
+}
+_WHERE = {name: module for module, names in _FAMILIES.items() for name in names.split()}
+
+
+def __getattr__(name: str):  # noqa: ANN202
+    import importlib
+
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    if f"tinyflow.ops.{name}" in _FAMILIES:  # the family module itself: tinyflow.ops.conv
+        return importlib.import_module(f"tinyflow.ops.{name}")
+    raise AttributeError(f"module 'tinyflow.ops' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
+
+__all__ = sorted(_WHERE)

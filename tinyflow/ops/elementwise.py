@@ -16,7 +16,7 @@ from tinyflow.errors import ShapeError
 
 __all__ = [
     "Add", "Sub", "Mul", "Div", "Pow", "PowScalar", "Neg", "Exp", "Log", "Sqrt", "Abs", "Clip", "Where",
-    "Maximum", "Minimum", "DropoutFunction", "dropout_seed", "broadcast_error", "bool_error",
+    "Maximum", "Minimum", "DropoutFunction", "NoGradient", "dropout_seed", "broadcast_error", "bool_error",
 ]
 
 
@@ -364,3 +364,20 @@ class DropoutFunction(Function):
     def backward(ctx: Context, g: Any) -> tuple:
         (mask,) = ctx.saved_tensors
         return g * mask, None, None
+
+
+class NoGradient(Function):
+    """``fn(xp, *arrays)`` for ops whose results carry no gradient: predicates (isnan, isclose),
+    logical and bitwise ops, shifts. Their outputs are boolean or integer, so autograd never
+    records them."""
+
+    @staticmethod
+    def forward(ctx: Context, fn: Callable[..., Any], *arrays: Any) -> Any:
+        if len(arrays) != 2:
+            return fn(ctx.xp, *arrays)
+        name = getattr(fn, "__name__", "<lambda>")
+        return _binary("elementwise op" if name == "<lambda>" else name, lambda a, b: fn(ctx.xp, a, b), *arrays)
+
+    @staticmethod
+    def backward(ctx: Context, *grads: Any) -> tuple:
+        raise RuntimeError("this op has no gradient (its result is boolean or integer)")

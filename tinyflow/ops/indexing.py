@@ -14,23 +14,12 @@ import numpy as np
 from tinyflow.autograd import Context, Function
 from tinyflow.device import device_check, to_host
 from tinyflow.errors import ShapeError
-from tinyflow.ops.reduce import index_grids, quiet
+from tinyflow.ops.reduce import index_grids, normalize_dim, quiet
 
 __all__ = [
     "Gather", "Scatter", "ScatterAdd", "ScatterReduce", "IndexSelect", "IndexAdd", "MaskedSelect",
     "Nonzero", "normalize_dim",
 ]
-
-
-def normalize_dim(op: str, dim: int, ndim: int) -> int:
-    """``dim`` in [0, ndim) (a 0-d tensor has one dim, -1 or 0, as PyTorch); IndexError otherwise."""
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise IndexError(
-            f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension(s) "
-            f"(expected a dim in [{-n}, {n - 1}])"
-        )
-    return dim % n
 
 
 def _check_index(op: str, xp: Any, index: Any, size: int, dim: int, shape: tuple[int, ...],

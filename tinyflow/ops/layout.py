@@ -12,7 +12,7 @@ import numpy as np
 
 from tinyflow.autograd import Context, Function
 from tinyflow.device import device_check
-from tinyflow.ops.indexing import normalize_dim
+from tinyflow.ops.reduce import normalize_dim
 from tinyflow.ops.shape import _diagonal_positions
 
 __all__ = ["IndexCopy", "IndexPut", "MaskedScatter", "DiagonalScatter", "DiagEmbed"]

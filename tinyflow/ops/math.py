@@ -9,11 +9,11 @@ almost everywhere, as PyTorch's.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 from tinyflow.autograd import Context, Function
-from tinyflow.ops.elementwise import _binary
+from tinyflow.ops.activation import _wide, erf_array  # GELU needs erf too: it lives with GELU (core)
+from tinyflow.ops.elementwise import NoGradient, _binary  # noqa: F401 (NoGradient: re-exported)
 
 __all__ = [
     "UnaryFunction", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
@@ -164,39 +164,6 @@ class Erf(UnaryFunction):
 class Erfinv(UnaryFunction):
     f = staticmethod(lambda xp, a: erfinv_array(xp, a))
     df = staticmethod(lambda xp, a, out: (math.sqrt(math.pi) / 2) * xp.exp(out * out))
-
-
-def _wide(xp: Any, a: Any) -> Any:
-    """``a`` in float64 for a series evaluation (half, bfloat16 and float32 alike)."""
-    return a.astype(xp.float64)
-
-
-def erf_array(xp: Any, a: Any) -> Any:
-    """erf to double precision on any array module (NumPy has none; SciPy is not a dependency).
-
-    |x| < 2: erf(x) = 2/sqrt(pi) exp(-x^2) sum_n (2x^2)^n x / (1*3*...*(2n+1)), all terms of one
-    sign, so nothing cancels; 30 terms reach 1e-16 (the term ratio 2x^2/(2n+1) falls below 0.14).
-    |x| >= 2: 1 - erfc(x), erfc from its continued fraction exp(-x^2)/sqrt(pi) / (x + 1/2/(x + 1/(x
-    + 3/2/(x + ...)))) evaluated from 40 levels down. Within 2e-15 of math.erf everywhere.
-    """
-    x = _wide(xp, a)
-    ax = xp.abs(x)
-    small = xp.minimum(ax, 2.0)
-    term = small.copy()
-    total = small.copy()
-    two_x2 = 2 * small * small
-    for n in range(1, 30):
-        term = term * two_x2 / (2 * n + 1)
-        total = total + term
-    series = (2 / math.sqrt(math.pi)) * xp.exp(-small * small) * total
-    big = xp.maximum(ax, 2.0)
-    frac = big
-    for k in range(40, 0, -1):
-        frac = big + (k / 2) / frac
-    tail = 1 - xp.exp(-big * big) / math.sqrt(math.pi) / frac
-    out = xp.where(ax < 2.0, series, tail)
-    out = xp.where(xp.isnan(x), x, xp.copysign(out, x))
-    return out.astype(a.dtype, copy=False)
 
 
 def erfinv_array(xp: Any, a: Any) -> Any:
@@ -423,20 +390,3 @@ class CopySign(Function):
 
 
 # ------------------------------------------------------------------ no gradient at all
-
-
-class NoGradient(Function):
-    """``fn(xp, *arrays)`` for ops whose results carry no gradient: predicates (isnan, isclose),
-    logical and bitwise ops, shifts. Their outputs are boolean or integer, so autograd never
-    records them."""
-
-    @staticmethod
-    def forward(ctx: Context, fn: Callable[..., Any], *arrays: Any) -> Any:
-        if len(arrays) != 2:
-            return fn(ctx.xp, *arrays)
-        name = getattr(fn, "__name__", "<lambda>")
-        return _binary("elementwise op" if name == "<lambda>" else name, lambda a, b: fn(ctx.xp, a, b), *arrays)
-
-    @staticmethod
-    def backward(ctx: Context, *grads: Any) -> tuple:
-        raise RuntimeError("this op has no gradient (its result is boolean or integer)")

@@ -11,7 +11,7 @@ from tinyflow.autograd import Context, Function
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.errors import ShapeError
 
-__all__ = ["Sum", "Mean", "Var", "Std", "Max", "Min", "MaxDim", "VectorNorm"]
+__all__ = ["Sum", "Mean", "Var", "Std", "Max", "Min", "MaxDim", "VectorNorm", "normalize_dim"]
 
 Axis = int | tuple[int, ...] | None
 
@@ -32,6 +32,17 @@ def index_grids(xp: Any, shape: tuple[int, ...]) -> list:
     """``numpy.indices(shape, sparse=True)`` for any array module (CuPy's ``indices`` has no
     ``sparse=``): one ``arange`` per axis, shaped to broadcast against the others."""
     return list(xp.ix_(*(xp.arange(n) for n in shape)))
+
+
+def normalize_dim(op: str, dim: int, ndim: int) -> int:
+    """``dim`` in [0, ndim) (a 0-d tensor has one dim, -1 or 0, as PyTorch); IndexError otherwise."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension(s) "
+            f"(expected a dim in [{-n}, {n - 1}])"
+        )
+    return dim % n
 
 
 def normalize_axis(op: str, axis: Axis, ndim: int) -> tuple[int, ...] | None:

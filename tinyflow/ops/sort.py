@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.autograd import Context, Function
-from tinyflow.ops.indexing import normalize_dim
+from tinyflow.ops.reduce import normalize_dim
 
 __all__ = ["Argsort", "Unique"]
 

@@ -1,0 +1,295 @@
+"""Making tensors: tensor, as_tensor, zeros, ones, full, empty, randn, rand, randint, randperm,
+arange, linspace, the ``*_like`` forms, and cat, stack, split, where (PyTorch's names and signatures).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tinyflow import promotion
+from tinyflow.arg_parser import accept_axis_alias
+from tinyflow.device import CPU, Device, device_of, move
+from tinyflow.dtypes import (
+    as_dtype, bool_, float32, float64, get_default_dtype, int64, is_floating_or_complex,
+)
+from tinyflow.errors import ShapeError
+from tinyflow.tensor import Tensor, _resolve_dtype, _scalar_like, _shape_arg
+
+__all__ = [
+    "tensor", "as_tensor", "zeros", "ones", "full", "empty", "randn", "rand", "randint", "randperm", "arange",
+    "linspace", "zeros_like", "ones_like", "full_like", "empty_like", "randn_like", "rand_like", "where", "cat",
+    "stack", "split", "pad", "legacy_tensor",
+]
+
+
+def _draw(sampler: Callable[..., np.ndarray], shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Samples drawn directly in float32/float64 (drawing float64 and casting is 10x slower)."""
+    native = dtype if dtype in (float32, float64) else float64
+    return sampler(shape, dtype=native).astype(dtype, copy=False)
+
+
+def _natural_dtype(dtype: np.dtype) -> np.dtype:
+    """The tensor dtype for array data of ``dtype`` when none is asked for: its own, as
+    ``torch.tensor`` keeps an int32 or uint8 array's dtype (Python ints arrive as int64)."""
+    if is_floating_or_complex(dtype) or dtype.kind in "biu":
+        return dtype
+    raise TypeError(f"tensor: unsupported data of dtype {dtype}; use float, int or bool data")
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new leaf tensor holding a copy of ``data`` (a list, number, ndarray or Tensor).
+
+    Python floats become float32 (the default dtype), ints int64 and complex numbers complex64;
+    arrays and NumPy scalars keep their dtype, as ``torch.tensor`` does.
+    """
+    if isinstance(data, Tensor):
+        arr, src = data.array, data.device
+    elif isinstance(data, np.ndarray) or hasattr(data, "__cuda_array_interface__"):
+        arr, src = data, device_of(data)
+    else:  # Python numbers and (nested) lists, NumPy scalars
+        arr, src = np.asarray(data), CPU
+        # Python floats take the default dtype, unless a dtype is asked for: then they convert
+        # straight to it, as in PyTorch (tensor(0.3, dtype=float64) is 0.3, not float32(0.3)).
+        if dtype is None and not isinstance(data, np.generic):
+            if arr.dtype == np.float64:
+                arr = arr.astype(get_default_dtype())
+            elif arr.dtype == np.complex128:
+                arr = arr.astype(np.complex128 if get_default_dtype() == float64 else np.complex64)
+    dt = _resolve_dtype(dtype) or _natural_dtype(arr.dtype)
+    dev = Device(device) if device is not None else src
+    out = move(arr, dev)
+    out = out.astype(dt, copy=out is arr)  # always a fresh array, never an alias of ``data``
+    t = Tensor._from_array(out, device=dev)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Like ``tensor`` but without a copy when ``data`` already fits."""
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == _resolve_dtype(dtype)) and (
+        device is None or data.device == Device(device)
+    ):
+        return data
+    if isinstance(data, np.ndarray) and (dtype is None or data.dtype == _resolve_dtype(dtype)) and (
+        device is None or Device(device) == CPU
+    ) and (is_floating_or_complex(data.dtype) or data.dtype.kind in "biu"):
+        return Tensor._from_array(data, device=CPU)  # shares memory, as torch.as_tensor
+    return tensor(data, dtype=dtype, device=device)
+
+
+def _make(fn: Callable[..., Any], shape: Sequence[Any], dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    dev = Device(device) if device is not None else CPU
+    dt = _resolve_dtype(dtype) or get_default_dtype()
+    arr = fn(dev.xp, _shape_arg(tuple(shape)), dt)
+    t = Tensor._from_array(arr, device=dev)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def zeros(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _make(lambda xp, s, d: xp.zeros(s, dtype=d), shape, dtype, device, requires_grad)
+
+
+def ones(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _make(lambda xp, s, d: xp.ones(s, dtype=d), shape, dtype, device, requires_grad)
+
+
+def empty(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _make(lambda xp, s, d: xp.empty(s, dtype=d), shape, dtype, device, requires_grad)
+
+
+def full(shape: Sequence[int], fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    if dtype is None and isinstance(fill_value, (bool, int)):
+        dtype = bool_ if isinstance(fill_value, bool) else int64
+    return _make(lambda xp, s, d: xp.full(s, fill_value, dtype=d), (tuple(shape),), dtype, device, requires_grad)
+
+
+def _random(draw: Callable[[np.random.Generator, tuple, np.dtype], np.ndarray], shape: Sequence[Any], dtype: Any,
+            device: Any, requires_grad: bool, generator: Any) -> Tensor:
+    from tinyflow.random import rng
+
+    dev = Device(device) if device is not None else CPU
+    dt = _resolve_dtype(dtype) or get_default_dtype()
+    arr = draw(rng(generator), _shape_arg(tuple(shape)), dt)
+    t = Tensor._from_array(move(arr, dev), device=dev)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def randn(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
+    """Standard normal samples, drawn on the host from the (seeded) generator."""
+    return _random(lambda g, s, d: _draw(g.standard_normal, s, d), shape, dtype, device, requires_grad, generator)
+
+
+def rand(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    return _random(lambda g, s, d: _draw(g.random, s, d), shape, dtype, device, requires_grad, generator)
+
+
+def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = None, device: Any = None,
+            generator: Any = None) -> Tensor:
+    """Integers in [low, high), int64 by default: ``randint(low, high, size)`` or, as PyTorch,
+    ``randint(high, size)`` (and ``randint(high, size=...)``), which draw from [0, high)."""
+    if isinstance(high, (tuple, list)):  # randint(high, size)
+        if size != ():
+            raise TypeError(f"randint: got two sizes, {tuple(high)} and {tuple(size)}; call randint(low, high, size)")
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    if not low < high:
+        raise RuntimeError(f"randint: expects low < high, but got low={low} >= high={high}")
+    return _random(lambda g, s, d: g.integers(low, high, size=s).astype(d), (tuple(size),), dtype or int64, device,
+                   False, generator)
+
+
+def randperm(n: int, device: Any = None, generator: Any = None) -> Tensor:
+    from tinyflow.random import rng
+
+    dev = Device(device) if device is not None else CPU
+    return Tensor._from_array(move(rng(generator).permutation(n).astype(np.int64), dev), device=dev)
+
+
+def arange(start: float, end: float | None = None, step: float = 1, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        dtype = int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else get_default_dtype()
+    if step == 0 or (end - start) * step < 0:
+        raise RuntimeError(f"arange: upper bound {end} and lower bound {start} inconsistent with step sign {step}")
+
+    def values(xp: Any, s: Any, d: np.dtype) -> Any:
+        if d.kind in "iu" and all(isinstance(v, (int, np.integer)) for v in (start, end, step)):
+            return xp.arange(start, end, step, dtype=d)
+        return xp.arange(start, end, step, dtype=np.float64).astype(d)  # computed in double, as PyTorch
+
+    return _make(values, (), dtype, device, requires_grad)
+
+
+def linspace(start: float, end: float, steps: int, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from start to end; for an integer dtype they are computed in
+    floating point and truncated toward zero, as PyTorch does (NumPy floors)."""
+    return _make(lambda xp, s, d: xp.linspace(start, end, steps, dtype=np.float64).astype(d), (), dtype, device,
+                 requires_grad)
+
+
+def _like(fn: Callable[..., Tensor], t: Tensor, dtype: Any, device: Any, requires_grad: bool, **kw: Any) -> Tensor:
+    return fn(*t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad, **kw)
+
+
+def zeros_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _like(zeros, t, dtype, device, requires_grad)
+
+
+def ones_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _like(ones, t, dtype, device, requires_grad)
+
+
+def empty_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _like(empty, t, dtype, device, requires_grad)
+
+
+def randn_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
+    return _like(randn, t, dtype, device, requires_grad, generator=generator)
+
+
+def rand_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
+    return _like(rand, t, dtype, device, requires_grad, generator=generator)
+
+
+def full_like(t: Tensor, fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+# -------------------------------------------------------------------- functions over tensors
+
+
+def _as_operand(x: Any, ref: Tensor | None) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if ref is not None:
+        return _scalar_like(x, ref)
+    return tensor(x)
+
+
+def where(cond: Any, a: Any = None, b: Any = None) -> Any:
+    """Elementwise ``a if cond else b``; differentiable in a and b. ``where(cond)`` alone is
+    ``cond.nonzero(as_tuple=True)``, as PyTorch."""
+    from tinyflow.ops.elementwise import Where
+    if a is None and b is None:
+        return _as_operand(cond, None).nonzero(as_tuple=True)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = tensor(a, device=cond.device if isinstance(cond, Tensor) else None)
+    a, b = promotion.promote(a, b)  # a and b meet in their result dtype, as in PyTorch
+    c = cond.array if isinstance(cond, Tensor) else a.device.xp.asarray(cond)
+    if c.dtype != bool:
+        c = c.astype(bool)
+    return Where.apply(c, a, b)
+
+
+def _same_dtype(tensors: Iterable[Tensor]) -> list[Tensor]:
+    """The tensors cast to their common dtype (PyTorch's promotion: cat of int64 and float32 is
+    float32)."""
+    tensors = list(tensors)
+    if len({t.dtype for t in tensors}) > 1:
+        return list(promotion.promote(*tensors))
+    return tensors
+
+
+def cat(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
+    from tinyflow.ops.shape import Cat
+    return Cat.apply(*_same_dtype(tensors), dim)
+
+
+def stack(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
+    from tinyflow.ops.shape import Stack
+    return Stack.apply(*_same_dtype(tensors), dim)
+
+
+def split(t: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces of ``split_size`` along ``dim`` (the last may be smaller), or of the given sizes; a
+    size-0 dim gives one empty piece, as PyTorch."""
+    from tinyflow.ops.shape import Split
+    from tinyflow.ops.reduce import normalize_dim
+
+    if t.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    n = t.shape[normalize_dim("split", dim, t.ndim)]
+    if isinstance(split_size, int):
+        if split_size <= 0:
+            raise ShapeError(f"split: split_size must be positive, got {split_size}")
+        sizes = [min(split_size, n - i) for i in range(0, n, split_size)] or [0]
+    else:
+        sizes = list(split_size)
+    out = Split.apply(t, sizes, dim)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def pad(t: Tensor, pad: Sequence[int], value: float = 0.0) -> Tensor:
+    from tinyflow.ops.shape import Pad
+    return Pad.apply(t, tuple(pad), value)
+
+
+def legacy_tensor(dt: Any, args: tuple, device: Any = None) -> Tensor:
+    """``FloatTensor(2, 3)`` (sizes: an uninitialised tensor), ``FloatTensor([1, 2])`` or
+    ``FloatTensor(array)`` (data, converted), ``FloatTensor()`` (empty), in dtype ``dt``."""
+    dt = as_dtype(dt)
+    if not args:
+        return empty(0, dtype=dt, device=device)
+    if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+        return empty(*args, dtype=dt, device=device)
+    if len(args) == 1:
+        data = args[0]
+        if isinstance(data, Tensor):
+            data = data.detach()
+        return tensor(data, dtype=dt, device=device)
+    raise TypeError(f"{dt.name} tensor constructor: expected sizes (ints) or one sequence of data, got {args!r}")
+
+
+cat, stack, split = accept_axis_alias(cat), accept_axis_alias(stack), accept_axis_alias(split)

@@ -1,0 +1,250 @@
+"""The PyTorch surface of Tensor and of ``tinyflow.*``: declared once, in one table, attached here.
+
+The core (tinyflow/tensor.py) holds what a training step needs. Everything else PyTorch's Tensor
+has (sin, gather, sort, cumsum, flip, det, lgamma, quantile, new_zeros, ...) is declared in
+``TABLE`` below, as PyTorch declares an op once in native_functions.yaml with its variants:
+
+- ``m``: a Tensor method, ``p``: a Tensor property;
+- ``f``: a ``tinyflow.<name>(input, ...)`` function that takes PyTorch's ``out=`` (built in
+  tinyflow/functions.py);
+- ``i``: the in-place method ``<name>_``: ``x.sin_()`` writes ``x.sin()`` into x.
+
+A row names its source: ``"module:Namespace"`` (a namespace class of functions with ``self``
+first, in that module of tinyflow/), ``"module"`` (plain functions), or ``"Tensor"`` (a core
+method that is also a ``tinyflow.*`` function). ``alias=name`` declares PyTorch's second name for
+one function (``arcsin=asin``). Nothing here is imported until used: ``install()`` (run when this
+module is imported, by tinyflow/__init__.py) puts a stand-in on Tensor for each method, and the
+first call of any method of a source module imports that module and puts its real functions on
+Tensor in their place, so ``import tinyflow`` and a training step never load the surface they do
+not call.
+"""
+from __future__ import annotations
+
+import builtins
+import importlib
+import inspect
+import warnings
+from typing import Any, Callable, NamedTuple
+
+from tinyflow.arg_parser import accept_axis_alias, takes_dim
+from tinyflow.autograd import is_grad_enabled, set_grad_enabled
+from tinyflow.dtypes import as_dtype
+from tinyflow.promotion import can_cast
+from tinyflow.tensor import Tensor
+
+__all__ = ["TABLE", "METHODS", "FUNCTIONS", "INPLACE", "install", "function", "write_out"]
+
+# (variants, source, names): see the module docstring.
+TABLE: tuple[tuple[str, str, str], ...] = (
+    ("mfi", "tensor_methods:TensorMethods",
+        "sin cos tan asin acos atan sinh cosh asinh acosh atanh atan2 rsqrt log2 log10 log1p expm1 "
+        "exp2 erf erfinv reciprocal square neg lerp copysign clamp_min clamp_max nan_to_num floor "
+        "ceil trunc round sign frac fmod remainder logical_not bitwise_not bitwise_and bitwise_or "
+        "bitwise_xor cumsum cumprod"),
+    ("mf", "tensor_methods:TensorMethods",
+        "arcsin=asin arccos=acos arctan=atan arcsinh=asinh arccosh=acosh arctanh=atanh arctan2=atan2 "
+        "negative=neg logaddexp diff fix=trunc div divide=div true_divide floor_divide isinf isposinf "
+        "isneginf signbit isclose allclose equal logical_and logical_or logical_xor "
+        "bitwise_left_shift bitwise_right_shift gather scatter scatter_add scatter_reduce "
+        "index_select index_add masked_select masked_fill nonzero argwhere take take_along_dim "
+        "argsort sort msort topk kthvalue median unique bincount cummax cummin logcumsumexp prod "
+        "var_mean std_mean count_nonzero norm flip fliplr flipud roll tile repeat_interleave "
+        "unflatten narrow select unbind movedim moveaxis=movedim swapaxes swapdims=swapaxes ravel "
+        "tril triu diag diagonal trace dot inner=dot outer ger=outer mm bmm mv addmm addcmul addcdiv "
+        "is_complex multinomial bernoulli"),
+    ("m", "tensor_methods:TensorMethods",
+        "_rounded __floordiv__ __rfloordiv__ __mod__ __rmod__ __invert__=bitwise_not "
+        "__and__=bitwise_and __or__=bitwise_or __xor__=bitwise_xor __lshift__=bitwise_left_shift "
+        "__rshift__=bitwise_right_shift __rand__ __ror__ __rxor__ __rlshift__ __rrshift__ __iand__ "
+        "__ior__ __ixor__ masked_fill_ scatter_ scatter_add_ scatter_reduce_ index_add_ repeat unfold "
+        "tril_ triu_ type byte char short ndimension get_device is_contiguous pin_memory is_pinned "
+        "share_memory_ is_shared element_size nelement _new_like new_zeros new_ones new_empty "
+        "new_full new_tensor new bernoulli_ random_"),
+    ("mf", "tensor_methods_layout:LayoutMethods",
+        "tensor_split hsplit vsplit dsplit split_with_sizes rot90 diag_embed diagflat index_copy "
+        "index_fill index_put index_put_ masked_scatter slice_scatter select_scatter diagonal_scatter "
+        "put unique_consecutive"),
+    ("m", "tensor_methods_layout:LayoutMethods",
+        "_split_named index_copy_ index_fill_ masked_scatter_ _scatter_slice fill_diagonal_ put_ "
+        "reshape_as _restride_ squeeze_ unsqueeze_ t_ transpose_ swapaxes_ swapdims_ "
+        "new_empty_strided"),
+    ("mf", "tensor_methods_linalg:LinalgMethods",
+        "det logdet slogdet inverse pinverse svd qr cholesky cholesky_solve cholesky_inverse "
+        "matrix_power matrix_exp cross adjoint"),
+    ("p", "tensor_methods_linalg:LinalgMethods", "mH H"),
+    ("mfi", "tensor_methods_special:SpecialMethods",
+        "lgamma digamma mvlgamma erfc i0 logit sinc sgn deg2rad rad2deg hypot heaviside nextafter "
+        "ldexp gcd lcm"),
+    ("mi", "tensor_methods_special:SpecialMethods", "polygamma xlogy"),
+    ("mf", "tensor_methods_special:SpecialMethods", "logaddexp2 fmax fmin frexp"),
+    ("m", "tensor_methods_special:SpecialMethods", "float_power float_power_"),
+    ("mf", "tensor_methods_stats:StatsMethods",
+        "nansum nanmean nanmedian quantile nanquantile mode aminmax histc histogram cov corrcoef dist "
+        "renorm kron vdot baddbmm addbmm addmv addr multiply subtract greater greater_equal less "
+        "less_equal not_equal absolute positive is_signed is_nonzero is_same_size"),
+    ("m", "tensor_methods_stats:StatsMethods",
+        "addmm_ baddbmm_ addbmm_ addmv_ addr_ multiply_ subtract_ absolute_ divide_ true_divide_ "
+        "floor_divide_ eq_ ne_ lt_ le_ gt_ ge_ greater_=gt_ greater_equal_=ge_ less_=lt_ "
+        "less_equal_=le_ not_equal_=ne_ logical_and_ logical_or_ logical_xor_ "
+        "stride storage_offset exponential_ geometric_ log_normal_ cauchy_"),
+    ("p", "tensor_methods_stats:StatsMethods", "is_cpu itemsize nbytes retains_grad"),
+    ("f", "Tensor",
+        "exp log sqrt tanh sigmoid relu abs clamp clip add sub mul matmul maximum minimum softmax "
+        "log_softmax isnan isfinite eq ne lt le gt ge sum mean var std amax amin argmax argmin "
+        "logsumexp all any reshape flatten squeeze unsqueeze transpose permute t chunk clone numel "
+        "is_floating_point broadcast_to"),
+    ("f", "tensor_methods_layout",
+        "hstack vstack row_stack=vstack dstack column_stack block_diag cartesian_prod combinations "
+        "vander logspace range=range_ searchsorted bucketize isin"),
+    ("f", "tensor_methods_linalg", "chain_matmul"),
+    ("f", "tensor_methods_special", "polygamma xlogy float_power"),
+    ("f", "tensor_methods_stats", "tensordot cdist trapezoid trapz cumulative_trapezoid initial_seed"),
+)
+
+
+class Entry(NamedTuple):
+    """One declared name: where its function lives (``source``, ``attr``) and its variants."""
+
+    name: str
+    source: str
+    attr: str
+    variants: str
+
+
+def _expand(table: tuple[tuple[str, str, str], ...]) -> tuple[dict[str, Entry], dict[str, Entry], list[str]]:
+    methods: dict[str, Entry] = {}
+    functions: dict[str, Entry] = {}
+    inplace: list[str] = []
+    for variants, source, names in table:
+        for label in names.split():
+            name, _, attr = label.partition("=")
+            entry = Entry(name, source, attr or name, variants)
+            if "m" in variants or "p" in variants:
+                methods[name] = entry
+            if "f" in variants:
+                functions[name] = entry
+            if "i" in variants:
+                inplace.append(name)
+    return methods, functions, inplace
+
+
+METHODS, FUNCTIONS, INPLACE = _expand(TABLE)
+_loaded: set[str] = set()
+
+
+def _load(source: str) -> None:
+    """Import ``source``'s module and put the real functions of its methods on Tensor."""
+    if source in _loaded:
+        return
+    module_name, _, namespace = source.partition(":")
+    holder = vars(getattr(importlib.import_module(f"tinyflow.{module_name}"), namespace))
+    for entry in METHODS.values():
+        if entry.source == source:
+            fn = holder[entry.attr]
+            if inspect.isfunction(fn) and takes_dim(fn):
+                fn = accept_axis_alias(fn)  # PyTorch takes axis= wherever it takes dim=
+            setattr(Tensor, entry.name, fn)
+    _loaded.add(source)
+
+
+def _stand_in(entry: Entry) -> Any:
+    """What Tensor holds for ``entry`` until its module is loaded: it loads it, then defers."""
+    if "p" in entry.variants:
+        return property(lambda self: (_load(entry.source), getattr(self, entry.name))[1],
+                        doc=f"Tensor.{entry.name}: see tinyflow/{entry.source.split(':')[0]}.py")
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        _load(entry.source)
+        return getattr(Tensor, entry.name)(self, *args, **kwargs)
+
+    method.__name__, method.__qualname__ = entry.name, f"Tensor.{entry.name}"
+    method.__doc__ = f"Tensor.{entry.name}: defined in tinyflow/{entry.source.split(':')[0]}.py (loaded on first use)."
+    return method
+
+
+def _inplace_form(name: str) -> Callable[..., Tensor]:
+    """``x.<name>_(...)``: ``x.<name>(...)`` written into x; the history moves onto the op."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if name in ("cumsum", "cumprod") and self.dtype == bool:  # PyTorch has no bool kernel for these
+            raise NotImplementedError(f"{name}_: not implemented for bool tensors; convert with .int() first")
+        result = getattr(self, name)(*args, **kwargs)
+        if not can_cast(result.dtype, self.dtype):  # sin_ of an int tensor: not a silent truncation
+            raise RuntimeError(
+                f"{name}_: result type {as_dtype(result.dtype).name} can't be cast to the desired output type "
+                f"{as_dtype(self.dtype).name}; use the out-of-place {name}() or convert first"
+            )
+        return self.copy_(result)
+
+    method.__name__, method.__qualname__ = name + "_", f"Tensor.{name}_"
+    method.__doc__ = f"In place: ``x.{name}_()`` writes ``x.{name}()`` into x."
+    return method
+
+
+def install() -> None:
+    """Put the table's methods, properties and in-place forms on Tensor (stand-ins until used)."""
+    for entry in METHODS.values():
+        if entry.source not in _loaded:
+            setattr(Tensor, entry.name, _stand_in(entry))
+    for name in INPLACE:
+        setattr(Tensor, name + "_", _inplace_form(name))
+
+
+def function(name: str) -> Callable[..., Any]:
+    """The ``tinyflow.<name>`` function the table declares (``FUNCTIONS[name]``)."""
+    entry = FUNCTIONS[name]
+    if ":" not in entry.source and entry.source != "Tensor":  # a plain function of a module
+        fn = getattr(importlib.import_module(f"tinyflow.{entry.source}"), entry.attr)
+        return accept_axis_alias(fn) if takes_dim(fn) else fn
+
+    def function(input: Tensor, *args: Any, out: Any = None, **kwargs: Any) -> Any:  # noqa: A002 (PyTorch's name)
+        if not isinstance(input, Tensor):
+            raise TypeError(f"tinyflow.{name}: expected a Tensor as the first argument, got {type(input).__name__}")
+        result = getattr(input, name)(*args, **kwargs)
+        return result if out is None else write_out(name, result, out)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``tinyflow.{name}(input, ...)`` is ``input.{name}(...)``: see ``Tensor.{name}``."
+    return function
+
+
+def write_out(name: str, result: Any, out: Any) -> Any:
+    """PyTorch's ``out=`` contract: ``result`` (a Tensor or a tuple of them) copied into ``out``.
+
+    ``out`` must match the result's structure and device; each result must be castable to its
+    out's dtype (float into an integer tensor is an error, as in PyTorch). An out of another shape
+    is resized (with PyTorch's warning when it had elements). Like PyTorch, out= does not support
+    autograd: a result that requires grad is an error. Returns ``out``.
+    """
+    results, outs = (result, out) if isinstance(result, tuple) else ((result,), (out,))
+    if not isinstance(outs, (tuple, list)) or len(outs) != len(results) or not builtins.all(
+        isinstance(o, Tensor) for o in outs
+    ):
+        kind = f"a tuple of {len(results)} Tensors" if isinstance(result, tuple) else "a Tensor"
+        raise TypeError(f"{name}(): argument 'out' must be {kind}, got {type(out).__name__}")
+    for r, o in zip(results, outs):
+        if r.requires_grad and is_grad_enabled():
+            raise RuntimeError(
+                f"{name}(): functions with out=... arguments don't support automatic differentiation, but one of "
+                "the arguments requires grad. Call it under tinyflow.no_grad() or drop out=."
+            )
+        if not can_cast(r.dtype, o.dtype):
+            raise RuntimeError(f"{name}(): result type {r.dtype} can't be cast to the desired output type {o.dtype}")
+        if r.device != o.device:
+            raise RuntimeError(f"{name}(): the result is on {r.device} but out is on {o.device}; move out there first")
+        if tuple(o.shape) != tuple(r.shape):
+            if o.numel() != 0:
+                warnings.warn(
+                    f"An output with one or more elements was resized since it had shape {list(o.shape)}, which does "
+                    f"not match the required output shape {list(r.shape)}. Pass an empty out tensor to avoid this "
+                    "warning.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            o.data = Tensor._from_array(o.device.xp.empty(tuple(r.shape), dtype=o.dtype), device=o.device)
+        with set_grad_enabled(False):
+            o.copy_(r)
+    return type(result)(*outs) if hasattr(result, "_fields") else out  # a named tuple (sort, topk) stays one
+
+
+install()
