@@ -23,11 +23,10 @@ Each file belongs to one ring (``RINGS`` below: path patterns, first match wins)
 and the walker is tested on small synthetic packages, so that it can fail.
 
 Importing a re-export module counts as importing what it imports eagerly (at module level, not
-under TYPE_CHECKING, through further re-export modules): that is what runs. A package ``__init__``
-also runs whenever a file below it is imported, so a package that holds core files may eagerly
-import only the core, one that holds framework files only the core and the framework; a violation
-there is reported at the ``__init__`` (its file, line and import), not at each file that imports a
-module below it.
+under TYPE_CHECKING, through further re-export modules): that is what runs. Such a violation is
+reported once, at the re-export module's own line, with the places in core or framework code that
+load it. A package's ``__init__`` also runs before every module below it, but that alone does not
+count: ``from tinyflow.ops.elementwise import Add`` names one module, not the package.
 
 The import graph helpers (Tarjan's components, relative-import resolution, line counts) are those
 of bench/core_size.py, which prints the same circle as a figure.
@@ -91,6 +90,11 @@ RINGS: tuple[tuple[str, str], ...] = (
     # norm, distance, padding), as tinyflow/nn/<file>.py or in their PyTorch place nn/modules/<file>.py
     (SURFACE, "tinyflow/nn/{,modules/}{transformer,fold,pixelshuffle,channelshuffle,upsampling,instancenorm,"
               "distance,padding}.py"),
+    # and the F functions that only those layers or users need, in nn/functional/<file>.py
+    # (vision: interpolate / upsample, fold / unfold, pixel and channel shuffle, grid_sample,
+    # affine_grid). F.pad (padding.py) and the distances (distance.py) are framework: conv padding
+    # modes, the triplet loss and weight_norm use them.
+    (SURFACE, "tinyflow/nn/functional/{vision,instancenorm}.py"),
     # CORE: Tensor, autograd, device, dtypes, promotion, random, errors, amp, and the ops a CNN or
     # LSTM training step needs; the kernels. Imports only the core (test 1); no file over 800 lines.
     (CORE, "tinyflow/{tensor,autograd,device,dtypes,promotion,random,errors,amp,capture,return_types,"
@@ -139,6 +143,15 @@ ALLOWED_STATEMENTS: dict[tuple[str, str], str] = {
         "checkout stand-in: the import system hands out what sys.modules holds",
     ("tinyflow/models/__init__.py", "_spec.loader.exec_module(_zoo)"):
         "checkout stand-in: run models/__init__.py",
+}
+
+# Tests 1-3: eager imports of a re-export module that do not count against the code that imports
+# the re-export module. (re-export file, module it imports): why.
+ALLOWED_EAGER_IMPORTS: dict[tuple[str, str], str] = {
+    ("tinyflow/__init__.py", "tinyflow.surface"):
+        "the surface table must attach its Tensor methods and tinyflow.* functions at `import tinyflow` "
+        "(DESIGN.md: the surface attaches itself from one table); it loads no surface module until one "
+        "of its names is used, so core and framework code may still `import tinyflow`",
 }
 
 # Test 5: the one circle allowed, its anchor and its size; test 6: line limits.
@@ -467,11 +480,13 @@ def loaders(tree: Tree, ring_of: Callable[[str], str | None]) -> dict[str, dict[
 
 
 def _leaves(tree: Tree, ring_of: Callable[[str], str | None], refs: Iterable[Ref], ring: str,
-            forbidden: Callable[[str, str | None], bool]) -> list[str]:
-    """The files named by ``refs`` (re-export modules left out: checked where they are written)
-    whose ring code of ``ring`` may not load, with their rings."""
+            forbidden: Callable[[str, str | None], bool], allowed: Iterable[str] = ()) -> list[str]:
+    """The files named by ``refs`` (re-export modules left out: checked where they are written;
+    the modules in ``allowed`` too) whose ring code of ``ring`` may not load, with their rings."""
     out = []
     for ref in refs:
+        if ref.target in allowed:
+            continue
         path = tree.modules[ref.target]
         target_ring = ring_of(path)
         if target_ring not in (REEXPORT, None) and forbidden(ring, target_ring):
@@ -484,9 +499,11 @@ def _some(items: Sequence[str], n: int = 3) -> str:
 
 
 def ring_violations(tree: Tree, ring_of: Callable[[str], str | None], sources: Iterable[str],
-                    forbidden: Callable[[str, str | None], bool]) -> list[str]:
+                    forbidden: Callable[[str, str | None], bool],
+                    allowed_eager: Iterable[tuple[str, str]] = ALLOWED_EAGER_IMPORTS) -> list[str]:
     """One line per statement through which code of a ring in ``sources`` loads a module whose ring
-    ``forbidden(code's ring, module's ring)`` rejects: ``file:line: 'statement' (kind) loads ...``."""
+    ``forbidden(code's ring, module's ring)`` rejects: ``file:line: 'statement' (kind) loads ...``.
+    ``allowed_eager``: (re-export file, module) pairs that are not counted."""
     sources = [r for r in (CORE, FRAMEWORK) if r in set(sources)]  # strictest first
     out: list[str] = []
     for path, source in sorted(tree.files.items()):
@@ -498,9 +515,10 @@ def ring_violations(tree: Tree, ring_of: Callable[[str], str | None], sources: I
                     out.append(f"{path}:{line}: {refs[0].text!r} ({refs[0].kind}) loads {', '.join(bad)}")
     why = loaders(tree, ring_of)
     for path in sorted(why):  # a re-export module: its eager imports, as the code that loads it may
+        allowed = {module for file, module in allowed_eager if file == path}
         for line, refs in _lines(r for r in tree.files[path].refs if r.eager).items():
             for ring in sources:
-                bad = _leaves(tree, ring_of, refs, ring, forbidden)
+                bad = _leaves(tree, ring_of, refs, ring, forbidden, allowed)
                 if bad and ring in why[path]:
                     out.append(f"{path}:{line}: {refs[0].text!r} ({refs[0].kind}) loads {', '.join(bad)}; "
                                f"{ring} code loads {path}: {_some(why[path][ring])}")
@@ -516,62 +534,71 @@ def _is_surface(ring: str, target: str | None) -> bool:
     return target == SURFACE
 
 
-def _allowed_constant_table(value: ast.expr | None) -> bool:
-    """A dict / tuple / list / set literal whose leaves are all string constants (nested allowed)."""
+_MODULE_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?::\w+)?")
+
+
+def _constant_table(value: ast.expr | None) -> bool:
+    """A lazy table: a dict / tuple / list / set literal whose leaves are all string constants
+    (nested literals allowed), or one string that is a module path (``"tinyflow.functions"``)."""
     if isinstance(value, ast.Constant):
-        return isinstance(value.value, str)
-    if isinstance(value, ast.Dict):
-        return all(k is not None and _allowed_constant_table(k) for k in value.keys) and all(
-            _allowed_constant_table(v) for v in value.values)
-    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
-        return all(_allowed_constant_table(e) for e in value.elts)
-    return False
+        return isinstance(value.value, str) and _MODULE_PATH.fullmatch(value.value) is not None
+
+    def strings(node: ast.expr | None) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str)
+        if isinstance(node, ast.Dict):
+            return all(k is not None and strings(k) for k in node.keys) and all(strings(v) for v in node.values)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return all(strings(e) for e in node.elts)
+        return False
+
+    return isinstance(value, (ast.Dict, ast.Tuple, ast.List, ast.Set)) and strings(value)
 
 
-def _statement_kind(stmt: ast.stmt) -> str:
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return f"def {stmt.name}"
-    if isinstance(stmt, ast.ClassDef):
-        return f"class {stmt.name}"
-    return type(stmt).__name__.lower()
+def definitions(source: Source, allowed: Iterable[tuple[str, str]] = ALLOWED_STATEMENTS) -> list[tuple[int, str]]:
+    """The module-level statements of a re-export module that define something: (line, what).
 
-
-def definitions(source: Source, allowed: dict[tuple[str, str], str]) -> list[tuple[int, str]]:
-    """The module-level statements of a re-export module that define something: (line, what)."""
+    Allowed: imports, docstrings (and other bare strings), ``__all__``, lazy tables (constant
+    literals of strings), an alias of an imported name (``device = Device``), ``del``, ``pass``, the
+    ``__getattr__`` / ``__dir__`` hooks, if / try blocks of those, and the (file, statement) pairs
+    of ``allowed``.
+    """
+    module_level = list(_statements_of(source.tree.body))
     imported = {alias.asname or alias.name.split(".")[0]
-                for node in ast.walk(source.tree) if isinstance(node, (ast.Import, ast.ImportFrom))
-                for alias in node.names}
+                for node in module_level if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
     exceptions = {ast.unparse(ast.parse(text)) for (path, text) in allowed if path == source.path}
     found: list[tuple[int, str]] = []
-
-    def check(stmts: list[ast.stmt]) -> None:
-        for stmt in stmts:
-            if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass, ast.Delete)):
+    for stmt in module_level:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass, ast.Delete, ast.If, ast.Try)):
+            continue  # an if / try block: its statements are checked one by one
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
+            continue
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in ("__getattr__", "__dir__"):
+            continue
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            if len(names) == len(targets) and (
+                    names == ["__all__"] or _constant_table(stmt.value)
+                    or (isinstance(stmt.value, ast.Name) and stmt.value.id in imported)):
                 continue
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
-                continue  # the docstring, or a comment-like string after a table
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in ("__getattr__", "__dir__"):
-                continue
-            if isinstance(stmt, (ast.If, ast.Try)):  # if TYPE_CHECKING: / try: import ... except ImportError:
-                check([*stmt.body, *stmt.orelse, *getattr(stmt, "finalbody", []),
-                       *[s for h in getattr(stmt, "handlers", []) for s in h.body]])
-                continue
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                names = [t.id for t in targets if isinstance(t, ast.Name)]
-                if len(names) == len(targets):
-                    if names == ["__all__"]:
-                        continue
-                    if _allowed_constant_table(stmt.value) and not isinstance(stmt.value, ast.Constant):
-                        continue  # a lazy table of module paths and names
-                    if isinstance(stmt.value, ast.Name) and stmt.value.id in imported:
-                        continue  # an alias of an imported name (``device = Device``)
-            if ast.unparse(stmt) in exceptions:
-                continue
-            found.append((stmt.lineno, f"{_statement_kind(stmt)}: {_one_line(source.segment(stmt), 90)}"))
-
-    check(source.tree.body)
+        if ast.unparse(stmt) in exceptions:
+            continue
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            what = f"{'class' if isinstance(stmt, ast.ClassDef) else 'def'} {stmt.name}"
+        else:
+            what = _one_line(source.segment(stmt), 90)
+        found.append((stmt.lineno, what))
     return found
+
+
+def _statements_of(body: list[ast.stmt]) -> Iterable[ast.stmt]:
+    """The statements of a module body, and those inside its if / try blocks (module level too)."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.If, ast.Try)):
+            yield from _statements_of([*stmt.body, *stmt.orelse, *getattr(stmt, "finalbody", []),
+                                       *[s for h in getattr(stmt, "handlers", []) for s in h.body]])
 
 
 def circles(tree: Tree) -> list[list[str]]:
@@ -637,7 +664,7 @@ def test_reexport_modules_define_nothing():
     out = []
     for path, source in sorted(tree.files.items()):
         if ring_of(path) == REEXPORT:
-            found = definitions(source, ALLOWED_STATEMENTS)
+            found = definitions(source)
             out += [f"{path}:{line}: {what}" for line, what in found[:25]]
             if len(found) > 25:
                 out.append(f"{path}: ... and {len(found) - 25} more")
@@ -645,14 +672,18 @@ def test_reexport_modules_define_nothing():
           "an exception goes in ALLOWED_STATEMENTS with its reason)", out)
 
 
-def test_allowed_statements_still_exist():
-    """An exception that matches nothing any more is removed, so that the list stays true."""
+def test_allowed_exceptions_still_exist():
+    """An exception that matches nothing any more is removed, so that the lists stay true."""
     tree = _repo_tree()
-    stale = [f"{path}: {text}" for path, text in ALLOWED_STATEMENTS
-             if path not in tree.files
-             or ast.unparse(ast.parse(text)) not in {ast.unparse(s) for s in ast.walk(tree.files[path].tree)
-                                                     if isinstance(s, ast.stmt)}]
-    _fail("ALLOWED_STATEMENTS entries that match no statement", stale)
+    stale = []
+    for path, text in ALLOWED_STATEMENTS:
+        statements = {ast.unparse(s) for s in _statements_of(tree.files[path].tree.body)} if path in tree.files else set()
+        if ast.unparse(ast.parse(text)) not in statements:
+            stale.append(f"ALLOWED_STATEMENTS: {path}: {text}")
+    for path, module in ALLOWED_EAGER_IMPORTS:
+        if path not in tree.files or module not in {r.target for r in tree.files[path].refs if r.eager}:
+            stale.append(f"ALLOWED_EAGER_IMPORTS: {path} does not import {module} at module level")
+    _fail("exceptions that match nothing (remove them)", stale)
 
 
 def test_one_import_circle_tensor_autograd_core_ops():
@@ -801,7 +832,7 @@ def test_rules_follow_reexports_eager_imports_only(tmp_path):
 
 
 def test_reexport_rule_catches_definitions(synthetic):
-    assert definitions(synthetic.files["pkg/__init__.py"], {}) == [(9, "def helper: def helper(): return 1")]
+    assert definitions(synthetic.files["pkg/__init__.py"], {}) == [(9, "def helper")]
     allowed = {("pkg/__init__.py", "def helper():\n    return 1"): "a reason"}
     assert definitions(synthetic.files["pkg/__init__.py"], allowed) == []
 
