@@ -9,7 +9,9 @@ An AST walk over every .py file of tinyflow/, tinyflow_cuda/ and models/ (which 
 - string constants that are exactly a module of the tree (``sys.modules["tinyflow.tensor"]``, the
   values of a lazy table ``{"Transformer": "tinyflow.nn.modules.transformer"}``);
 - attribute chains through an imported module (``import tinyflow as tf`` ... ``tf.linalg.norm``
-  names tinyflow.linalg, which ``tinyflow.__getattr__`` loads on first use).
+  names tinyflow.linalg, which ``tinyflow.__getattr__`` loads on first use). A name that is both a
+  submodule and a function of a package (``F.linear``, ``tf.tensor``) counts as the submodule:
+  where the function lives, as a rule.
 
 Each file belongs to one ring (``RINGS`` below: path patterns, first match wins) and the tests say:
 
@@ -442,9 +444,9 @@ def _repo_tree() -> Tree:
 # - a re-export module that core or framework code loads (a file of that ring names it, or a
 #   re-export module that such code loads imports it at module level) and that imports, at module
 #   level, a module of a ring that code may not import: at the re-export module's line, with the
-#   places that load it. A package's __init__ also runs before any module below it, but that alone
-#   does not count: ``from tinyflow.ops.elementwise import Add`` names one module, and tinyflow's
-#   __init__ eagerly installs the surface table (tinyflow/surface.py) by design.
+#   places that load it (ALLOWED_EAGER_IMPORTS lists the exceptions). A package's __init__ also
+#   runs before any module below it, but that alone does not count: ``from tinyflow.ops.elementwise
+#   import Add`` names one module, not the package.
 
 
 def _lines(refs: Iterable[Ref]) -> dict[int, list[Ref]]:
