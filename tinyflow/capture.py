@@ -62,13 +62,11 @@ class Capture:
     def refresh(self) -> None:
         """Before a replay: every slot's next value, in the order the slots were taken (a constant
         slot once: its host-to-device copy is not repeated at every step)."""
-        from tinyflow.device import CPU, move
-
         for slot in self.slots:
             if slot.constant and slot.filled:
                 continue
             host = np.asarray(slot.value(), dtype=slot.array.dtype).reshape(slot.array.shape)
-            slot.array[...] = move(host, self.device) if self.device != CPU else host
+            slot.array[...] = self.device.put(host) if self.device.type != "cpu" else host
             slot.filled = True
 
 

@@ -72,6 +72,10 @@ class Device:
         """The kernel module serving this device: tinyflow.kernels or tinyflow_cuda.kernels."""
         return kernel_module(self.xp)
 
+    def put(self, arr: Any) -> Any:
+        """``arr`` copied onto this device (``move(arr, self)``)."""
+        return move(arr, self)
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):
             other = Device(other)

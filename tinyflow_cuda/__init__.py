@@ -25,9 +25,17 @@ def _load() -> ModuleType | None:
             _reason = "CuPy is installed but no CUDA device is visible"
             return None
         _cupy = cupy
+        _register(cupy)
     except Exception as exc:  # ImportError, CUDARuntimeError, ...
         _reason = f"CuPy could not be loaded ({type(exc).__name__}: {exc})"
     return _cupy
+
+
+def _register(module: ModuleType) -> None:
+    """Tell the reference kernels (tinyflow.kernels) that ``module.ndarray`` arrays are ``module``'s."""
+    from tinyflow.kernels._cpu import register_array_module
+
+    register_array_module(module.ndarray, module)
 
 
 def is_available() -> bool:

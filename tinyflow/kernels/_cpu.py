@@ -22,11 +22,33 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import device_of
+from types import ModuleType
 
-__all__ = ["workspace", "release_workspace", "take_buffer", "give_buffer", "tune_allocator", "num_threads",
+__all__ = ["array_module", "register_array_module", "workspace", "release_workspace", "take_buffer", "give_buffer", "tune_allocator", "num_threads",
            "set_num_threads",
            "parallel_for", "blas_threads", "batched_matmul"]
+
+
+# ------------------------------------------------------------------------------- array modules
+# The kernels are written against ``xp``, the module of their arrays. NumPy's is theirs; the CUDA
+# backend (tinyflow_cuda) registers its array type when it loads CuPy or its stand-in, so these
+# kernels never import the device layer (tinyflow/device.py), which imports them.
+_array_modules: list[tuple[type, ModuleType]] = []
+
+
+def register_array_module(array_type: type, module: ModuleType) -> None:
+    """Arrays of ``array_type`` belong to ``module`` (tinyflow_cuda calls this for cupy.ndarray)."""
+    _array_modules[:] = [(array_type, module)] + [(t, m) for t, m in _array_modules if t is not array_type]
+
+
+def array_module(arr: Any) -> ModuleType:
+    """numpy for NumPy arrays (and Python scalars), cupy for CuPy arrays."""
+    if isinstance(arr, (np.ndarray, np.generic, int, float, bool)):
+        return np
+    for array_type, module in _array_modules:
+        if isinstance(arr, array_type):
+            return module
+    raise TypeError(f"expected a NumPy or CuPy array, got {type(arr).__name__}")
 
 
 # ------------------------------------------------------------------------------- workspace
@@ -47,7 +69,7 @@ def workspace(xp: Any, name: str, shape: tuple[int, ...], dtype: Any, like: Any 
     Only for temporaries that do not outlive the caller's use of them. The memory is reused
     across calls, grown when a larger one is asked for. NumPy buffers need nothing more. For
     other array modules (CuPy) pass ``like``, an array on the device the buffer is for: the
-    buffer is then kept per device (``device_of(like)``) and per thread. Reuse is safe on a
+    buffer is then kept per device (``like.device``) and per thread. Reuse is safe on a
     GPU because a thread's kernels run in order on its stream, so the next writer of the
     buffer waits for the last reader; a thread that moves to another stream between two uses
     must synchronize first. Without ``like`` a non-NumPy caller gets a fresh array each time.
@@ -57,7 +79,7 @@ def workspace(xp: Any, name: str, shape: tuple[int, ...], dtype: Any, like: Any 
     elif like is None:
         return xp.empty(shape, dtype=dtype)
     else:
-        device = device_of(like)
+        device = int(like.device.id)
     size = math.prod(shape)
     key = (name, np.dtype(dtype), device)
     buf = _workspace.buffers.get(key)

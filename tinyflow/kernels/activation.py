@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.kernels._cpu import array_module
 
 __all__ = ["relu_forward", "relu_backward"]
 

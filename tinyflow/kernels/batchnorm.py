@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.kernels._cpu import array_module
 
 __all__ = ["batch_norm_forward", "batch_norm_backward"]
 

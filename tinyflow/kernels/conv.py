@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.kernels._cpu import array_module
 from tinyflow.dtypes import is_half
 from tinyflow.kernels._cpu import parallel_for, workspace
 from tinyflow.kernels.shapes import conv_output_size

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.kernels._cpu import array_module
 from tinyflow.dtypes import is_half
 
 __all__ = ["embedding_backward"]

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.kernels._cpu import array_module
 from tinyflow.dtypes import is_half
 from tinyflow.kernels._cpu import parallel_for
 

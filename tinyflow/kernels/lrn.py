@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.kernels._cpu import array_module
 from tinyflow.dtypes import is_half
 
 __all__ = ["lrn_forward", "lrn_backward"]

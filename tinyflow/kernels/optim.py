@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.kernels._cpu import array_module
 from tinyflow.dtypes import is_floating
 from tinyflow.kernels._cpu import parallel_for
 
@@ -104,9 +104,15 @@ def _device_scalars(op: str, scalars: Any, size: int) -> list[float] | None:
     if getattr(scalars, "shape", None) != (size,) or scalars.dtype != np.float64:
         raise ValueError(f"{op}: scalars must be a ({size},) float64 array, got shape "
                          f"{getattr(scalars, 'shape', None)} dtype {getattr(scalars, 'dtype', None)}")
-    from tinyflow.device import to_host
+    return [float(v) for v in _host(op, scalars)]
 
-    return [float(v) for v in to_host(scalars, f"{op} scalars")]
+
+def _host(op: str, arr: Any) -> np.ndarray:
+    """A NumPy array as it is (the references run on the host; the CUDA twins read device arrays
+    through their pointers and never hand one here)."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{op}: the reference reads its scalars on the host, got a {type(arr).__name__}")
+    return arr
 
 
 def _found_inf(op: str, found_inf: Any) -> bool:
@@ -116,9 +122,7 @@ def _found_inf(op: str, found_inf: Any) -> bool:
     if getattr(found_inf, "shape", None) != (1,) or found_inf.dtype != np.float32:
         raise ValueError(f"{op}: found_inf must be a (1,) float32 array, got shape "
                          f"{getattr(found_inf, 'shape', None)} dtype {getattr(found_inf, 'dtype', None)}")
-    from tinyflow.device import to_host
-
-    return bool(to_host(found_inf, f"{op} found_inf")[0] != 0)
+    return bool(_host(op, found_inf)[0] != 0)
 
 
 def sgd_momentum_update(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.kernels._cpu import array_module
 from tinyflow.dtypes import is_half
 from tinyflow.kernels._cpu import parallel_for
 from tinyflow.kernels.conv import _window_slice

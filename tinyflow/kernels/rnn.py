@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import array_module
+from tinyflow.kernels._cpu import array_module
 
 __all__ = [
     "lstm_cell_forward",

@@ -40,6 +40,7 @@ def installed() -> Iterator[ModuleType]:
 
     saved = (tinyflow_cuda._cupy, tinyflow_cuda._reason, runtime._cupy_runtime)
     tinyflow_cuda._cupy, tinyflow_cuda._reason, runtime._cupy_runtime = strict_cupy, None, None
+    tinyflow_cuda._register(strict_cupy)
     try:
         yield strict_cupy
     finally:
