@@ -201,7 +201,7 @@ def torch_step(w: Workload, device: str = "cpu", precision: str = "fp32", thread
 def count_flops(model: Any, run: Callable[[], None]) -> float:
     """Forward multiply-adds x 2 of the convolutions, linear layers and recurrent layers in one
     ``run()`` (a forward), found with forward hooks from the weights and output shapes."""
-    from tinyflow.nn.module import Module
+    from tinyflow.nn.modules.module import Module
 
     total = [0.0]
     removers = []

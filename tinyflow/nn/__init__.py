@@ -1,118 +1,72 @@
 """Layers and models: Module, Parameter and the PyTorch-named layers, each in the file PyTorch
-keeps it in (torch/nn/modules/<file>.py, also importable as ``tinyflow.nn.modules.<file>``);
-the stateless forms are ``nn.functional``."""
-from tinyflow.nn import functional, init, modules, parallel, utils  # noqa: F401
-from tinyflow.nn.activation import (  # noqa: F401
-    CELU,
-    ELU,
-    GELU,
-    GLU,
-    SELU,
-    Hardshrink,
-    Hardsigmoid,
-    Hardswish,
-    Hardtanh,
-    LeakyReLU,
-    LogSigmoid,
-    LogSoftmax,
-    Mish,
-    MultiheadAttention,
-    PReLU,
-    ReLU,
-    ReLU6,
-    RReLU,
-    Sigmoid,
-    SiLU,
-    Softmax,
-    Softmax2d,
-    Softmin,
-    Softplus,
-    Softshrink,
-    Softsign,
-    Tanh,
-    Tanhshrink,
-    Threshold,
-)
-from tinyflow.nn.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
-from tinyflow.nn.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: F401
-from tinyflow.nn.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
-from tinyflow.nn.distance import CosineSimilarity, PairwiseDistance  # noqa: F401
-from tinyflow.nn.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout  # noqa: F401
-from tinyflow.nn.flatten import Flatten, Unflatten  # noqa: F401
-from tinyflow.nn.fold import Fold, Unfold  # noqa: F401
-from tinyflow.nn.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: F401
-from tinyflow.nn.linear import Bilinear, Identity, Linear  # noqa: F401
-from tinyflow.nn.loss import (  # noqa: F401
-    BCELoss,
-    BCEWithLogitsLoss,
-    CosineEmbeddingLoss,
-    CrossEntropyLoss,
-    GaussianNLLLoss,
-    HingeEmbeddingLoss,
-    HuberLoss,
-    KLDivLoss,
-    L1Loss,
-    MarginRankingLoss,
-    MSELoss,
-    MultiLabelMarginLoss,
-    MultiLabelSoftMarginLoss,
-    MultiMarginLoss,
-    NLLLoss,
-    NLLLoss2d,
-    PoissonNLLLoss,
-    SmoothL1Loss,
-    SoftMarginLoss,
-    TripletMarginLoss,
-    TripletMarginWithDistanceLoss,
-)
-from tinyflow.nn.module import Module  # noqa: F401
-from tinyflow.nn.normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm  # noqa: F401
-from tinyflow.nn.padding import (  # noqa: F401
-    CircularPad1d,
-    CircularPad2d,
-    CircularPad3d,
-    ConstantPad1d,
-    ConstantPad2d,
-    ConstantPad3d,
-    ReflectionPad1d,
-    ReflectionPad2d,
-    ReflectionPad3d,
-    ReplicationPad1d,
-    ReplicationPad2d,
-    ReplicationPad3d,
-    ZeroPad1d,
-    ZeroPad2d,
-    ZeroPad3d,
-)
-from tinyflow.nn.parallel import DataParallel  # noqa: F401
-from tinyflow.nn.parameter import Parameter  # noqa: F401
-from tinyflow.nn.pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle  # noqa: F401
-from tinyflow.nn.pooling import (  # noqa: F401
-    AdaptiveAvgPool1d,
-    AdaptiveAvgPool2d,
-    AdaptiveAvgPool3d,
-    AdaptiveMaxPool1d,
-    AdaptiveMaxPool2d,
-    AdaptiveMaxPool3d,
-    AvgPool1d,
-    AvgPool2d,
-    AvgPool3d,
-    LPPool1d,
-    LPPool2d,
-    LPPool3d,
-    MaxPool1d,
-    MaxPool2d,
-    MaxPool3d,
-    MaxUnpool1d,
-    MaxUnpool2d,
-)
-from tinyflow.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
-from tinyflow.nn.sparse import Embedding, EmbeddingBag  # noqa: F401
-from tinyflow.nn.transformer import (  # noqa: F401
-    Transformer,
-    TransformerDecoder,
-    TransformerDecoderLayer,
-    TransformerEncoder,
-    TransformerEncoderLayer,
-)
-from tinyflow.nn.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
+keeps it in (``tinyflow/nn/modules/<file>.py``, importable as ``tinyflow.nn.modules.<file>``);
+the stateless forms are ``nn.functional``, the initialisers ``nn.init``.
+
+A re-export module. The framework's layers load with it; the PyTorch-surface layers (padding,
+upsampling, pixel and channel shuffle, fold/unfold, instance norm, distances, the Transformer),
+``nn.parallel`` (DataParallel and DistributedDataParallel) and ``nn.utils`` load on first use of
+one of their names (PEP 562 ``__getattr__`` below).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from tinyflow.nn import functional, init, modules
+from tinyflow.nn.modules.activation import *  # ReLU, GELU, Softmax, ..., MultiheadAttention
+from tinyflow.nn.modules.batchnorm import *  # BatchNorm1d/2d/3d
+from tinyflow.nn.modules.container import *  # Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
+from tinyflow.nn.modules.conv import *  # Conv1d/2d/3d, ConvTranspose1d/2d/3d
+from tinyflow.nn.modules.dropout import *  # Dropout, Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout
+from tinyflow.nn.modules.flatten import *  # Flatten, Unflatten
+from tinyflow.nn.modules.linear import *  # Linear, Identity, Bilinear
+from tinyflow.nn.modules.loss import *  # CrossEntropyLoss, MSELoss, ...
+from tinyflow.nn.modules.module import Module
+from tinyflow.nn.modules.normalization import *  # LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm
+from tinyflow.nn.modules.pooling import *  # MaxPool*, AvgPool*, Adaptive*Pool*, LPPool*, MaxUnpool*
+from tinyflow.nn.modules.rnn import *  # RNN, LSTM, GRU and their cells
+from tinyflow.nn.modules.sparse import *  # Embedding, EmbeddingBag
+from tinyflow.nn.parameter import Parameter
+
+# Loaded on first use: module -> the names it defines (a module's own name, e.g. "utils" for
+# tinyflow.nn.utils, gives the module).
+_SURFACE = {
+    "tinyflow.nn.modules.channelshuffle": ("ChannelShuffle",),
+    "tinyflow.nn.modules.distance": ("CosineSimilarity", "PairwiseDistance"),
+    "tinyflow.nn.modules.fold": ("Fold", "Unfold"),
+    "tinyflow.nn.modules.instancenorm": ("InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"),
+    "tinyflow.nn.modules.padding": (
+        "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ReflectionPad1d",
+        "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
+        "CircularPad1d", "CircularPad2d", "CircularPad3d",
+    ),
+    "tinyflow.nn.modules.pixelshuffle": ("PixelShuffle", "PixelUnshuffle"),
+    "tinyflow.nn.modules.transformer": (
+        "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer",
+    ),
+    "tinyflow.nn.modules.upsampling": ("Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"),
+    "tinyflow.nn.parallel": ("DataParallel",),
+    "tinyflow.nn.utils": (),
+}
+
+__all__ = modules.__all__ + ["Parameter", "DataParallel", "functional", "init", "modules", "parallel", "utils"]
+
+
+def __getattr__(name: str) -> Any:
+    """A surface layer class, ``DataParallel``, ``nn.parallel`` or ``nn.utils``: imported on
+    first use (PEP 562)."""
+    for module, names in _SURFACE.items():
+        if name in names:
+            value = getattr(importlib.import_module(module), name)
+            break
+        if module == f"{__name__}.{name}":
+            value = importlib.import_module(module)
+            break
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {n for names in _SURFACE.values() for n in names} | {"parallel", "utils"})

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.module import Module
 
 __all__ = ["DataParallel", "DistributedDataParallel", "data_parallel"]
 

@@ -1,35 +1,36 @@
-"""Optimizers, learning-rate schedulers and gradient clipping (``torch.optim``-compatible)."""
+"""Optimizers, learning-rate schedulers and gradient clipping (``torch.optim``-compatible).
 
-from tinyflow.optim import lr_scheduler, swa_utils
-from tinyflow.optim.adadelta import Adadelta
-from tinyflow.optim.adagrad import Adagrad
-from tinyflow.optim.adam import Adam, AdamW
-from tinyflow.optim.adamax import Adamax, NAdam, RAdam
-from tinyflow.optim.clip_grad import clip_grad_norm_, clip_grad_value_
-from tinyflow.optim.lbfgs import LBFGS
-from tinyflow.optim.lr_scheduler import (
-    ChainedScheduler,
-    ConstantLR,
-    CosineAnnealingLR,
-    CosineAnnealingWarmRestarts,
-    CyclicLR,
-    ExponentialLR,
-    LambdaLR,
-    LinearLR,
-    LRScheduler,
-    MultiplicativeLR,
-    MultiStepLR,
-    OneCycleLR,
-    PolynomialLR,
-    ReduceLROnPlateau,
-    SequentialLR,
-    StepLR,
-    warmup_cosine,
-)
+A re-export module: the Optimizer base and SGD load with it; every other optimizer, the
+schedulers (``optim.lr_scheduler``), ``optim.swa_utils`` and gradient clipping load on first use
+of one of their names (PEP 562 ``__getattr__`` below), so a training step reads only the
+optimizer it runs.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from tinyflow.optim.optimizer import Optimizer
-from tinyflow.optim.rmsprop import RMSprop
-from tinyflow.optim.rprop import ASGD, Rprop
 from tinyflow.optim.sgd import SGD
+
+# module -> the names it defines, imported on first use (a module's own name, e.g.
+# "lr_scheduler", gives the module).
+_LAZY = {
+    "tinyflow.optim.adadelta": ("Adadelta",),
+    "tinyflow.optim.adagrad": ("Adagrad",),
+    "tinyflow.optim.adam": ("Adam", "AdamW"),
+    "tinyflow.optim.adamax": ("Adamax", "NAdam", "RAdam"),
+    "tinyflow.optim.clip_grad": ("clip_grad_norm_", "clip_grad_value_"),
+    "tinyflow.optim.lbfgs": ("LBFGS",),
+    "tinyflow.optim.lr_scheduler": (
+        "LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
+        "ExponentialLR", "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "CyclicLR", "OneCycleLR",
+        "ReduceLROnPlateau", "SequentialLR", "ChainedScheduler", "warmup_cosine",
+    ),
+    "tinyflow.optim.rmsprop": ("RMSprop",),
+    "tinyflow.optim.rprop": ("ASGD", "Rprop"),
+    "tinyflow.optim.swa_utils": (),
+}
 
 __all__ = [
     "swa_utils",
@@ -67,3 +68,22 @@ __all__ = [
     "ChainedScheduler",
     "warmup_cosine",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """An optimizer, scheduler, clipping function or submodule: imported on first use (PEP 562)."""
+    for module, names in _LAZY.items():
+        if name in names:
+            value = getattr(importlib.import_module(module), name)
+            break
+        if module == f"{__name__}.{name}":
+            value = importlib.import_module(module)
+            break
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

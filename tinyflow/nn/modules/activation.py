@@ -9,8 +9,8 @@ from typing import Any
 
 from tinyflow.nn import functional as F
 from tinyflow.nn import init
-from tinyflow.nn.linear import Linear
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.linear import Linear
+from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, empty, full
 

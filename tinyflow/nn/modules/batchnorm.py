@@ -6,7 +6,7 @@ from typing import Any
 from tinyflow.autograd import no_grad
 from tinyflow.nn import functional as F
 from tinyflow.nn import init
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, ones, tensor, zeros
 

@@ -7,7 +7,8 @@ from typing import Any
 from tinyflow.kernels.shapes import IntPair, _pair
 from tinyflow.nn import functional as F
 from tinyflow.nn import init
-from tinyflow.nn.module import Module
+from tinyflow.nn.functional._utils import _single, _triple
+from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, empty
 
@@ -18,10 +19,10 @@ _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 def _tuple(v: Any, n: int, name: str, op: str) -> tuple[int, ...]:
     if n == 3:
-        return F._triple(v, name, op)
+        return _triple(v, name, op)
     if n == 2:
         return _pair(v, name, op)
-    return (F._single(v, name, op),)
+    return (_single(v, name, op),)
 
 
 class _ConvNd(Module):

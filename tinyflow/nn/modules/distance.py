@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from tinyflow.nn import functional as F
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.module import Module
 from tinyflow.tensor import Tensor
 
 __all__ = ["CosineSimilarity", "PairwiseDistance"]

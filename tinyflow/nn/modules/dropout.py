@@ -3,7 +3,7 @@ AlphaDropout and FeatureAlphaDropout (for SELU networks)."""
 from __future__ import annotations
 
 from tinyflow.nn import functional as F
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.module import Module
 from tinyflow.tensor import Tensor
 
 __all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.module import Module
 from tinyflow.tensor import Tensor
 
 __all__ = ["Flatten", "Unflatten"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.nn import functional as F
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.module import Module
 from tinyflow.tensor import Tensor
 
 __all__ = ["Fold", "Unfold"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.nn import functional as F
-from tinyflow.nn.batchnorm import _NormBase
+from tinyflow.nn.modules.batchnorm import _NormBase
 from tinyflow.tensor import Tensor
 
 __all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]

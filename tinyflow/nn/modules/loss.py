@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.nn import functional as F
-from tinyflow.nn.module import Module
+from tinyflow.nn.functional.loss import _reduction
+from tinyflow.nn.modules.module import Module
 from tinyflow.tensor import Tensor
 
 __all__ = [
@@ -22,7 +23,7 @@ class _Loss(Module):
     def __init__(self, size_average: bool | None = None, reduce: bool | None = None, reduction: str = "mean") -> None:
         super().__init__()
         if size_average is not None or reduce is not None:
-            reduction = F._reduction(type(self).__name__, size_average, reduce, reduction)
+            reduction = _reduction(type(self).__name__, size_average, reduce, reduction)
         self.reduction = reduction
 
 

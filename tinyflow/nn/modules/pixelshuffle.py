@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from tinyflow.nn import functional as F
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.module import Module
 from tinyflow.tensor import Tensor
 
-__all__ = ["PixelShuffle", "PixelUnshuffle", "ChannelShuffle"]
+__all__ = ["PixelShuffle", "PixelUnshuffle"]
 
 
 class PixelShuffle(Module):
@@ -30,17 +30,3 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self) -> str:
         return f"downscale_factor={self.downscale_factor}"
-
-
-class ChannelShuffle(Module):
-    """ShuffleNet's channel shuffle over (N, C, *)."""
-
-    def __init__(self, groups: int) -> None:
-        super().__init__()
-        self.groups = groups
-
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.channel_shuffle(input, self.groups)
-
-    def extra_repr(self) -> str:
-        return f"groups={self.groups}"

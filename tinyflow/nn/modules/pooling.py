@@ -6,7 +6,8 @@ from typing import Any
 
 from tinyflow.kernels.shapes import IntPair
 from tinyflow.nn import functional as F
-from tinyflow.nn.module import Module
+from tinyflow.nn.functional._utils import _single
+from tinyflow.nn.modules.module import Module
 from tinyflow.tensor import Tensor
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
@@ -15,7 +16,7 @@ __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "Avg
 
 
 def _one(v: Any, op: str) -> tuple[int]:
-    return (F._single(v, "size", op),)
+    return (_single(v, "size", op),)
 
 
 class _MaxPoolNd(Module):

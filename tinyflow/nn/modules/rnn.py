@@ -16,7 +16,7 @@ from typing import Any
 
 from tinyflow.nn import functional as F
 from tinyflow.nn import init
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.nn.utils.rnn import PackedSequence, _unpack_sorted
 from tinyflow.ops.rnn import gru_cell, gru_layer, lstm_cell, lstm_layer

@@ -11,12 +11,12 @@ import numpy as np
 
 from tinyflow.nn import functional as F
 from tinyflow.nn import init
-from tinyflow.nn.activation import MultiheadAttention
-from tinyflow.nn.container import ModuleList
-from tinyflow.nn.dropout import Dropout
-from tinyflow.nn.linear import Linear
-from tinyflow.nn.module import Module
-from tinyflow.nn.normalization import LayerNorm
+from tinyflow.nn.modules.activation import MultiheadAttention
+from tinyflow.nn.modules.container import ModuleList
+from tinyflow.nn.modules.dropout import Dropout
+from tinyflow.nn.modules.linear import Linear
+from tinyflow.nn.modules.module import Module
+from tinyflow.nn.modules.normalization import LayerNorm
 from tinyflow.tensor import Tensor, tensor
 
 __all__ = ["Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",

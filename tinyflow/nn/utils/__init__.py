@@ -1,52 +1,47 @@
 """``nn.utils`` as in PyTorch: gradient clipping (it lives in tinyflow.optim, re-exported here),
 parameters as one flat vector and back, weight_norm / spectral_norm, ``nn.utils.rnn``, and
-``nn.utils.parametrize`` / ``nn.utils.parametrizations``."""
+``nn.utils.parametrize`` / ``nn.utils.parametrizations``.
+
+A re-export module whose names all load on first use (PEP 562 ``__getattr__`` below): the
+recurrent layers import ``nn.utils.rnn`` (PackedSequence) directly, and nothing else of the
+framework needs the rest.
+"""
 from __future__ import annotations
 
-from collections.abc import Iterable
+import importlib
+from typing import Any
 
-from tinyflow.nn.utils import (
-    parametrizations,  # noqa: F401
-    parametrize,  # noqa: F401
-    rnn,  # noqa: F401
-    stateless,  # noqa: F401
-)
-from tinyflow.nn.utils.weight_norm import (  # noqa: F401
-    remove_spectral_norm,
-    remove_weight_norm,
-    spectral_norm,
-    weight_norm,
-)
-from tinyflow.optim.clip_grad import clip_grad_norm, clip_grad_norm_, clip_grad_value_  # noqa: F401
-from tinyflow.tensor import Tensor, cat
+# module -> the names it defines (a module's own name, e.g. "rnn" for tinyflow.nn.utils.rnn,
+# gives the module).
+_LAZY = {
+    "tinyflow.optim.clip_grad": ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_"),
+    "tinyflow.nn.utils.convert_parameters": ("parameters_to_vector", "vector_to_parameters"),
+    "tinyflow.nn.utils.weight_norm": ("weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectral_norm"),
+    "tinyflow.nn.utils.rnn": (),
+    "tinyflow.nn.utils.parametrize": (),
+    "tinyflow.nn.utils.parametrizations": (),
+    "tinyflow.nn.utils.stateless": (),
+}
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "parameters_to_vector",
            "vector_to_parameters", "rnn", "weight_norm", "remove_weight_norm", "spectral_norm",
            "remove_spectral_norm", "parametrize", "parametrizations"]
 
 
-def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
-    """Every parameter flattened and concatenated into one 1-D tensor (a copy, differentiable)."""
-    params = list(parameters)
-    devices = {p.device for p in params}
-    if len(devices) > 1:
-        raise TypeError(f"parameters_to_vector: found parameters on different devices {sorted(map(str, devices))}")
-    return cat([p.reshape(-1) for p in params])
+def __getattr__(name: str) -> Any:
+    """A name of ``nn.utils`` (or one of its submodules): imported on first use (PEP 562)."""
+    for module, names in _LAZY.items():
+        if name in names:
+            value = getattr(importlib.import_module(module), name)
+            break
+        if module == f"{__name__}.{name}":
+            value = importlib.import_module(module)
+            break
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # found directly from now on
+    return value
 
 
-def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
-    """Copy consecutive slices of the 1-D ``vec`` into the parameters (in place, no graph)."""
-    if not isinstance(vec, Tensor):
-        raise TypeError(f"vector_to_parameters: expected vec to be a Tensor, but got {type(vec).__name__}")
-    params = list(parameters)
-    total = sum(p.numel() for p in params)
-    if vec.ndim != 1 or vec.numel() != total:
-        raise ValueError(f"vector_to_parameters: vec of shape {tuple(vec.shape)} must be 1-D with {total} elements, "
-                         "one per parameter entry")
-    src = vec.array
-    offset = 0
-    for p in params:
-        n = p.numel()
-        p.array[...] = src[offset:offset + n].reshape(p.shape).astype(p.dtype, copy=False)
-        p._versions[0] += 1
-        offset += n
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | {"stateless"})

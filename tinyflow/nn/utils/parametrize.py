@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from tinyflow.autograd import no_grad
-from tinyflow.nn.container import ModuleDict, ModuleList
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.container import ModuleDict, ModuleList
+from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor
 

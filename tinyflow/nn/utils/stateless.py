@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tinyflow.nn.module import Module
+    from tinyflow.nn.modules.module import Module
     from tinyflow.tensor import Tensor
 
 __all__ = ["functional_call"]
@@ -69,7 +69,7 @@ def _check_keys(module: Module, keys: Mapping[str, Any]) -> None:
 
 def _owner(module: Module, name: str) -> tuple[Module, str]:
     """The submodule that holds the dotted ``name`` and the last part of the name."""
-    from tinyflow.nn.module import Module
+    from tinyflow.nn.modules.module import Module
 
     prefix, _, attr = name.rpartition(".")
     mod = module
@@ -133,7 +133,7 @@ def _reparametrize_module(module: Module, parameters_and_buffers: dict[str, Any]
 
 def _functional_call(module: Module, parameters_and_buffers: dict[str, Any], args: Any = None,
                      kwargs: dict[str, Any] | None = None, *, tie_weights: bool = True, strict: bool = False) -> Any:
-    from tinyflow.nn.module import Module
+    from tinyflow.nn.modules.module import Module
 
     if not isinstance(module, Module):
         raise TypeError(f"functional_call: expected an nn.Module, got {type(module).__name__}")

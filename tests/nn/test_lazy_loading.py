@@ -1,0 +1,97 @@
+"""nn, nn.functional, nn.utils, optim and the model zoo load only what a program uses (issue 25):
+the framework's layers and F families eagerly, the PyTorch surface (Transformer, padding layers,
+interpolate, ...), the other optimizers, the schedulers and the other models on first use, and
+every public name still resolves (attribute, ``from ... import``, ``dir``, star import)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _fresh(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter (this checkout first on the path); it sets ``out``."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               CUDA_VISIBLE_DEVICES="")
+    probe = code + "\nimport json, sys\nprint(json.dumps(out))\n"
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_an_alexnet_step_loads_no_surface_layer_optimizer_or_other_model():
+    out = _fresh(
+        "import numpy as np, sys\n"
+        "import tinyflow\n"
+        "import tinyflow.nn.functional as F\n"
+        "import tinyflow.optim as optim\n"
+        "from tinyflow.models import get_model\n"
+        "model = get_model('alexnet', num_classes=10)\n"
+        "opt = optim.SGD(list(model.parameters()), lr=0.01, momentum=0.9)\n"
+        "x = tinyflow.tensor(np.zeros((2, 3, 64, 64), np.float32))\n"
+        "F.cross_entropy(model(x), tinyflow.tensor(np.array([1, 2]))).backward()\n"
+        "opt.step()\n"
+        "out = sorted(m for m in sys.modules if m.startswith(('tinyflow.nn', 'tinyflow.optim', 'tinyflow.models')))\n")
+    loaded = set(out)
+    for surface in ("tinyflow.nn.modules.transformer", "tinyflow.nn.modules.padding", "tinyflow.nn.modules.upsampling",
+                    "tinyflow.nn.modules.fold", "tinyflow.nn.modules.pixelshuffle", "tinyflow.nn.modules.distance",
+                    "tinyflow.nn.modules.instancenorm", "tinyflow.nn.modules.channelshuffle",
+                    "tinyflow.nn.functional.vision", "tinyflow.nn.functional.instancenorm", "tinyflow.nn.parallel",
+                    "tinyflow.nn.utils.parametrize", "tinyflow.nn.utils.parametrizations", "tinyflow.nn.utils.stateless",
+                    "tinyflow.nn.utils.weight_norm", "tinyflow.optim.adam", "tinyflow.optim.lr_scheduler",
+                    "tinyflow.optim.swa_utils", "tinyflow.optim.lbfgs", "tinyflow.optim.clip_grad",
+                    "tinyflow.models.resnet", "tinyflow.models.fcn", "tinyflow.models.lstm_lm"):
+        assert surface not in loaded, f"{surface} was loaded by one AlexNet step"
+    assert {"tinyflow.models.alexnet", "tinyflow.optim.sgd", "tinyflow.nn.modules.conv"} <= loaded
+
+
+def test_lazy_names_resolve_by_attribute_import_dir_and_star():
+    out = _fresh(
+        "import tinyflow.nn as nn, tinyflow.nn.functional as F, tinyflow.optim as optim, tinyflow.models as models\n"
+        "import tinyflow.nn.modules.transformer as T\n"
+        "from tinyflow.nn import Transformer, ZeroPad2d\n"
+        "from tinyflow.nn.utils import parametrize, rnn\n"
+        "from tinyflow.optim.lr_scheduler import StepLR\n"
+        "import tinyflow.nn.utils.parametrizations  # imports what nn.utils.weight_norm's file holds too\n"
+        "ns = {}\n"
+        "exec('from tinyflow.nn import *', ns)\n"
+        "fs = {}\n"
+        "exec('from tinyflow.nn.functional import *', fs)\n"
+        "os_ = {}\n"
+        "exec('from tinyflow.optim import *', os_)\n"
+        "out = {\n"
+        "    'transformer': nn.Transformer is T.Transformer is Transformer is nn.modules.Transformer,\n"
+        "    'pad': ZeroPad2d is nn.modules.padding.ZeroPad2d,\n"
+        "    'dir': all(n in dir(nn) for n in ('Transformer', 'Conv2d', 'DataParallel', 'utils', 'parallel')),\n"
+        "    'dir_f': 'interpolate' in dir(F) and 'relu' in dir(F),\n"
+        "    'star': all(n in ns for n in ('Transformer', 'Linear', 'Upsample', 'Module', 'Parameter')),\n"
+        "    'star_f': all(n in fs for n in ('interpolate', 'instance_norm', 'relu', 'cross_entropy')),\n"
+        "    'star_optim': all(n in os_ for n in ('Adam', 'StepLR', 'lr_scheduler', 'swa_utils')),\n"
+        "    'f': callable(F.interpolate) and callable(F.linear) and callable(F.dropout),\n"
+        "    'utils': callable(nn.utils.weight_norm) and callable(nn.utils.clip_grad_norm_)\n"
+        "             and nn.utils.parametrize is parametrize and nn.utils.rnn is rnn,\n"
+        "    'parallel': nn.DataParallel is nn.parallel.DataParallel,\n"
+        "    'optim': optim.lr_scheduler.StepLR is StepLR and optim.Adam.__name__ == 'Adam',\n"
+        "    'models': models.ResNet.__name__ == 'ResNet' and models.MODELS['resnet20'][1].__name__ == 'ResNetCifar'\n"
+        "              and sorted(models.MODELS) == sorted(set(models.MODELS)) and 'lstm-lm' in models.MODELS,\n"
+        "}\n")
+    assert all(out.values()), {k: v for k, v in out.items() if not v}
+
+
+def test_unknown_names_are_attribute_errors():
+    import pytest
+
+    import tinyflow.models as models
+    import tinyflow.nn as nn
+    import tinyflow.nn.functional as F
+    import tinyflow.optim as optim
+
+    for module, name in ((nn, "NoSuchLayer"), (nn.modules, "NoSuchLayer"), (F, "no_such_function"),
+                         (optim, "NoSuchOptimizer"), (models, "NoSuchModel"), (nn.utils, "no_such_util")):
+        with pytest.raises(AttributeError, match=name):
+            getattr(module, name)
