@@ -79,6 +79,10 @@ RINGS: tuple[tuple[str, str], ...] = (
     # RE-EXPORT modules: every package __init__, and the public nn.functional. They gather names
     # from every ring and define nothing (test 4); surface names load lazily, through a module
     # __getattr__ and a table of full module paths. Listed first: an __init__ anywhere is one.
+    # Except these packages, whose __init__ is a module of its own (as torch/cuda/__init__.py is):
+    # the CUDA backend (core) and the torch.cuda / torch.cpu / torch.backends answers (framework).
+    (CORE, "tinyflow_cuda/{,strict_cupy/,kernels/}__init__.py"),
+    (FRAMEWORK, "tinyflow/{cuda,cpu,backends}/__init__.py"),
     (REEXPORT, "**/__init__.py"),
     (REEXPORT, "tinyflow/nn/functional.py"),
     # SURFACE: the PyTorch breadth. May import anything; nothing in the core or the framework
@@ -87,7 +91,7 @@ RINGS: tuple[tuple[str, str], ...] = (
     (SURFACE, "tinyflow/tensor_methods*.py"),
     (SURFACE, "tinyflow/autograd_functional.py"),  # torch.autograd.functional, and the Variable shim
     (SURFACE, "tinyflow/{distributions,utils}/**"),
-    (SURFACE, "tinyflow/ops/{math,indexing,sort,scan,layout,decomposition,distance,interpolate,pad,special,einsum}.py"),
+    (SURFACE, "tinyflow/ops/{math,indexing,sort,scan,layout,decomposition,interpolate,special,einsum}.py"),
     # the extra layers (transformer, fold/unfold, pixel and channel shuffle, upsampling, instance
     # norm, distance, padding), as tinyflow/nn/<file>.py or in their PyTorch place nn/modules/<file>.py
     (SURFACE, "tinyflow/nn/{,modules/}{transformer,fold,pixelshuffle,channelshuffle,upsampling,instancenorm,"
@@ -95,13 +99,18 @@ RINGS: tuple[tuple[str, str], ...] = (
     # and the F functions that only those layers or users need, in nn/functional/<file>.py
     # (vision: interpolate / upsample, fold / unfold, pixel and channel shuffle, grid_sample,
     # affine_grid). F.pad (padding.py) and the distances (distance.py) are framework: conv padding
-    # modes, the triplet loss and weight_norm use them.
+    # modes, the triplet loss and weight_norm use them (so ops/pad.py and ops/distance.py are core).
     (SURFACE, "tinyflow/nn/functional/{vision,instancenorm}.py"),
     # CORE: Tensor, autograd, device, dtypes, promotion, random, errors, amp, and the ops a CNN or
     # LSTM training step needs; the kernels. Imports only the core (test 1); no file over 800 lines.
     (CORE, "tinyflow/{tensor,autograd,device,dtypes,promotion,random,errors,amp,capture,return_types,"
-           "creation,_tensor_str,inplace}.py"),
-    (CORE, "tinyflow/ops/{elementwise,reduce,shape,copy,linalg,activation,loss,conv,pool,norm,rnn,embedding}.py"),
+           "creation,_tensor_str,inplace,arg_parser}.py"),
+    # conv's padding modes need pad, the distance losses need distance.
+    (CORE, "tinyflow/ops/{elementwise,reduce,shape,copy,linalg,activation,loss,conv,pool,norm,rnn,embedding,"
+           "pad,distance}.py"),
+    # The transport contract that tinyflow_cuda/nccl.py implements (it imports nothing of tinyflow),
+    # as kernels/ is the contract that tinyflow_cuda/kernels/ implements.
+    (CORE, "tinyflow/parallel/communicator.py"),
     (CORE, "tinyflow/kernels/**"),
     (CORE, "tinyflow_cuda/**"),
     # FRAMEWORK: layers, optimizers, data, data parallelism, recipes, the model zoo, the command
@@ -132,6 +141,10 @@ ALLOWED_STATEMENTS: dict[tuple[str, str], str] = {
         "process setup (malloc tuning) that must run once at import, before the first tensor",
     ("tinyflow/__init__.py", '__version__ = "0.1.0"'):
         "the package version, where tools look for it",
+    ("tinyflow/ops/__init__.py", "_WHERE = {name: module for module, names in _FAMILIES.items() for name in names.split()}"):
+        "the lazy table, inverted (op name -> family module) from the constant table above it",
+    ("tinyflow/kernels/__init__.py", "_WHERE = {kernel: family for family, names in _KERNELS.items() for kernel in names.split()}"):
+        "the lazy table, inverted (kernel -> family) from the constant table above it",
     # tinyflow/models/__init__.py is the stand-in that an uninstalled checkout imports; it hands the
     # name tinyflow.models to models/__init__.py (an installed tinyflow never reads it).
     ("tinyflow/models/__init__.py", '_ZOO = Path(__file__).resolve().parents[2] / "models"'):
