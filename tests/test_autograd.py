@@ -1,6 +1,11 @@
 """The backward engine: long chains, reuse, retain_graph, no_grad, hooks, anomaly detection, errors."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -194,3 +199,39 @@ def test_inplace_shape_errors_name_the_op():
         tf.zeros(3)[:] = tf.ones(4)
     with pytest.raises(ValueError, match=r"add_: shapes \(3,\) and \(4,\)"):
         tf.zeros(3).add_(tf.ones(4))
+
+
+# A fresh interpreter per check: what one backward loads, and PyTorch's spellings of the autograd
+# names that live in files of their own (tinyflow/__init__.py attaches them, loaded on first use).
+_ENGINE_ONLY = """
+import sys
+import tinyflow as tf
+x = tf.randn(3, requires_grad=True)
+(x * x).sum().backward()
+loaded = sorted(m for m in sys.modules if "autograd" in m)
+assert loaded == ["tinyflow.autograd", "tinyflow.autograd_anomaly_mode", "tinyflow.autograd_grad_mode"], loaded
+assert tf.autograd.functional.jacobian(lambda t: t * t, tf.ones(2)).shape == (2, 2)
+assert tf.autograd.Variable([1.0]).tolist() == [1.0]
+assert tf.autograd.grad((x * x).sum(), x)[0].shape == (3,)
+assert tf.autograd.functional is sys.modules["tinyflow.autograd.functional"] is sys.modules["tinyflow.autograd_functional"]
+"""
+_IMPORT_FORMS = """
+import tinyflow.autograd.functional as AF
+from tinyflow.autograd.functional import jacobian
+from tinyflow.autograd.function import Function, FunctionCtx, once_differentiable
+from tinyflow.autograd import Variable, grad
+import tinyflow as tf
+import tinyflow.autograd_functional
+assert AF is tf.autograd.functional is tinyflow.autograd_functional and jacobian is AF.jacobian
+assert AF.__name__ == AF.__spec__.name == "tinyflow.autograd_functional"  # one module, its own spec
+assert Function is tf.autograd.Function and FunctionCtx is tf.autograd.Context and tf.autograd.function.Function is Function
+assert callable(once_differentiable) and Variable is tf.autograd.Variable and grad is tf.autograd.grad
+"""
+
+
+@pytest.mark.parametrize("code", [_ENGINE_ONLY, _IMPORT_FORMS], ids=["one-backward-loads-the-engine-only", "import-forms"])
+def test_autograd_names_outside_the_engine_load_on_first_use(code):
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert run.returncode == 0, run.stderr

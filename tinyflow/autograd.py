@@ -1,4 +1,4 @@
-"""Reverse-mode automatic differentiation.
+"""Reverse-mode automatic differentiation: the graph and the backward engine.
 
 Every differentiable op is a ``Function`` subclass with a ``forward`` and a ``backward`` over raw
 arrays. ``Function.apply`` runs ``forward`` on the inputs' arrays and, when any input needs a
@@ -7,18 +7,29 @@ engine, ``run_backward``) orders those nodes topologically with an explicit stac
 so an unrolled LSTM of tens of thousands of nodes is fine — and walks them once in reverse,
 summing the gradients that reach each node before calling its ``backward``.
 
+The rest of ``torch.autograd`` lives in files named after PyTorch's: autograd_grad_mode.py
+(``no_grad`` and the other switches of recording) and autograd_anomaly_mode.py
+(``detect_anomaly``), imported here; autograd_grad.py (``autograd.grad``) and
+autograd_function.py (PyTorch's contract for user-written Functions), attached at the end of
+this file, loaded on first use; in the PyTorch surface, autograd_functional.py
+(``autograd.functional``) and autograd_variable.py (``autograd.Variable``), which the core never
+imports: tinyflow/surface.py attaches them to this module the same way.
+
 See docs/autograd.md for a walk through this file.
 """
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tinyflow import _lazy_names
+from tinyflow.autograd_anomaly_mode import _state as _anomaly
+from tinyflow.autograd_anomaly_mode import check_finite, detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+from tinyflow.autograd_grad_mode import _state as _grad_mode
+from tinyflow.autograd_grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from tinyflow.device import array_module, catch_oom, device_of, kernel_module
 from tinyflow.dtypes import is_floating_or_complex
 
@@ -26,110 +37,10 @@ if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
 
 __all__ = [
-    "Context",
-    "Function",
-    "no_grad",
-    "enable_grad",
-    "set_grad_enabled",
-    "is_grad_enabled",
-    "detect_anomaly",
-    "run_backward",
-    "grad",
-    "sum_to_shape",
+    "Context", "Function", "run_backward", "sum_to_shape",
+    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
 ]
-
-# --------------------------------------------------------------------------------------------
-# Global switches (per thread, like PyTorch: data-parallel ranks run as threads in tests)
-# --------------------------------------------------------------------------------------------
-
-
-class _State(threading.local):
-    def __init__(self) -> None:
-        self.grad_enabled = True
-        self.anomaly = False
-
-
-_state = _State()
-
-
-def is_grad_enabled() -> bool:
-    return _state.grad_enabled
-
-
-class set_grad_enabled(contextlib.ContextDecorator):
-    """Context manager (and decorator) that turns graph recording on or off."""
-
-    def __init__(self, mode: bool) -> None:
-        self.mode = bool(mode)
-
-    def __enter__(self) -> None:
-        self.prev = _state.grad_enabled
-        _state.grad_enabled = self.mode
-
-    def __exit__(self, *exc: Any) -> None:
-        _state.grad_enabled = self.prev
-
-
-class no_grad(set_grad_enabled):
-    """Run without recording a graph: results need no gradient, nothing is saved."""
-
-    def __init__(self) -> None:
-        super().__init__(False)
-
-
-class enable_grad(set_grad_enabled):
-    """Re-enable graph recording inside a ``no_grad`` block."""
-
-    def __init__(self) -> None:
-        super().__init__(True)
-
-
-class detect_anomaly(contextlib.ContextDecorator):
-    """Check every op's outputs (forward) and input gradients (backward) for NaN/Inf.
-
-    The first op that produces one raises a RuntimeError naming it. Slow: for debugging only.
-    """
-
-    def __enter__(self) -> None:
-        self.prev = _state.anomaly
-        _state.anomaly = True
-
-    def __exit__(self, *exc: Any) -> None:
-        _state.anomaly = self.prev
-
-
-class set_detect_anomaly:
-    """``torch.autograd.set_detect_anomaly(mode)``: switches anomaly detection on or off from the
-    call on (as a plain call), or for a ``with`` block (the previous setting comes back at its end)."""
-
-    def __init__(self, mode: bool, check_nan: bool = True) -> None:
-        self.prev = _state.anomaly
-        _state.anomaly = bool(mode)
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        _state.anomaly = self.prev
-
-
-def is_anomaly_enabled() -> bool:
-    """Whether anomaly detection is on (``detect_anomaly`` / ``set_detect_anomaly``)."""
-    return bool(_state.anomaly)
-
-
-def _check_finite(op: str, phase: str, arrays: Sequence[Any]) -> None:
-    for i, a in enumerate(arrays):
-        if a is None or not hasattr(a, "dtype") or not is_floating_or_complex(a.dtype):
-            continue
-        xp = array_module(a)
-        if not bool(xp.isfinite(a).all()):
-            what = "output" if phase == "forward" else "gradient of input"
-            raise RuntimeError(
-                f"detect_anomaly: {op}.{phase} produced NaN or Inf in its {what} {i} "
-                f"(shape {tuple(a.shape)})"
-            )
-
 
 # --------------------------------------------------------------------------------------------
 # Function and its Context
@@ -226,11 +137,8 @@ class Function:
     - tinyflow's ops (classes defined in the tinyflow packages, ``tensor_api = False``): forward
       and backward get and return raw NumPy/CuPy arrays (docs/autograd.md);
     - PyTorch's ``torch.autograd.Function`` (``tensor_api = True``, the default for classes
-      defined anywhere else, i.e. user code): forward gets Tensors (outside autograd, as in
-      PyTorch) and returns Tensors; ``ctx.save_for_backward(*tensors)``, ``ctx.saved_tensors``,
-      ``ctx.needs_input_grad``, ``ctx.mark_non_differentiable`` work as there; backward gets and
-      returns Tensors (None for inputs without a gradient). Backward runs without recording, so
-      its result is not differentiable again (tinyflow has no higher-order gradients).
+      defined anywhere else, i.e. user code): forward and backward get and return Tensors, as
+      in PyTorch; ``apply`` hands such a class to autograd_function.py.
 
     Set ``tensor_api`` in a class body to choose explicitly.
     """
@@ -260,7 +168,9 @@ class Function:
         the node built directly, the output Tensors made without going through a constructor.
         """
         if cls.tensor_api:
-            return _apply_tensor_function(cls, args, kwargs)
+            from tinyflow.autograd_function import apply_tensor_function  # PyTorch's contract (see there)
+
+            return apply_tensor_function(cls, args, kwargs)
         Tensor = _TENSOR if _TENSOR is not None else _tensor_class()
         raw = []
         first = None
@@ -278,7 +188,7 @@ class Function:
             xp = np
         else:
             xp = np if type(first.array) is np.ndarray else array_module(first.array)
-        record = wants_grad and _state.grad_enabled
+        record = wants_grad and _grad_mode.enabled
         if record:
             inputs = []
             needs = []
@@ -312,8 +222,8 @@ class Function:
                 out = cls.forward(ctx, *raw, **kwargs)
         multi = type(out) is tuple
         outs = out if multi else (out,)
-        if _state.anomaly:
-            _check_finite(cls.__name__, "forward", outs)
+        if _anomaly.enabled:
+            check_finite(cls.__name__, "forward", outs)
         device = first._device if first is not None and not cls.moves_device else None
         results = []
         meta = []  # (shape, dtype) per output, for the node
@@ -344,74 +254,6 @@ class Function:
             if ctx._saved:
                 ctx.versions = _saved_versions(ctx._saved, ctx.inputs, results)
         return tuple(results) if multi else results[0]
-
-
-# ------------------------------------------------------------------------------ PyTorch-style Functions
-def _apply_tensor_function(cls: type[Function], args: tuple, kwargs: dict) -> Any:
-    """``apply`` of a Function with PyTorch's contract: run through an array-level twin made once
-    per class (``_array_twin``), then drop the outputs forward marked non-differentiable."""
-    twin = cls.__dict__.get("_array_twin")
-    if twin is None:
-        twin = _make_array_twin(cls)
-        type.__setattr__(cls, "_array_twin", twin)
-    out = twin.apply(*args, **kwargs)
-    outs = out if type(out) is tuple else (out,)
-    ctx = next((o._ctx for o in outs if o._ctx is not None), None)
-    marked = getattr(ctx, "non_differentiable_outputs", ())
-    for i in marked:
-        outs[i]._requires_grad = False
-        outs[i]._ctx = None
-    return out
-
-
-def _make_array_twin(cls: type[Function]) -> type[Function]:
-    """An array-level Function that wraps ``cls``'s Tensor-level forward and backward."""
-    user_forward, user_backward = cls.forward, cls.backward
-    Tensor = _tensor_class()
-
-    def wrap(a: Any) -> Any:
-        return Tensor._from_array(a, device=device_of(a)) if hasattr(a, "dtype") and hasattr(a, "shape") else a
-
-    def unwrap(name: str, what: str, value: Any) -> Any:
-        if value is None or not isinstance(value, Tensor):
-            if value is not None and not isinstance(value, (int, float, bool)):
-                raise TypeError(f"{name}.{what}: expected Tensors (or None) to be returned, got "
-                                f"{type(value).__name__}")
-            return value
-        return value.array
-
-    def forward(ctx: Context, *raw: Any, **kw: Any) -> Any:
-        with set_grad_enabled(False):
-            out = user_forward(ctx, *(wrap(a) for a in raw), **kw)
-        marked = ctx.__dict__.pop("non_differentiable", None)
-        if type(out) is tuple:
-            if marked:
-                ctx.non_differentiable_outputs = [i for i, o in enumerate(out) if id(o) in marked]
-            return tuple(unwrap(cls.__name__, "forward", o) for o in out)
-        if marked and id(out) in marked:
-            ctx.non_differentiable_outputs = [0]
-        return unwrap(cls.__name__, "forward", out)
-
-    def backward(ctx: Context, *grads: Any) -> Any:
-        with set_grad_enabled(False):
-            result = user_backward(ctx, *(wrap(g) for g in grads))
-        if type(result) is tuple:
-            return tuple(unwrap(cls.__name__, "backward", g) for g in result)
-        return unwrap(cls.__name__, "backward", result)
-
-    return type(cls.__name__, (Function,), {
-        "__module__": __name__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__, "tensor_api": False,
-        "moves_device": cls.moves_device, "forward": staticmethod(forward), "backward": staticmethod(backward),
-    })
-
-
-def once_differentiable(fn: Any) -> Any:
-    """``torch.autograd.function.once_differentiable``: tinyflow's backward passes are never
-    differentiated again, so the function is returned as it is."""
-    return fn
-
-
-FunctionCtx = Context  # torch.autograd.function.FunctionCtx, for type annotations
 
 
 def _memory_root(a: Any) -> Any:
@@ -446,7 +288,6 @@ def _saved_versions(saved: tuple, inputs: tuple, results: list) -> list[tuple[li
 
 
 _TENSOR: Any = None
-
 
 
 def _tensor_class() -> Any:
@@ -590,7 +431,7 @@ def run_backward(
             prev = slots[r._out_index]
             slots[r._out_index] = g if prev is None else _accumulate(prev, g, owned)
 
-    anomaly = _state.anomaly
+    anomaly = _anomaly.enabled
     for node in order:
         xp = node.xp
         slots = pending.pop(node, None)
@@ -626,7 +467,7 @@ def run_backward(
         if not isinstance(in_grads, tuple):
             in_grads = (in_grads,)
         if anomaly:
-            _check_finite(node.fn.__name__, "backward", in_grads)
+            check_finite(node.fn.__name__, "backward", in_grads)
         needs = node.needs_input_grad
         if len(in_grads) < len(needs):  # trailing inputs without a gradient
             in_grads += (None,) * (len(needs) - len(in_grads))
@@ -655,76 +496,6 @@ def run_backward(
         if not retain_graph:
             node.free()
     return captured
-
-
-def grad(
-    outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
-    create_graph: bool = False, allow_unused: bool | None = None, is_grads_batched: bool = False,
-    materialize_grads: bool = False,
-) -> tuple[Tensor | None, ...]:
-    """``torch.autograd.grad``: the gradients of ``outputs`` with respect to ``inputs``, returned
-    as a tuple, leaving every ``.grad`` as it was.
-
-    ``grad_outputs`` weights each output (ones for a scalar output, else required); an input that
-    the outputs do not depend on is an error unless ``allow_unused=True`` (then its gradient is
-    None, or zeros with ``materialize_grads=True``). ``create_graph=True`` (gradients that are
-    themselves differentiable, for gradient penalties or Hessian-vector products) is not
-    supported: tinyflow's backward passes compute on raw arrays outside the graph.
-    """
-    Tensor = _tensor_class()
-    if create_graph:
-        raise NotImplementedError(
-            "autograd.grad(create_graph=True): tinyflow's backward passes run on raw arrays, so "
-            "gradients are not differentiable again (no higher-order gradients); use create_graph=False")
-    if is_grads_batched:
-        raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported; loop over the grad_outputs")
-    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    if not outs or not ins:
-        raise ValueError("autograd.grad: outputs and inputs must each hold at least one tensor")
-    if grad_outputs is None or isinstance(grad_outputs, Tensor):
-        grad_outputs = [grad_outputs] * len(outs) if grad_outputs is None else [grad_outputs]
-    grad_outputs = list(grad_outputs)
-    if len(grad_outputs) != len(outs):
-        raise ValueError(f"autograd.grad: got {len(grad_outputs)} grad_outputs for {len(outs)} outputs")
-    for k, t in enumerate(ins):
-        if not isinstance(t, Tensor) or not t.requires_grad:
-            raise RuntimeError(f"autograd.grad: input {k} does not require grad; only tensors with "
-                               "requires_grad=True (or computed from one) can be differentiated")
-    roots, seeds = [], []
-    for k, (out, g) in enumerate(zip(outs, grad_outputs)):
-        if not out.requires_grad:
-            raise RuntimeError(f"autograd.grad: output {k} does not require grad and has no grad_fn")
-        if g is None:
-            if out.array.size != 1:
-                raise RuntimeError(f"autograd.grad: grad can be implicitly created only for scalar outputs; "
-                                   f"output {k} has shape {out.shape}, so pass grad_outputs")
-            seed = out.device.xp.ones(out.array.shape, dtype=out.dtype)
-        else:
-            seed = g.array if isinstance(g, Tensor) else out.device.xp.asarray(g, dtype=out.dtype)
-            if tuple(seed.shape) != out.shape:
-                raise RuntimeError(f"autograd.grad: grad_outputs[{k}] has shape {tuple(seed.shape)} but "
-                                   f"output {k} has shape {out.shape}")
-        roots.append(out)
-        seeds.append(seed)
-    got = run_backward(roots, seeds, retain_graph=bool(retain_graph), capture=ins)
-    results: list[Any] = []
-    seen: set[int] = set()
-    for k, (t, g) in enumerate(zip(ins, got)):
-        if g is None:
-            if materialize_grads:
-                results.append(Tensor._from_array(t.device.xp.zeros(t.shape, dtype=t.dtype), device=t.device))
-                continue
-            if not allow_unused:
-                raise RuntimeError(f"autograd.grad: input {k} was not used in the graph of the outputs; "
-                                   "set allow_unused=True if that is expected")
-            results.append(None)
-            continue
-        if id(g) in seen or g.base is not None:  # each returned tensor owns its memory
-            g = g.copy()
-        seen.add(id(g))
-        results.append(Tensor._from_array(g, device=t.device))
-    return tuple(results)
 
 
 def _run_watchers(node: Context, slots: list[Any]) -> list[Any]:
@@ -765,54 +536,11 @@ def _finish_leaf(t: Tensor, g: Any, handed_out: set[int]) -> None:
         hook(t)
 
 
-# --------------------------------------------------------------------------------------------
-# Legacy: Variable
-# --------------------------------------------------------------------------------------------
-
-
-def Variable(data: Any, requires_grad: bool = False, volatile: bool = False) -> Tensor:  # noqa: N802 (PyTorch's name)
-    """``torch.autograd.Variable``, kept for old programs: Variables and Tensors are one thing
-    now, so this returns ``data`` as a tensor (a new one sharing its memory when
-    ``requires_grad=True``, as PyTorch). ``volatile`` is ignored (use no_grad)."""
-    from tinyflow.tensor import Tensor, tensor
-
-    if not isinstance(data, Tensor):
-        return tensor(data, requires_grad=requires_grad)
-    if not requires_grad:
-        return data
-    out = data.detach()
-    out.requires_grad = True
-    return out
-
-
-__all__ += ["Variable"]
-
-
-# ``from torch.autograd.function import once_differentiable`` (and Function, FunctionCtx): this
-# module is not a package, so its ``function`` submodule is a module object registered by name.
-def _function_module() -> Any:
-    import sys
-    import types
-
-    module = types.ModuleType(f"{__name__}.function", "torch.autograd.function's names in tinyflow.")
-    module.Function, module.once_differentiable, module.FunctionCtx = Function, once_differentiable, FunctionCtx
-    sys.modules[module.__name__] = module
-    return module
-
-
-function = _function_module()
-
-
-def _functional_module() -> Any:
-    """``torch.autograd.functional`` (jacobian, vjp, jvp, ...), in tinyflow/autograd_functional.py."""
-    import sys
-
-    from tinyflow import autograd_functional
-
-    sys.modules[f"{__name__}.functional"] = autograd_functional
-    return autograd_functional
-
-
-functional = _functional_module()
-__all__ += ["once_differentiable", "FunctionCtx", "function", "functional", "set_detect_anomaly",
-            "is_anomaly_enabled"]
+# PyTorch's other torch.autograd names live in core files that import this one, so this module
+# names them in a lazy table instead of importing them: loaded on first use, no import circle.
+_lazy_names.attach(__name__, {
+    "grad": "tinyflow.autograd_grad:grad",
+    "function": "tinyflow.autograd_function",  # also ``import tinyflow.autograd.function``
+    "FunctionCtx": "tinyflow.autograd_function:FunctionCtx",
+    "once_differentiable": "tinyflow.autograd_function:once_differentiable",
+})
