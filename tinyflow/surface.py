@@ -26,6 +26,7 @@ import inspect
 import warnings
 from typing import Any, Callable, NamedTuple
 
+from tinyflow import _lazy_names
 from tinyflow.arg_parser import accept_axis_alias, takes_dim
 from tinyflow.autograd import is_grad_enabled, set_grad_enabled
 from tinyflow.dtypes import as_dtype
@@ -248,3 +249,10 @@ def write_out(name: str, result: Any, out: Any) -> Any:
 
 
 install()
+
+# torch.autograd.functional and torch.autograd.Variable live in surface files; PyTorch's spellings
+# reach them, loaded on first use (the core autograd.py names neither).
+_lazy_names.attach("tinyflow.autograd", {
+    "functional": "tinyflow.autograd_functional",  # also ``import tinyflow.autograd.functional``
+    "Variable": "tinyflow.autograd_variable:Variable",
+})
