@@ -1,4 +1,4 @@
-"""The collective entry points: ``allreduce``, ``broadcast``, ``all_gather`` (+ objects).
+"""The collective entry points: ``allreduce``, ``broadcast``, ``all_gather`` (+ objects, from gather.py).
 
 ``allreduce(array, comm, algorithm="ring", op="sum")`` picks one of the algorithm files
 (ring, tree, naive, native, or auto: one of ring, tree and native chosen per size by a cost
@@ -11,10 +11,12 @@ wrong sum or overrun a receive buffer inside MPI. The check is one small all-gat
 signature and communicator, remembered, so a training loop pays it on its first step only
 (after that, one dictionary look-up per call: under 1 us).
 A disagreement is a ``RankMismatchError`` raised on every rank, naming both ranks' values.
+
+``all_gather`` and ``all_gather_object`` live in gather.py, below this file and auto.py (which
+both use them: auto.py must not import this file, which loads it); they are importable from here too.
 """
 from __future__ import annotations
 
-import pickle
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +27,7 @@ from tinyflow.device import array_module, kernels_of, to_host
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.parallel._segments import segment_bounds, segment_elements
 from tinyflow.parallel.communicator import Communicator, RankMismatchError
+from tinyflow.parallel.gather import GATHER_TAG, all_gather, all_gather_object, raw_array  # noqa: F401
 from tinyflow.parallel.naive import naive_allreduce
 from tinyflow.parallel.native import native_allreduce
 from tinyflow.parallel.ring import ring_allreduce
@@ -39,20 +42,11 @@ ALGORITHMS: dict[str, Callable[..., None]] = {
 # What ``algorithm=`` accepts: the four algorithms, and auto (one of ring, tree, native per size).
 ALGORITHM_CHOICES = (*ALGORITHMS, "auto")
 OPS = ("sum", "mean")
-GATHER_TAG = 300
 SIGNATURE_TAG = 301
 
 
 # Per communicator, the (length, dtype, op, algorithm) signatures every rank has agreed on.
 _AGREED: weakref.WeakKeyDictionary[Communicator, set[tuple[int, Any, str, str]]] = weakref.WeakKeyDictionary()
-
-
-def _raw(array: Any) -> Any:
-    """The raw ndarray behind a Tensor (or the array itself)."""
-    raw = getattr(array, "array", None)
-    if raw is not None and hasattr(raw, "dtype") and not isinstance(array, np.ndarray):
-        return raw
-    return array
 
 
 def _is_contiguous(a: Any) -> bool:
@@ -77,7 +71,7 @@ def allreduce(
         )
     if op not in OPS:
         raise ValueError(f"allreduce: unknown op {op!r}; choose 'sum' or 'mean'")
-    buf = _raw(array)
+    buf = raw_array(array)
     if op == "mean" and not is_floating_or_complex(buf.dtype):
         raise TypeError(
             f"allreduce(op='mean'): a {buf.dtype} buffer cannot hold a mean; "
@@ -155,7 +149,7 @@ def broadcast(array: Any, comm: Communicator, root: int = 0, segment_bytes: int 
     """Copy ``root``'s ``array`` into every rank's ``array`` (in place) down a binomial tree."""
     if not 0 <= root < comm.size:
         raise ValueError(f"broadcast: root {root} is outside a world of size {comm.size}")
-    buf = _raw(array)
+    buf = raw_array(array)
     if comm.size == 1:
         return array
     work = buf if _is_contiguous(buf) else buf.copy()
@@ -166,32 +160,6 @@ def broadcast(array: Any, comm: Communicator, root: int = 0, segment_bytes: int 
     if work is not buf:
         buf[...] = work
     return array
-
-
-def all_gather(array: Any, comm: Communicator, tag: int = GATHER_TAG) -> Any:
-    """Gather every rank's ``array`` (same shape everywhere) into a new (size, *shape) array.
-
-    Ring all-gather: N-1 steps, each rank passing along the block it received last.
-    """
-    buf = _raw(array)
-    xp = array_module(buf)
-    out = xp.empty((comm.size, *buf.shape), dtype=buf.dtype)  # (N, *shape)
-    out[comm.rank] = buf
-    n, rank = comm.size, comm.rank
-    for step in range(n - 1):
-        send, recv = (rank - step) % n, (rank - step - 1) % n
-        comm.sendrecv(out[send], (rank + 1) % n, out[recv], (rank - 1) % n, tag)
-    return out
-
-
-def all_gather_object(obj: Any, comm: Communicator) -> list[Any]:
-    """Gather one picklable object from every rank; every rank gets the list in rank order."""
-    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
-    lengths = all_gather(np.array([payload.size], dtype=np.int64), comm)[:, 0]
-    padded = np.zeros(int(lengths.max()), dtype=np.uint8)
-    padded[: payload.size] = payload
-    gathered = all_gather(padded, comm)  # (N, max_len)
-    return [pickle.loads(gathered[r, : int(lengths[r])].tobytes()) for r in range(comm.size)]
 
 
 def agree_on_values(values: dict[str, Any], comm: Communicator, what: str = "the values") -> None:

@@ -35,6 +35,7 @@ import numpy as np
 
 from tinyflow.device import array_module, to_host
 from tinyflow.parallel.communicator import Communicator, has_native_allreduce
+from tinyflow.parallel.gather import all_gather_object
 from tinyflow.parallel.native import native_allreduce
 from tinyflow.parallel.ring import ring_allreduce
 from tinyflow.parallel.tree import tree_allreduce
@@ -173,8 +174,6 @@ def calibrate(
 def _time_candidates(comm: Communicator, candidates: Sequence[str], sizes: Sequence[int],
                      like: Any) -> dict[str, list[float]]:
     """Each rank times each candidate at each size, alternating; the slowest rank's medians."""
-    from tinyflow.parallel.allreduce import all_gather_object
-
     xp = array_module(like) if like is not None else np
     on_host = xp is np
     mine: dict[str, list[float]] = {a: [] for a in candidates}
