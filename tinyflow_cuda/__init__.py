@@ -87,10 +87,20 @@ def to_host(arr: Any) -> Any:
     return arr.get()
 
 
+def is_capturing() -> bool:
+    """Whether the current stream of this thread is capturing a CUDA graph.
+
+    Defined here, beside ``to_device`` (which refuses host-to-device copies during a capture),
+    rather than in graphs.py: graphs.py builds on this module, so this module does not import it.
+    ``tinyflow_cuda.graphs.is_capturing`` is this function."""
+    if not is_available():
+        return False
+    stream = _require().cuda.get_current_stream()
+    return bool(stream.ptr not in (0, 1) and stream.is_capturing())
+
+
 def to_device(arr: Any, index: int | None) -> Any:
     cp = array_module(index)
-    from tinyflow_cuda.graphs import is_capturing
-
     if is_capturing():  # CuPy would record a copy from a staging buffer it recycles: stale at replay
         raise RuntimeError("a host-to-device copy inside a CUDA graph capture: the graph would replay "
                            "the copy of this step's host data forever; make the value a device tensor "

@@ -22,6 +22,7 @@ import contextlib
 from typing import Any
 
 import tinyflow_cuda
+from tinyflow_cuda import is_capturing  # defined there: to_device asks it too (re-exported here)
 
 __all__ = ["StreamGraph", "new_pool", "is_capturing"]
 
@@ -33,14 +34,6 @@ def _cupy() -> Any:
 def new_pool() -> Any:
     """A private memory pool for one or more graphs (``torch.cuda.graph_pool_handle()``)."""
     return _cupy().cuda.MemoryPool()
-
-
-def is_capturing() -> bool:
-    """Whether the current stream of this thread is capturing a graph."""
-    if not tinyflow_cuda.is_available():
-        return False
-    stream = _cupy().cuda.get_current_stream()
-    return bool(stream.ptr not in (0, 1) and stream.is_capturing())
 
 
 class StreamGraph:
