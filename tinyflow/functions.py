@@ -1,7 +1,7 @@
 """The ``tinyflow.*`` functions that mirror ``torch.*``, the dtype names and the legacy types.
 
 Most are a Tensor method with the tensor first (``tinyflow.sin(x)`` is ``x.sin()``): the surface
-table (tinyflow/surface.py) declares them and :func:`tinyflow.surface.function` makes them. The
+table (tinyflow/surface.py) declares them and :func:`function` below makes them. The
 others are defined below: creation (eye, from_numpy, *_like), einsum, max/min (which also compare two tensors),
 meshgrid, sampling, the legacy constructors (``tinyflow.FloatTensor(2, 3)``) and
 ``inference_mode``. ``import tinyflow as torch`` then finds them under PyTorch's names (tinyflow/__init__.py
@@ -12,23 +12,84 @@ code reaches Python's builtins of those names as ``builtins.<name>``.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import builtins
+import importlib
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from tinyflow.arg_parser import accept_axis_alias, takes_dim
-from tinyflow.autograd import set_grad_enabled
+from tinyflow.autograd import is_grad_enabled, set_grad_enabled
 from tinyflow.creation import _make, legacy_tensor, randint, tensor
 from tinyflow.device import CPU
 from tinyflow.dtypes import LEGACY_TYPES, as_dtype, int64
+from tinyflow.promotion import can_cast
 from tinyflow.return_types import Size
-from tinyflow.surface import FUNCTIONS, function
+from tinyflow.surface import FUNCTIONS
 from tinyflow.tensor import Tensor
 
 # ------------------------------------------------------------------------------ dtype names
 dtype = np.dtype  # isinstance(x.dtype, tinyflow.dtype)
 finfo, iinfo = np.finfo, np.iinfo
+
+def function(name: str) -> Callable[..., Any]:
+    """The ``tinyflow.<name>`` function the table declares (``FUNCTIONS[name]``)."""
+    entry = FUNCTIONS[name]
+    if ":" not in entry.source and entry.source != "Tensor":  # a plain function of a module
+        fn = getattr(importlib.import_module(f"tinyflow.{entry.source}"), entry.attr)
+        return accept_axis_alias(fn) if takes_dim(fn) else fn
+
+    def function(input: Tensor, *args: Any, out: Any = None, **kwargs: Any) -> Any:  # noqa: A002 (PyTorch's name)
+        if not isinstance(input, Tensor):
+            raise TypeError(f"tinyflow.{name}: expected a Tensor as the first argument, got {type(input).__name__}")
+        result = getattr(input, name)(*args, **kwargs)
+        return result if out is None else write_out(name, result, out)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"``tinyflow.{name}(input, ...)`` is ``input.{name}(...)``: see ``Tensor.{name}``."
+    return function
+
+
+def write_out(name: str, result: Any, out: Any) -> Any:
+    """PyTorch's ``out=`` contract: ``result`` (a Tensor or a tuple of them) copied into ``out``.
+
+    ``out`` must match the result's structure and device; each result must be castable to its
+    out's dtype (float into an integer tensor is an error, as in PyTorch). An out of another shape
+    is resized (with PyTorch's warning when it had elements). Like PyTorch, out= does not support
+    autograd: a result that requires grad is an error. Returns ``out``.
+    """
+    results, outs = (result, out) if isinstance(result, tuple) else ((result,), (out,))
+    if not isinstance(outs, (tuple, list)) or len(outs) != len(results) or not builtins.all(
+        isinstance(o, Tensor) for o in outs
+    ):
+        kind = f"a tuple of {len(results)} Tensors" if isinstance(result, tuple) else "a Tensor"
+        raise TypeError(f"{name}(): argument 'out' must be {kind}, got {type(out).__name__}")
+    for r, o in zip(results, outs):
+        if r.requires_grad and is_grad_enabled():
+            raise RuntimeError(
+                f"{name}(): functions with out=... arguments don't support automatic differentiation, but one of "
+                "the arguments requires grad. Call it under tinyflow.no_grad() or drop out=."
+            )
+        if not can_cast(r.dtype, o.dtype):
+            raise RuntimeError(f"{name}(): result type {r.dtype} can't be cast to the desired output type {o.dtype}")
+        if r.device != o.device:
+            raise RuntimeError(f"{name}(): the result is on {r.device} but out is on {o.device}; move out there first")
+        if tuple(o.shape) != tuple(r.shape):
+            if o.numel() != 0:
+                warnings.warn(
+                    f"An output with one or more elements was resized since it had shape {list(o.shape)}, which does "
+                    f"not match the required output shape {list(r.shape)}. Pass an empty out tensor to avoid this "
+                    "warning.",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            o.data = Tensor._from_array(o.device.xp.empty(tuple(r.shape), dtype=o.dtype), device=o.device)
+        with set_grad_enabled(False):
+            o.copy_(r)
+    return type(result)(*outs) if hasattr(result, "_fields") else out  # a named tuple (sort, topk) stays one
+
 
 # ------------------------------------------------------------------------------ the table's functions
 # tinyflow.sin(x) & co.: every name the surface table declares with the "f" variant.

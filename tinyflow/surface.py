@@ -5,8 +5,8 @@ has (sin, gather, sort, cumsum, flip, det, lgamma, quantile, new_zeros, ...) is 
 ``TABLE`` below, as PyTorch declares an op once in native_functions.yaml with its variants:
 
 - ``m``: a Tensor method, ``p``: a Tensor property;
-- ``f``: a ``tinyflow.<name>(input, ...)`` function that takes PyTorch's ``out=`` (built in
-  tinyflow/functions.py);
+- ``f``: a ``tinyflow.<name>(input, ...)`` function that takes PyTorch's ``out=`` (made by
+  tinyflow/functions.py, which loads on the first such name);
 - ``i``: the in-place method ``<name>_``: ``x.sin_()`` writes ``x.sin()`` into x.
 
 A row names its source: ``"module:Namespace"`` (a namespace class of functions with ``self``
@@ -20,20 +20,17 @@ not call.
 """
 from __future__ import annotations
 
-import builtins
 import importlib
 import inspect
-import warnings
 from typing import Any, Callable, NamedTuple
 
 from tinyflow import _lazy_names
 from tinyflow.arg_parser import accept_axis_alias, takes_dim
-from tinyflow.autograd import is_grad_enabled, set_grad_enabled
 from tinyflow.dtypes import as_dtype
 from tinyflow.promotion import can_cast
 from tinyflow.tensor import Tensor
 
-__all__ = ["TABLE", "METHODS", "FUNCTIONS", "INPLACE", "install", "function", "write_out"]
+__all__ = ["TABLE", "METHODS", "FUNCTIONS", "INPLACE", "install"]
 
 # (variants, source, names): see the module docstring.
 TABLE: tuple[tuple[str, str, str], ...] = (
@@ -189,63 +186,6 @@ def install() -> None:
             setattr(Tensor, entry.name, _stand_in(entry))
     for name in INPLACE:
         setattr(Tensor, name + "_", _inplace_form(name))
-
-
-def function(name: str) -> Callable[..., Any]:
-    """The ``tinyflow.<name>`` function the table declares (``FUNCTIONS[name]``)."""
-    entry = FUNCTIONS[name]
-    if ":" not in entry.source and entry.source != "Tensor":  # a plain function of a module
-        fn = getattr(importlib.import_module(f"tinyflow.{entry.source}"), entry.attr)
-        return accept_axis_alias(fn) if takes_dim(fn) else fn
-
-    def function(input: Tensor, *args: Any, out: Any = None, **kwargs: Any) -> Any:  # noqa: A002 (PyTorch's name)
-        if not isinstance(input, Tensor):
-            raise TypeError(f"tinyflow.{name}: expected a Tensor as the first argument, got {type(input).__name__}")
-        result = getattr(input, name)(*args, **kwargs)
-        return result if out is None else write_out(name, result, out)
-
-    function.__name__ = function.__qualname__ = name
-    function.__doc__ = f"``tinyflow.{name}(input, ...)`` is ``input.{name}(...)``: see ``Tensor.{name}``."
-    return function
-
-
-def write_out(name: str, result: Any, out: Any) -> Any:
-    """PyTorch's ``out=`` contract: ``result`` (a Tensor or a tuple of them) copied into ``out``.
-
-    ``out`` must match the result's structure and device; each result must be castable to its
-    out's dtype (float into an integer tensor is an error, as in PyTorch). An out of another shape
-    is resized (with PyTorch's warning when it had elements). Like PyTorch, out= does not support
-    autograd: a result that requires grad is an error. Returns ``out``.
-    """
-    results, outs = (result, out) if isinstance(result, tuple) else ((result,), (out,))
-    if not isinstance(outs, (tuple, list)) or len(outs) != len(results) or not builtins.all(
-        isinstance(o, Tensor) for o in outs
-    ):
-        kind = f"a tuple of {len(results)} Tensors" if isinstance(result, tuple) else "a Tensor"
-        raise TypeError(f"{name}(): argument 'out' must be {kind}, got {type(out).__name__}")
-    for r, o in zip(results, outs):
-        if r.requires_grad and is_grad_enabled():
-            raise RuntimeError(
-                f"{name}(): functions with out=... arguments don't support automatic differentiation, but one of "
-                "the arguments requires grad. Call it under tinyflow.no_grad() or drop out=."
-            )
-        if not can_cast(r.dtype, o.dtype):
-            raise RuntimeError(f"{name}(): result type {r.dtype} can't be cast to the desired output type {o.dtype}")
-        if r.device != o.device:
-            raise RuntimeError(f"{name}(): the result is on {r.device} but out is on {o.device}; move out there first")
-        if tuple(o.shape) != tuple(r.shape):
-            if o.numel() != 0:
-                warnings.warn(
-                    f"An output with one or more elements was resized since it had shape {list(o.shape)}, which does "
-                    f"not match the required output shape {list(r.shape)}. Pass an empty out tensor to avoid this "
-                    "warning.",
-                    UserWarning,
-                    stacklevel=3,
-                )
-            o.data = Tensor._from_array(o.device.xp.empty(tuple(r.shape), dtype=o.dtype), device=o.device)
-        with set_grad_enabled(False):
-            o.copy_(r)
-    return type(result)(*outs) if hasattr(result, "_fields") else out  # a named tuple (sort, topk) stays one
 
 
 install()

@@ -34,7 +34,9 @@ _FAMILIES = {
         "Gather Scatter ScatterAdd ScatterReduce IndexSelect IndexAdd MaskedSelect Nonzero "
         "normalize_dim"),
     "tinyflow.ops.interpolate": ("ResampleFunction GridSample2dFunction taps"),
-    "tinyflow.ops.layout": ("IndexCopy IndexPut MaskedScatter DiagonalScatter DiagEmbed"),
+    "tinyflow.ops.layout": (
+        "IndexCopy IndexPut MaskedScatter DiagonalScatter DiagEmbed Flip Roll Repeat RepeatInterleave UnfoldDim "
+        "Tril Triu Diag Diagonal"),
     "tinyflow.ops.linalg": ("MatMul LinearFunction matmul_array safe_sum"),
     "tinyflow.ops.loss": (
         "CrossEntropy NLLLossFunction MSELossFunction L1LossFunction SmoothL1LossFunction "
@@ -55,9 +57,7 @@ _FAMILIES = {
         "LSTMCellFunction GRUCellFunction LSTMLayer GRULayer lstm_cell gru_cell lstm_layer "
         "gru_layer"),
     "tinyflow.ops.scan": ("CumSum CumProd CumExtreme LogCumSumExp Prod accumulate"),
-    "tinyflow.ops.shape": (
-        "Reshape Permute Expand GetItem SetItem Cat Stack Split Pad Flip Roll Repeat "
-        "RepeatInterleave UnfoldDim Tril Triu Diag Diagonal"),
+    "tinyflow.ops.shape": ("Reshape Permute Expand GetItem SetItem Cat Stack Split Pad"),
     "tinyflow.ops.sort": ("Argsort Unique"),
     "tinyflow.ops.special": (
         "lgamma_array digamma_array zeta_array polygamma_array erf_small_array erfc_array "

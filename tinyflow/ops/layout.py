@@ -13,9 +13,11 @@ import numpy as np
 from tinyflow.autograd import Context, Function
 from tinyflow.device import device_check
 from tinyflow.ops.reduce import normalize_dim
-from tinyflow.ops.shape import _diagonal_positions
 
-__all__ = ["IndexCopy", "IndexPut", "MaskedScatter", "DiagonalScatter", "DiagEmbed"]
+__all__ = [
+    "IndexCopy", "IndexPut", "MaskedScatter", "DiagonalScatter", "DiagEmbed",
+    "Flip", "Roll", "Repeat", "RepeatInterleave", "UnfoldDim", "Tril", "Triu", "Diag", "Diagonal",
+]
 
 
 def _dtype_name(dtype: Any) -> str:
@@ -267,3 +269,204 @@ class DiagEmbed(Function):
     def backward(ctx: Context, g: Any) -> tuple:
         xp = ctx.xp
         return xp.diagonal(g, ctx.offset, *ctx.dims).copy(), None, None, None
+
+
+# ------------------------------------------------------------------ flips, rolls, repeats, triangles, diagonals
+class Flip(Function):
+    """Reverse the order along ``dims`` (a copy, as PyTorch)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, dims: tuple[int, ...]) -> Any:
+        ctx.dims = dims
+        return ctx.xp.flip(a, axis=dims).copy() if dims else a.copy()
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        return (ctx.xp.flip(g, axis=ctx.dims) if ctx.dims else g), None
+
+
+class Roll(Function):
+    """Shift entries along ``dims`` by ``shifts``, wrapping around (the flattened tensor if no dims)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, shifts: tuple[int, ...], dims: tuple[int, ...] | None) -> Any:
+        ctx.shifts, ctx.dims = shifts, dims
+        if dims is None:
+            return ctx.xp.roll(a.reshape(-1), shifts[0]).reshape(a.shape)
+        return ctx.xp.roll(a, shifts, axis=dims)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        back = tuple(-s for s in ctx.shifts)
+        if ctx.dims is None:
+            return ctx.xp.roll(g.reshape(-1), back[0]).reshape(g.shape), None, None
+        return ctx.xp.roll(g, back, axis=ctx.dims), None, None
+
+
+class Repeat(Function):
+    """Tile the tensor ``sizes[d]`` times along each dim d (leading new dims allowed, as
+    Tensor.repeat); the gradient sums the copies."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, sizes: tuple[int, ...]) -> Any:
+        if len(sizes) < a.ndim:
+            raise RuntimeError(
+                f"repeat: {len(sizes)} repeat sizes {tuple(sizes)} for a tensor of shape {tuple(a.shape)}; "
+                "give at least one size per dim"
+            )
+        if any(s < 0 for s in sizes):
+            raise RuntimeError(f"repeat: sizes {tuple(sizes)} must not be negative")
+        ctx.shape = a.shape
+        ctx.sizes = sizes
+        return ctx.xp.tile(a, sizes)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        padded = (1,) * (len(ctx.sizes) - len(ctx.shape)) + tuple(ctx.shape)
+        split = []
+        for r, s in zip(ctx.sizes, padded):
+            split += [r, s]
+        g = g.reshape(split).sum(axis=tuple(range(0, 2 * len(padded), 2)))  # sum the copies
+        return g.reshape(ctx.shape), None
+
+
+class RepeatInterleave(Function):
+    """Repeat each slice along ``dim`` ``repeats`` times (an int or one count per slice)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, repeats: Any, dim: int) -> Any:
+        xp = ctx.xp
+        n = a.shape[dim]
+        counts = repeats if hasattr(repeats, "shape") else xp.full((n,), int(repeats), dtype="int64")
+        counts = counts.reshape(-1)
+        if counts.size == 1 and n != 1:
+            counts = xp.broadcast_to(counts, (n,))
+        if counts.size != n:
+            raise RuntimeError(
+                f"repeat_interleave: {counts.size} repeat counts for dim {dim} of size {n} (shape "
+                f"{tuple(a.shape)}); give one count per slice or a single count"
+            )
+        ctx.source = xp.repeat(xp.arange(n), counts)  # the input slice of every output slice
+        ctx.dim, ctx.shape = dim, a.shape
+        return xp.take(a, ctx.source, axis=dim)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        xp = ctx.xp
+        grad = xp.zeros(ctx.shape, dtype=g.dtype)
+        xp.add.at(xp.moveaxis(grad, ctx.dim, 0), ctx.source, xp.moveaxis(g, ctx.dim, 0))
+        return grad, None, None
+
+
+class UnfoldDim(Function):
+    """Tensor.unfold(dimension, size, step): the windows of ``size`` entries every ``step`` along
+    ``dimension``, which becomes the number of windows, with a new last dim of ``size``."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, dim: int, size: int, step: int) -> Any:
+        xp = ctx.xp
+        n = a.shape[dim] if a.ndim else 1
+        if step <= 0:
+            raise RuntimeError(f"unfold: step must be > 0, got {step}")
+        if not 0 <= size <= n:
+            raise RuntimeError(
+                f"unfold: size {size} does not fit dimension {dim} of size {n} (shape {tuple(a.shape)}); "
+                f"the window size must be in [0, {n}]"
+            )
+        count = (n - size) // step + 1
+        ctx.windows = xp.arange(count)[:, None] * step + xp.arange(size)[None, :]  # (count, size)
+        ctx.dim, ctx.shape = dim, a.shape
+        if a.ndim == 0:
+            return xp.broadcast_to(a, (size,)).copy()
+        out = xp.take(a, ctx.windows, axis=dim)  # (..., count, size, ...)
+        return xp.moveaxis(out, dim + 1, -1)  # (..., count, ..., size)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        xp = ctx.xp
+        if not ctx.shape:
+            return g.sum(), None, None, None
+        d = ctx.dim
+        g = xp.moveaxis(xp.moveaxis(g, -1, d + 1), (d, d + 1), (0, 1))  # (count, size, ...)
+        grad = xp.zeros(ctx.shape, dtype=g.dtype)
+        xp.add.at(xp.moveaxis(grad, d, 0), ctx.windows, g)
+        return grad, None, None, None
+
+
+def _need_matrix(op: str, a: Any) -> None:
+    if a.ndim < 2:
+        raise RuntimeError(f"{op}: input must have at least 2 dims (a matrix or a batch of them), got shape {tuple(a.shape)}")
+
+
+class Tril(Function):
+    """The lower triangle of the last two dims (on and below diagonal ``k``), zeros elsewhere."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, k: int = 0) -> Any:
+        _need_matrix("tril", a)
+        ctx.k = k
+        return ctx.xp.tril(a, k)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        return ctx.xp.tril(g, ctx.k), None
+
+
+class Triu(Function):
+    """The upper triangle of the last two dims (on and above diagonal ``k``), zeros elsewhere."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, k: int = 0) -> Any:
+        _need_matrix("triu", a)
+        ctx.k = k
+        return ctx.xp.triu(a, k)
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        return ctx.xp.triu(g, ctx.k), None
+
+
+def _diagonal_positions(xp: Any, rows: int, cols: int, offset: int) -> tuple[Any, Any]:
+    """Row and column indices of diagonal ``offset`` of a (rows, cols) matrix."""
+    length = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
+    steps = xp.arange(length)
+    return (steps, steps + offset) if offset >= 0 else (steps - offset, steps)
+
+
+class Diagonal(Function):
+    """The diagonal ``offset`` of the matrices in dims (dim1, dim2), as a new last dim (a copy)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
+        ctx.offset, ctx.dims, ctx.shape = offset, (dim1, dim2), a.shape
+        return ctx.xp.diagonal(a, offset, dim1, dim2).copy()
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        xp = ctx.xp
+        grad = xp.zeros(ctx.shape, dtype=g.dtype)
+        matrices = xp.moveaxis(grad, ctx.dims, (-2, -1))  # a view: writing it writes grad
+        rows, cols = _diagonal_positions(xp, matrices.shape[-2], matrices.shape[-1], ctx.offset)
+        matrices[..., rows, cols] = g
+        return grad, None, None, None
+
+
+class Diag(Function):
+    """diag: a vector -> the square matrix with it on diagonal ``k``; a matrix -> its diagonal k."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, k: int = 0) -> Any:
+        if a.ndim not in (1, 2):
+            raise RuntimeError(f"diag: input must be a vector or a matrix, got shape {tuple(a.shape)}")
+        ctx.k, ctx.shape = k, a.shape
+        return ctx.xp.diag(a, k).copy()
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        xp = ctx.xp
+        if len(ctx.shape) == 1:
+            return xp.diag(g, ctx.k).copy(), None
+        grad = xp.zeros(ctx.shape, dtype=g.dtype)
+        rows, cols = _diagonal_positions(xp, ctx.shape[0], ctx.shape[1], ctx.k)
+        grad[rows, cols] = g
+        return grad, None
