@@ -26,11 +26,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinyflow.bench.workloads import measure_profile  # noqa: F401  (step 1; its home is workloads.py)
 from tinyflow.parallel.cost_model import (
     LINKS,
     Link,
@@ -41,38 +41,9 @@ from tinyflow.parallel.cost_model import (
     samples_from_bench_json,
 )
 
-# ---- step 1: the profile (runs inside a worker process) ------------------------------------------
-
-
-def measure_profile(w: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    """Phase times, bucket sizes and ready times, and FLOPs of one worker's step (JSON record)."""
-    from tinyflow.bench.workloads import bucket_layout, count_flops, ready_times, tinyflow_step
-
-    step = tinyflow_step(w, spec.get("device", "cpu"), spec.get("precision", "fp32"))
-    buckets = bucket_layout(step.model, spec.get("bucket_mb", 25.0))
-    sizes = [sum(int(p.numel()) * p.dtype.itemsize for p in group) for group in buckets]
-    for _ in range(spec.get("warmup", 2)):
-        step.train()
-    forward, backward, update, ready = [], [], [], []
-
-    def clock() -> float:
-        step.sync()
-        return time.perf_counter()
-
-    for _ in range(max(1, spec.get("steps", 5))):
-        r, f, b = ready_times(step.model, buckets, step.forward_backward, clock)
-        start = clock()
-        step.optimizer.step()
-        update.append(clock() - start)
-        forward.append(f)
-        backward.append(b)
-        ready.append(r)
-    flops = 3.0 * count_flops(step.model, step.forward)  # backward costs about twice the forward
-    return {"status": "ok", "forward_s": statistics.median(forward), "backward_s": statistics.median(backward),
-            "update_s": statistics.median(update),
-            "buckets": [[n, statistics.median(r[i] for r in ready)] for i, n in enumerate(sizes)],
-            "items_per_step": w.items_per_step, "unit": w.unit, "flops": flops, "params": step.params,
-            "threads": spec.get("threads")}
+# ---- step 1: the profile ------------------------------------------------------------------------
+# measure_profile (imported above) runs inside a worker process that tinyflow.bench.train starts;
+# it lives in workloads.py so that train.py, which this file builds on, need not import this file.
 
 
 def profile_from(record: dict[str, Any]) -> StepProfile:

@@ -12,10 +12,13 @@ from typing import Any
 
 
 def torch_model(name: str, config: Any) -> Any:
-    """The torch.nn twin of zoo model ``name`` built from ``config`` (its config dataclass)."""
-    from tinyflow.bench.workloads import zoo
+    """The torch.nn twin of zoo model ``name`` built from ``config`` (its config dataclass).
 
-    builder = zoo().MODELS[name][1].__name__
+    The zoo is imported here (on first use), not through tinyflow.bench.workloads: workloads.py
+    builds its PyTorch steps on this file, so this file does not import it."""
+    import tinyflow.models as zoo
+
+    builder = zoo.MODELS[name][1].__name__
     twins = {"AlexNet": torch_alexnet, "ResNetCifar": torch_resnet_cifar, "ResNet": torch_resnet,
              "FCN": torch_fcn, "LSTMLM": torch_lstm_lm}
     if builder not in twins:

@@ -161,12 +161,10 @@ def _graphed(train: Callable[[], None], done: int) -> Callable[[], None]:
 
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
     """Time one cell in this process (under mpirun: this rank's share). Returns the JSON record."""
-    from tinyflow.bench.workloads import tinyflow_step, torch_step, workload
+    from tinyflow.bench.workloads import measure_profile, tinyflow_step, torch_step, workload
 
     w = workload(spec["model"], spec["batch"], spec.get("overrides"), spec.get("image_size"))
-    if spec.get("mode") == "profile":
-        from tinyflow.bench.scaling import measure_profile
-
+    if spec.get("mode") == "profile":  # step 1 of `bench scaling` (tinyflow.bench.scaling)
         _fake_oom(w.batch)
         return measure_profile(w, spec)
     framework, device, precision = spec["framework"], spec.get("device", "cpu"), spec.get("precision", "fp32")

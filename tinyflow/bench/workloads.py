@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,7 +197,7 @@ def torch_step(w: Workload, device: str = "cpu", precision: str = "fp32", thread
     return Step(model, train, forward, forward_backward, sync, opt, params)
 
 
-# ---- what the scaling model needs: FLOPs and when gradient buckets are ready ---------------------
+# ---- what the scaling model needs: FLOPs, when gradient buckets are ready, the step's profile ----
 
 
 def count_flops(model: Any, run: Callable[[], None]) -> float:
@@ -265,6 +267,38 @@ def ready_times(model: Any, buckets: list[list[Any]], forward_backward: Callable
     begin = t["forward_end"]
     ready = [max(marks.get(id(p), end) for p in group) - begin for group in buckets]
     return ready, begin - t["start"], end - begin
+
+
+def measure_profile(w: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Phase times, bucket sizes and ready times, and FLOPs of one worker's step (JSON record):
+    step 1 of `tinyflow bench scaling` (tinyflow.bench.scaling), run in a worker process by
+    tinyflow.bench.train (spec mode "profile"). Here, beside the pieces it uses, so that neither
+    of those two files imports the other."""
+    step = tinyflow_step(w, spec.get("device", "cpu"), spec.get("precision", "fp32"))
+    buckets = bucket_layout(step.model, spec.get("bucket_mb", 25.0))
+    sizes = [sum(int(p.numel()) * p.dtype.itemsize for p in group) for group in buckets]
+    for _ in range(spec.get("warmup", 2)):
+        step.train()
+    forward, backward, update, ready = [], [], [], []
+
+    def clock() -> float:
+        step.sync()
+        return time.perf_counter()
+
+    for _ in range(max(1, spec.get("steps", 5))):
+        r, f, b = ready_times(step.model, buckets, step.forward_backward, clock)
+        start = clock()
+        step.optimizer.step()
+        update.append(clock() - start)
+        forward.append(f)
+        backward.append(b)
+        ready.append(r)
+    flops = 3.0 * count_flops(step.model, step.forward)  # backward costs about twice the forward
+    return {"status": "ok", "forward_s": statistics.median(forward), "backward_s": statistics.median(backward),
+            "update_s": statistics.median(update),
+            "buckets": [[n, statistics.median(r[i] for r in ready)] for i, n in enumerate(sizes)],
+            "items_per_step": w.items_per_step, "unit": w.unit, "flops": flops, "params": step.params,
+            "threads": spec.get("threads")}
 
 
 def describe_config(w: Workload) -> dict[str, Any]:
