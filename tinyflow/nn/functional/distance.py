@@ -1,6 +1,5 @@
 """Vector norms between tensors: pairwise_distance (the triplet losses use it), cosine_similarity,
-pdist and normalize, on the ops of tinyflow/ops/distance.py; and ``_norm_except_dim``, the
-weight-norm reparametrisations' norm (nn.utils.weight_norm, nn.utils.parametrizations)."""
+pdist and normalize, on the ops of tinyflow/ops/distance.py."""
 from __future__ import annotations
 
 from typing import Any
@@ -41,13 +40,3 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     """||x1 - x2 + eps||_p over the last dim."""
     diff = x1 - x2 + eps
     return VectorNormFunction.apply(diff, float(p), -1 if diff.ndim else None, keepdim)
-
-
-def _norm_except_dim(v: Tensor, dim: int | None) -> Tensor:
-    """The 2-norm of ``v`` over every dim but ``dim`` (over all of it when dim is None / -1),
-    shaped to broadcast against ``v``."""
-    if dim is None or dim == -1:
-        return VectorNormFunction.apply(v, 2.0, None, False)
-    dim = dim % v.ndim
-    axes = tuple(i for i in range(v.ndim) if i != dim)
-    return VectorNormFunction.apply(v, 2.0, axes, True)

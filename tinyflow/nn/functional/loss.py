@@ -11,7 +11,6 @@ import numpy as np
 from tinyflow import amp
 from tinyflow.nn.functional._utils import FunctionalError, _as_constant, _broadcast_pair, _target
 from tinyflow.nn.functional.activation import log_softmax, logsigmoid, softplus
-from tinyflow.nn.functional.distance import pairwise_distance
 from tinyflow.ops.loss import (
     BinaryCrossEntropyFunction,
     BinaryCrossEntropyWithLogitsFunction,
@@ -268,6 +267,8 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
                         eps: float = 1e-6, swap: bool = False, size_average: bool | None = None,
                         reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     """max(d(a, p) - d(a, n) + margin, 0) with d the pairwise p-norm distance."""
+    from tinyflow.nn.functional.distance import pairwise_distance  # here: only the triplet losses need it
+
     reduction = _reduction("triplet_margin_loss", size_average, reduce, reduction)
     d_pos = pairwise_distance(anchor, positive, p, eps)
     d_neg = pairwise_distance(anchor, negative, p, eps)
@@ -280,6 +281,8 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
                                       distance_function: Any = None, margin: float = 1.0, swap: bool = False,
                                       reduction: str = "mean") -> Tensor:
     """max(d(a, p) - d(a, n) + margin, 0) for any distance function (pairwise_distance by default)."""
+    from tinyflow.nn.functional.distance import pairwise_distance  # here: only the triplet losses need it
+
     reduction = _reduction("triplet_margin_with_distance_loss", None, None, reduction)
     dist = distance_function if distance_function is not None else pairwise_distance
     d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)

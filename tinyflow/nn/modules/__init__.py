@@ -2,31 +2,51 @@
 (``torch.nn.modules.conv.Conv2d``, ``torch.nn.modules.loss.CrossEntropyLoss``,
 ``torch.nn.modules.module.Module``, ...); ``tinyflow.nn`` re-exports them.
 
-A re-export module. The framework's layers load with it; the PyTorch-surface layers (padding,
-upsampling, pixel and channel shuffle, fold/unfold, instance norm, distances, the Transformer)
-load on first use of one of their names or files (PEP 562 ``__getattr__`` below).
+A re-export module, and the table below is its index: which file defines which layer. A layer
+file loads the first time one of its names (or the file, ``nn.modules.conv``) is used (PEP 562
+``__getattr__`` below), so a program reads only the layers it builds: an AlexNet step reads
+module, container, conv, activation, pooling, dropout and linear. The framework's layer files
+import only the core and the framework; the files marked surface are the PyTorch surface.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-from tinyflow.nn.modules.activation import *  # ReLU, GELU, Softmax, ..., MultiheadAttention
-from tinyflow.nn.modules.batchnorm import *  # BatchNorm1d/2d/3d
-from tinyflow.nn.modules.container import *  # Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
-from tinyflow.nn.modules.conv import *  # Conv1d/2d/3d, ConvTranspose1d/2d/3d
-from tinyflow.nn.modules.dropout import *  # Dropout, Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout
-from tinyflow.nn.modules.flatten import *  # Flatten, Unflatten
-from tinyflow.nn.modules.linear import *  # Linear, Identity, Bilinear
-from tinyflow.nn.modules.loss import *  # CrossEntropyLoss, MSELoss, ...
-from tinyflow.nn.modules.module import *  # Module
-from tinyflow.nn.modules.normalization import *  # LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm
-from tinyflow.nn.modules.pooling import *  # MaxPool*, AvgPool*, Adaptive*Pool*, LPPool*, MaxUnpool*
-from tinyflow.nn.modules.rnn import *  # RNN, LSTM, GRU and their cells
-from tinyflow.nn.modules.sparse import *  # Embedding, EmbeddingBag
+from tinyflow.nn.modules.module import Module
 
-# The surface layer files: module -> the classes it defines, imported on first use.
-_SURFACE = {
+# layer file -> the classes it defines, imported on first use.
+_FILES = {
+    "tinyflow.nn.modules.activation": (
+        "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Softmin", "ELU", "SELU", "CELU",
+        "SiLU", "Mish", "Softplus", "Softsign", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "LogSigmoid",
+        "PReLU", "RReLU", "Threshold", "Hardshrink", "Softshrink", "Tanhshrink", "GLU", "Softmax2d",
+        "MultiheadAttention",
+    ),
+    "tinyflow.nn.modules.batchnorm": ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d"),
+    "tinyflow.nn.modules.container": ("Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"),
+    "tinyflow.nn.modules.conv": ("Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+                                 "ConvTranspose3d"),
+    "tinyflow.nn.modules.dropout": ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+                                    "FeatureAlphaDropout"),
+    "tinyflow.nn.modules.flatten": ("Flatten", "Unflatten"),
+    "tinyflow.nn.modules.linear": ("Linear", "Identity", "Bilinear"),
+    "tinyflow.nn.modules.loss": (
+        "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
+        "BCEWithLogitsLoss", "KLDivLoss", "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
+        "CosineEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiLabelSoftMarginLoss",
+        "MultiMarginLoss", "MultiLabelMarginLoss", "NLLLoss2d", "TripletMarginWithDistanceLoss",
+    ),
+    "tinyflow.nn.modules.module": ("Module",),
+    "tinyflow.nn.modules.normalization": ("LocalResponseNorm", "LayerNorm", "GroupNorm", "RMSNorm"),
+    "tinyflow.nn.modules.pooling": (
+        "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+        "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+        "MaxUnpool1d", "MaxUnpool2d", "LPPool1d", "LPPool2d", "LPPool3d",
+    ),
+    "tinyflow.nn.modules.rnn": ("RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"),
+    "tinyflow.nn.modules.sparse": ("Embedding", "EmbeddingBag"),
+    # the PyTorch surface
     "tinyflow.nn.modules.channelshuffle": ("ChannelShuffle",),
     "tinyflow.nn.modules.distance": ("CosineSimilarity", "PairwiseDistance"),
     "tinyflow.nn.modules.fold": ("Fold", "Unfold"),
@@ -63,7 +83,7 @@ __all__ = [
     "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
     "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "LPPool1d",
     "LPPool2d", "LPPool3d", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "Embedding", "EmbeddingBag",
-    # the surface files
+    # the surface layers
     "ChannelShuffle", "CosineSimilarity", "PairwiseDistance", "Fold", "Unfold", "InstanceNorm1d", "InstanceNorm2d",
     "InstanceNorm3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
     "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
@@ -74,9 +94,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """A surface layer class (or its file, e.g. ``nn.modules.transformer``): imported on first
-    use (PEP 562)."""
-    for module, names in _SURFACE.items():
+    """A layer class, or a layer file (``nn.modules.transformer``): imported on first use (PEP 562)."""
+    for module, names in _FILES.items():
         if name in names:
             value = getattr(importlib.import_module(module), name)
             break
@@ -90,4 +109,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | {n for names in _SURFACE.values() for n in names})
+    files = {module.rsplit(".", 1)[1] for module in _FILES}
+    return sorted(set(globals()) | set(__all__) | files)

@@ -2,21 +2,22 @@
 parameters as one flat vector and back, weight_norm / spectral_norm, ``nn.utils.rnn``, and
 ``nn.utils.parametrize`` / ``nn.utils.parametrizations``.
 
-A re-export module whose names all load on first use (PEP 562 ``__getattr__`` below): the
-recurrent layers import ``nn.utils.rnn`` (PackedSequence) directly, and nothing else of the
-framework needs the rest.
+A re-export module: its names load on first use (PEP 562 ``__getattr__`` below), except
+weight_norm's, whose file is named like the function it defines (imported later, the file would
+take the function's place as ``nn.utils.weight_norm``; imported here, the function binds after).
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
+from tinyflow.nn.utils.weight_norm import remove_spectral_norm, remove_weight_norm, spectral_norm, weight_norm
+
 # module -> the names it defines (a module's own name, e.g. "rnn" for tinyflow.nn.utils.rnn,
 # gives the module).
 _LAZY = {
     "tinyflow.optim.clip_grad": ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_"),
     "tinyflow.nn.utils.convert_parameters": ("parameters_to_vector", "vector_to_parameters"),
-    "tinyflow.nn.utils.weight_norm": ("weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectral_norm"),
     "tinyflow.nn.utils.rnn": (),
     "tinyflow.nn.utils.parametrize": (),
     "tinyflow.nn.utils.parametrizations": (),

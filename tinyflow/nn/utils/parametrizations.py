@@ -18,9 +18,9 @@ import numpy as np
 from tinyflow.autograd import no_grad
 from tinyflow.device import array_module
 from tinyflow.nn import functional as F
-from tinyflow.nn.functional.distance import _norm_except_dim
 from tinyflow.nn.modules.module import Module
 from tinyflow.nn.utils import parametrize
+from tinyflow.nn.utils.weight_norm import _norm_except_dim
 from tinyflow.tensor import Tensor
 
 __all__ = ["orthogonal", "spectral_norm", "weight_norm"]

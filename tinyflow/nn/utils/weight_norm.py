@@ -14,12 +14,22 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import no_grad
-from tinyflow.nn.functional.distance import _norm_except_dim
 from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
+from tinyflow.ops.distance import VectorNormFunction
 from tinyflow.tensor import Tensor, tensor
 
 __all__ = ["weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectral_norm"]
+
+
+def _norm_except_dim(v: Tensor, dim: int | None) -> Tensor:
+    """The 2-norm of ``v`` over every dim but ``dim`` (over all of it when dim is None / -1),
+    shaped to broadcast against ``v``."""
+    if dim is None or dim == -1:
+        return VectorNormFunction.apply(v, 2.0, None, False)
+    dim = dim % v.ndim
+    axes = tuple(i for i in range(v.ndim) if i != dim)
+    return VectorNormFunction.apply(v, 2.0, axes, True)
 
 
 class WeightNorm:
