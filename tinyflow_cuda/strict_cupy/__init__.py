@@ -17,6 +17,13 @@ Host reads of its arrays (``get``, ``item``, ``tolist``, ``float``, ``int``, ``b
 are counted per thread (``host_reads``) and raise inside tinyflow's ``forbid_host_reads()``.
 ``record_calls()`` lists every stand-in call and kernel launch of a block.
 It says nothing about speed, streams running side by side, or the GPU's memory model.
+
+Its files, each built only on the ones listed before it (so they can be read in this order):
+api.py (the pinned CuPy's names, from cupy_api.json), launches.py (the GPU work a call stands
+for), errors.py, current_stream.py (the stream a thread issues work to, and its capture),
+array.py (``ndarray``), memory.py (pools and the allocator in force), graph.py (stream capture
+and replay), cuda.py (``cupy.cuda``) and module.py (the ``cupy`` module, which it binds to the
+array for its operators). generate.py writes cupy_api.json from the real CuPy.
 """
 from __future__ import annotations
 

@@ -16,13 +16,23 @@ host: each is counted as a host read (``host_reads``), and inside tinyflow's
 
 While the current stream captures a CUDA graph (strict_cupy/graph.py) nothing runs: calls are
 recorded with their outputs poisoned, and host reads or copies of host data raise as CUDA would.
+
+Where this file sits: above the current stream (current_stream.py), the errors and the call
+counts (launches.py); below the capture (graph.py), ``cupy.cuda`` (cuda.py) and the module
+(module.py), which all build on the array. The array's operators run the module's ufuncs: module.py
+hands its module over with ``bind_module`` when it builds it, since this file cannot import it.
 """
 from __future__ import annotations
 
 import threading
+from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+from tinyflow_cuda.strict_cupy.current_stream import capturing
+from tinyflow_cuda.strict_cupy.errors import CUDARuntimeError
+from tinyflow_cuda.strict_cupy.launches import Call, gpu_work
 
 IMPLICIT_CONVERSION = ("Implicit conversion to a NumPy array is not allowed. "
                        "Please use `.get()` to construct a NumPy array explicitly.")
@@ -39,9 +49,6 @@ _thread = _PerThread()
 def record(name: str, kernels: int = 0, memops: int = 0) -> None:
     """Note a call or kernel launch in this thread's ``record_calls`` list, when one is open, with
     the GPU work it stands for (strict_cupy/launches.py); in a capture, in its recording too."""
-    from tinyflow_cuda.strict_cupy.graph import capturing
-    from tinyflow_cuda.strict_cupy.launches import Call
-
     recording = capturing()
     if _thread.calls is not None or recording is not None:
         call = Call(name, kernels, memops)
@@ -53,11 +60,7 @@ def record(name: str, kernels: int = 0, memops: int = 0) -> None:
 
 def record_work(qualname: str, inputs: Any, result: Any, device_inputs: bool = True) -> None:
     """``record`` a call with the kernels and memory operations launches.gpu_work counts for it."""
-    from tinyflow_cuda.strict_cupy.graph import capturing
-
     if _thread.calls is not None or capturing() is not None:
-        from tinyflow_cuda.strict_cupy.launches import gpu_work
-
         record(qualname, *gpu_work(qualname.rsplit(".", 1)[-1], inputs, result, device_inputs))
 
 
@@ -65,7 +68,6 @@ def host_read(why: str) -> None:
     """Count one host read on this thread; inside tinyflow's ``forbid_host_reads()``, raise."""
     from tinyflow.device import HostSyncError
     from tinyflow.device import _reads as tinyflow_reads
-    from tinyflow_cuda.strict_cupy.graph import capturing
 
     recording = capturing()
     if recording is not None:
@@ -122,8 +124,6 @@ def unwrap(value: Any, op: str, allow_host: bool = False) -> Any:
 def refuse_host_copy(op: str, value: Any) -> None:
     """Inside a capture, a copy of host data to the device raises (a 0-d value is a fill kernel in
     CuPy, its value baked into the graph: allowed)."""
-    from tinyflow_cuda.strict_cupy.graph import capturing
-
     recording = capturing()
     if recording is None:
         return
@@ -133,21 +133,13 @@ def refuse_host_copy(op: str, value: Any) -> None:
         raise recording.refuse(f"host-to-device copy of a Python {type(value).__name__} in cupy.{op}")
 
 
-def _capturing() -> Any:
-    from tinyflow_cuda.strict_cupy.graph import capturing
-
-    return capturing()
-
-
 class _Device:
     """``cupy.cuda.Device``: an id and a context manager (the stand-in has device 0 only)."""
 
     def __init__(self, device: int | None = None) -> None:
         self.id = 0 if device is None else int(device)
         if self.id != 0:
-            from tinyflow_cuda.strict_cupy.cuda import runtime
-
-            raise runtime.CUDARuntimeError(f"cudaErrorInvalidDevice: invalid device ordinal {self.id}")
+            raise CUDARuntimeError(f"cudaErrorInvalidDevice: invalid device ordinal {self.id}")
 
     def __enter__(self) -> _Device:
         return self
@@ -156,7 +148,7 @@ class _Device:
         return None
 
     def synchronize(self) -> None:
-        recording = _capturing()
+        recording = capturing()
         if recording is not None:
             raise recording.refuse("Device.synchronize()")
         return None
@@ -191,10 +183,28 @@ _COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_eq
             "eq": "equal", "ne": "not_equal"}
 
 
-def _module() -> Any:
-    from tinyflow_cuda.strict_cupy.module import strict_cupy
+IN_PLACE_METHODS = {"fill", "sort", "put", "partition", "set", "__setitem__"}
+"""ndarray methods that write into the array itself (while a stream captures, only recorded)."""
 
-    return strict_cupy
+
+# ---- the module whose ufuncs the array's operators run --------------------------------------------
+_bound_module: ModuleType | None = None
+
+
+def bind_module(module: ModuleType) -> None:
+    """Make ``module`` (the stand-in's ``cupy``) the one whose ufuncs and functions the arrays'
+    operators and NumPy's ``__array_ufunc__`` / ``__array_function__`` protocols run.
+
+    module.py calls it once, as it builds that module from this file's ``ndarray``; importing
+    the package (strict_cupy/__init__.py) loads module.py, so it is bound before any array exists."""
+    global _bound_module
+    _bound_module = module
+
+
+def _module() -> ModuleType:
+    if _bound_module is None:
+        raise RuntimeError("strict CuPy stand-in: no module bound to its arrays (import tinyflow_cuda.strict_cupy)")
+    return _bound_module
 
 
 class ndarray:  # noqa: N801 (CuPy's name)
@@ -208,7 +218,7 @@ class ndarray:  # noqa: N801 (CuPy's name)
                  order: str = "C") -> None:
         if memptr is not None or strides is not None:
             raise NotImplementedError("strict CuPy stand-in: ndarray(memptr=, strides=) is not emulated")
-        recording = _capturing()
+        recording = capturing()
         if recording is None:
             self._a = np.empty(shape, dtype=dtype, order=order)
         else:
@@ -252,7 +262,7 @@ class ndarray:  # noqa: N801 (CuPy's name)
             raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray, got {type(arr).__name__}")
         if arr.shape != self._a.shape:
             raise ValueError(f"Shape mismatch. Old shape: {self._a.shape}, new shape: {arr.shape}")
-        recording = _capturing()
+        recording = capturing()
         if recording is not None:
             raise recording.refuse("host-to-device copy: ndarray.set()")
         record("ndarray.set", memops=1)
@@ -326,7 +336,7 @@ class ndarray:  # noqa: N801 (CuPy's name)
         return (wrap(self._a[i]) for i in range(len(self._a)))
 
     def __getitem__(self, index: Any) -> Any:
-        recording = _capturing()
+        recording = capturing()
         key = unwrap(_index(index, "ndarray.__getitem__", recording), "ndarray.__getitem__", allow_host=True)
         if recording is None:
             out = self._a[key]
@@ -336,7 +346,7 @@ class ndarray:  # noqa: N801 (CuPy's name)
         return wrap(out)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        recording = _capturing()
+        recording = capturing()
         record("ndarray.__setitem__", kernels=1, memops=int(isinstance(value, np.ndarray)))
         key = unwrap(_index(index, "ndarray.__setitem__", recording), "ndarray.__setitem__", allow_host=True)
         source = unwrap(value, "ndarray.__setitem__", allow_host=True)
@@ -362,18 +372,15 @@ class ndarray:  # noqa: N801 (CuPy's name)
             if params is not None:
                 api().check_kwargs(f"cupy.ndarray.{name}", params, kwargs)
             inputs = unwrap(args, f"ndarray.{name}"), unwrap(kwargs, f"ndarray.{name}")
-            recording = _capturing()
+            recording = capturing()
             if recording is None:
                 out = method(*inputs[0], **inputs[1])
+            elif name in IN_PLACE_METHODS or inputs[1].get("out") is not None:
+                recording.defer(lambda: method(*inputs[0], **inputs[1]))
+                out = inputs[1].get("out")
             else:
-                from tinyflow_cuda.strict_cupy.graph import IN_PLACE_METHODS
-
-                if name in IN_PLACE_METHODS or inputs[1].get("out") is not None:
-                    recording.defer(lambda: method(*inputs[0], **inputs[1]))
-                    out = inputs[1].get("out")
-                else:
-                    out = recording.run(f"ndarray.{name}", lambda a, *x, **k: getattr(a, name)(*x, **k),
-                                        (self._a, *inputs[0]), inputs[1])
+                out = recording.run(f"ndarray.{name}", lambda a, *x, **k: getattr(a, name)(*x, **k),
+                                    (self._a, *inputs[0]), inputs[1])
             record_work(f"ndarray.{name}", self._a, out)
             return wrap(out)
 

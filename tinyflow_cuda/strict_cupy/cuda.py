@@ -1,11 +1,17 @@
 """The stand-in's ``cupy.cuda``: one device, streams and events that order nothing (the CPU runs
 every call at once), memory pools that hold nothing (a pool only counts what a capture allocated
-from it), stream capture into ``Graph``s (strict_cupy/graph.py), and ``RawModule`` kernels that run
-the .cu sources through the g++ emulator (tinyflow_cuda/emulator.py) on the arrays' NumPy memory."""
+from it; strict_cupy/memory.py), stream capture into ``Graph``s (strict_cupy/graph.py), and
+``RawModule`` kernels that run the .cu sources through the g++ emulator (tinyflow_cuda/emulator.py)
+on the arrays' NumPy memory.
+
+The layer just below module.py: it gathers ``cupy.cuda``'s names from the files it builds on (the
+errors, the pools, the graph) and adds the streams. A thread's stack of entered streams lives in
+current_stream.py, below the array and the graph, so that they can ask whether a capture runs
+without importing this file.
+"""
 from __future__ import annotations
 
 import itertools
-import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,17 +19,12 @@ import numpy as np
 
 from tinyflow_cuda.strict_cupy import graph as _graph
 from tinyflow_cuda.strict_cupy.array import _Device, ndarray, record
-from tinyflow_cuda.strict_cupy.graph import Graph, using_allocator  # noqa: F401  (cupy.cuda's names)
+from tinyflow_cuda.strict_cupy.current_stream import capturing, current_stream, stream_stack
+from tinyflow_cuda.strict_cupy.errors import CUDARuntimeError, OutOfMemoryError
+from tinyflow_cuda.strict_cupy.graph import Graph
+from tinyflow_cuda.strict_cupy.memory import MemoryPool, get_default_memory_pool, using_allocator  # noqa: F401  (cupy.cuda's)
 
 Device = _Device
-
-
-class CUDARuntimeError(RuntimeError):
-    """``cupy.cuda.runtime.CUDARuntimeError``."""
-
-
-class OutOfMemoryError(MemoryError):
-    """``cupy.cuda.memory.OutOfMemoryError``."""
 
 
 RESIDENT_BLOCKS = 3  # the emulator's blocks of a persistent kernel (tinyflow_cuda.emulator)
@@ -50,7 +51,6 @@ runtime = SimpleNamespace(
 memory = SimpleNamespace(OutOfMemoryError=OutOfMemoryError)
 
 _pointers = itertools.count(0x100)  # stream handles (0: legacy default, 1, 2: its aliases)
-_current = threading.local()  # this thread's stack of streams entered with ``with stream:``
 
 
 class Event:
@@ -77,20 +77,14 @@ class Stream:
         self._recording: _graph.Recording | None = None  # while it captures
 
     def __enter__(self) -> Stream:
-        stack = getattr(_current, "stack", None)
-        if stack is None:
-            stack = _current.stack = []
-        stack.append(self)
+        stream_stack().append(self)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _current.stack.pop()
+        stream_stack().pop()
 
     def use(self) -> Stream:
-        stack = getattr(_current, "stack", None)
-        if stack is None:
-            stack = _current.stack = []
-        stack[:] = [self]
+        stream_stack()[:] = [self]
         return self
 
     def synchronize(self) -> None:
@@ -141,67 +135,8 @@ Stream.null = Stream(null=True)
 
 
 def get_current_stream(device_id: int = -1) -> Stream:
-    stack = getattr(_current, "stack", None)
-    return stack[-1] if stack else Stream.null
-
-
-class MemoryPool:
-    """``cupy.cuda.MemoryPool()`` and ``cupy.get_default_memory_pool()``: arrays live in NumPy's
-    memory, so a pool holds nothing; ``malloc`` is an allocator for ``using_allocator``, and
-    ``captured_bytes`` adds up what captures allocated from this pool (stand-in only)."""
-
-    def __init__(self, allocator: Any = None) -> None:
-        self.captured_bytes = 0
-        self.captured_allocations = 0
-
-    def malloc(self, size: int) -> Any:
-        """An allocation of ``size`` bytes (the stand-in's arrays take NumPy memory instead)."""
-        from tinyflow_cuda.strict_cupy.array import _MemoryPointer
-
-        return _MemoryPointer(np.empty(int(size), dtype=np.uint8))
-
-    ARENA_CHUNK = 1 << 22  # bytes of each block a pool takes for captures
-
-    def _capture_array(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-        """An array for a capture, from this pool's own blocks (kept for the pool's life, never
-        reused): as on a GPU, what a captured step allocates never has the address of an array
-        made before the capture, so a table cached by address misses, as it would there."""
-        dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        self.captured_bytes += nbytes
-        self.captured_allocations += 1
-        if nbytes == 0:
-            return np.empty(shape, dtype=dtype)
-        size = -(-nbytes // 256) * 256
-        chunks = self.__dict__.setdefault("_chunks", [])
-        if not chunks or chunks[-1][1] + size > chunks[-1][0].size:
-            chunks.append([np.empty(max(size, self.ARENA_CHUNK), dtype=np.uint8), 0])
-        chunk = chunks[-1]
-        block = chunk[0][chunk[1]:chunk[1] + nbytes]
-        chunk[1] += size
-        return block.view(dtype).reshape(shape)
-
-    def used_bytes(self) -> int:
-        return 0
-
-    def total_bytes(self) -> int:
-        return 0
-
-    def free_bytes(self) -> int:
-        return 0
-
-    def free_all_blocks(self, stream: Any = None) -> None:
-        return None
-
-    def set_limit(self, size: int | None = None, fraction: float | None = None) -> None:
-        return None
-
-
-_pool = MemoryPool()
-
-
-def get_default_memory_pool() -> MemoryPool:
-    return _pool
+    stream = current_stream()
+    return Stream.null if stream is None else stream
 
 
 # ---- kernels: RawModule through the emulator --------------------------------------------------
@@ -255,7 +190,7 @@ class RawFunction:
                                     f"scalar of the C type (CuPy needs the width), got {type(value).__name__}")
                 converted.append(value.item())
         record(f"kernel:{self.name}", kernels=1)
-        recording = _graph.capturing()
+        recording = capturing()
         if recording is not None:  # captured: it runs at each replay, with these very arguments
             recording.defer(lambda: self.emulator.launch(self.name, grid, block, converted, shared_mem=int(shared_mem)))
             return

@@ -1,5 +1,5 @@
 """The stand-in's CUDA stream capture and graphs (``Stream.begin_capture`` / ``end_capture``,
-``cupy.cuda.Graph``), and the allocator in force (``cupy.cuda.using_allocator``).
+``cupy.cuda.Graph``).
 
 While a stream captures, the work a thread issues to it does not run, as on a GPU: each call
 allocates its outputs, *poisoned* (NaN for floats, the byte 0xA5 for integers, True for bools), so
@@ -16,64 +16,39 @@ copies of host arrays to the device (a 0-d host value is allowed: CuPy writes it
 kernel, its value baked into the graph), and synchronizing the capturing stream or the device.
 
 Each allocation made during a capture comes from the allocator in force
-(``using_allocator(pool.malloc)``: that pool; else the default pool): from the pool's own blocks,
-never at the address of an array made before the capture (as on a GPU with a private pool, so a
-cache keyed by address misses here too), and is counted in ``Recording.allocations`` and the pool's
-``captured_bytes``, so a test can check that a graph allocated only from its pool.
+(``using_allocator(pool.malloc)``: that pool; else the default pool; memory.py): from the pool's own
+blocks, never at the address of an array made before the capture (as on a GPU with a private pool,
+so a cache keyed by address misses here too), and is counted in ``Recording.allocations`` and the
+pool's ``captured_bytes``, so a test can check that a graph allocated only from its pool.
+
+Where this file sits: above the array (array.py), the current stream (current_stream.py), the
+errors and the pools, which it uses; below ``cupy.cuda`` (cuda.py), whose ``Stream`` starts and
+ends a capture here. ``capturing``, ``using_allocator``, ``allocator_owner`` and ``IN_PLACE_METHODS``
+live in those lower files and are importable from here too.
 """
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from tinyflow_cuda.strict_cupy.array import IN_PLACE_METHODS, record  # noqa: F401  (IN_PLACE_METHODS: re-export)
+from tinyflow_cuda.strict_cupy.current_stream import capturing
+from tinyflow_cuda.strict_cupy.errors import CUDARuntimeError
+from tinyflow_cuda.strict_cupy.memory import allocator_owner, using_allocator  # noqa: F401  (re-export)
+
 IN_PLACE_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "scatter_add", "scatter_max",
                       "scatter_min", "ufunc.at"}
 """Module functions that write into an argument instead of returning a new array."""
-
-IN_PLACE_METHODS = {"fill", "sort", "put", "partition", "set", "__setitem__"}
-"""ndarray methods that write into the array itself."""
 
 UNSUPPORTED = "cudaErrorStreamCaptureUnsupported: operation not permitted when stream is capturing"
 
 
 def capture_error(what: str) -> Exception:
     """CuPy's error for ``what`` done while a stream captures (a CUDARuntimeError)."""
-    from tinyflow_cuda.strict_cupy.cuda import CUDARuntimeError
-
     return CUDARuntimeError(f"{UNSUPPORTED} ({what}; strict CuPy stand-in: a captured step cannot wait for "
                             "the device nor copy host data to it)")
-
-
-# ---- the allocator in force ---------------------------------------------------------------------
-class _Allocator(threading.local):
-    current: Callable[[int], Any] | None = None  # this thread's allocator (using_allocator), None: the default pool
-
-
-_allocator = _Allocator()
-
-
-@contextmanager
-def using_allocator(allocator: Callable[[int], Any] | None = None) -> Iterator[None]:
-    """``cupy.cuda.using_allocator``: ``allocator`` serves this thread's allocations in the block."""
-    previous, _allocator.current = _allocator.current, allocator
-    try:
-        yield
-    finally:
-        _allocator.current = previous
-
-
-def allocator_owner() -> Any:
-    """The pool the allocator in force draws from (the default pool when none is set)."""
-    from tinyflow_cuda.strict_cupy.cuda import get_default_memory_pool
-
-    current = _allocator.current
-    if current is None:
-        return get_default_memory_pool()
-    return getattr(current, "__self__", current)  # a pool's bound malloc: the pool
 
 
 # ---- poisoning ----------------------------------------------------------------------------------
@@ -211,13 +186,6 @@ def _replay_into(name: str, count: int, fresh: dict[int, np.ndarray], impl: Call
         target[...] = value
 
 
-def capturing() -> Recording | None:
-    """The recording of the stream this thread issues work to, when that stream captures."""
-    from tinyflow_cuda.strict_cupy.cuda import get_current_stream
-
-    return getattr(get_current_stream(), "_recording", None)
-
-
 # ---- the graph ----------------------------------------------------------------------------------
 class Graph:
     """``cupy.cuda.Graph``: made by ``Stream.end_capture()`` (not by the user, as in CuPy);
@@ -238,8 +206,6 @@ class Graph:
 
     def launch(self, stream: Any = None) -> None:
         """Run every captured call, in capture order (into the capture's arrays)."""
-        from tinyflow_cuda.strict_cupy.array import record
-
         recording = capturing()
         if recording is not None:  # launched inside another capture: a child graph
             recording.defer(lambda: self.launch(stream))

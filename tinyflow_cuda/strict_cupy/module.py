@@ -17,8 +17,9 @@ import numpy as np
 
 from tinyflow_cuda.strict_cupy import cuda as _cuda
 from tinyflow_cuda.strict_cupy.api import api
-from tinyflow_cuda.strict_cupy.array import ndarray, record, record_work, refuse_host_copy, unwrap, wrap
-from tinyflow_cuda.strict_cupy.graph import IN_PLACE_FUNCTIONS, capturing
+from tinyflow_cuda.strict_cupy.array import bind_module, ndarray, record, record_work, refuse_host_copy, unwrap, wrap
+from tinyflow_cuda.strict_cupy.current_stream import capturing
+from tinyflow_cuda.strict_cupy.graph import IN_PLACE_FUNCTIONS
 from tinyflow_cuda.strict_cupy.launches import ALLOCATE, HOST_ONLY
 
 # functions that take host data (NumPy arrays, lists) and copy it to the device
@@ -228,4 +229,5 @@ def _build_cupy() -> ModuleType:
 
 
 strict_cupy = _build_cupy()
+bind_module(strict_cupy)  # the arrays' operators run its ufuncs (array.py cannot import this file)
 cupyx = _build("cupyx")
