@@ -94,6 +94,8 @@ RINGS: tuple[tuple[str, str], ...] = (
     (SURFACE, "tinyflow/ops/{math,indexing,sort,scan,layout,decomposition,interpolate,special,einsum}.py"),
     # the extra layers (transformer, fold/unfold, pixel and channel shuffle, upsampling, instance
     # norm, distance, padding), as tinyflow/nn/<file>.py or in their PyTorch place nn/modules/<file>.py
+    # torch.nn.parallel (DistributedDataParallel builds on tinyflow.distributed); nn loads it lazily.
+    (SURFACE, "tinyflow/nn/parallel.py"),
     (SURFACE, "tinyflow/nn/{,modules/}{transformer,fold,pixelshuffle,channelshuffle,upsampling,instancenorm,"
               "distance,padding}.py"),
     # and the F functions that only those layers or users need, in nn/functional/<file>.py

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from tinyflow.autograd_functional import jacobian_blocks, jacobian_vector_products
 
 if TYPE_CHECKING:
-    from tinyflow.nn.module import Module
+    from tinyflow.nn.modules.module import Module
     from tinyflow.tensor import Tensor
 
 __all__ = ["functional_call", "stack_module_state", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd",
@@ -507,7 +507,7 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
 def replace_all_batch_norm_modules_(root: Module) -> Module:
     """In place: every BatchNorm in ``root`` stops tracking running stats (they become None and
     batch statistics are always used), so that it can run under ``vmap``; returns ``root``."""
-    from tinyflow.nn.batchnorm import _BatchNorm
+    from tinyflow.nn.modules.batchnorm import _BatchNorm
 
     for m in root.modules():
         if isinstance(m, _BatchNorm) and m.track_running_stats:

@@ -440,7 +440,7 @@ def test_workspace_serves_other_array_modules_per_device_and_per_thread(monkeypa
 
     from tinyflow.kernels import _cpu
 
-    monkeypatch.setattr(_cpu, "device_of", lambda a: a.fake_device)
+    monkeypatch.setattr(_cpu, "device_key", lambda a: a.fake_device)
     on0, on1 = np.empty(1).view(_FakeDeviceArray), np.empty(1).view(_FakeDeviceArray)
     on0.fake_device, on1.fake_device = "cuda:0", "cuda:1"
     xp = _FakeGpuModule()

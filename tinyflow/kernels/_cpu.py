@@ -51,6 +51,11 @@ def array_module(arr: Any) -> ModuleType:
     raise TypeError(f"expected a NumPy or CuPy array, got {type(arr).__name__}")
 
 
+def device_key(arr: Any) -> int:
+    """The CUDA device a (CuPy) array lives on, as a key for per-device buffers."""
+    return int(arr.device.id)
+
+
 # ------------------------------------------------------------------------------- workspace
 class _Workspace(threading.local):
     """Grow-only scratch buffers, one per name, dtype and device, private to each thread."""
@@ -79,7 +84,7 @@ def workspace(xp: Any, name: str, shape: tuple[int, ...], dtype: Any, like: Any 
     elif like is None:
         return xp.empty(shape, dtype=dtype)
     else:
-        device = int(like.device.id)
+        device = device_key(like)
     size = math.prod(shape)
     key = (name, np.dtype(dtype), device)
     buf = _workspace.buffers.get(key)

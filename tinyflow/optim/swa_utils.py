@@ -16,8 +16,8 @@ from typing import Any
 
 from tinyflow.autograd import no_grad
 from tinyflow.dtypes import is_floating
-from tinyflow.nn.batchnorm import _BatchNorm
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.batchnorm import _BatchNorm
+from tinyflow.nn.modules.module import Module
 from tinyflow.optim.lr_scheduler import LRScheduler
 from tinyflow.optim.optimizer import Optimizer
 from tinyflow.tensor import Tensor

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinyflow.device import array_module, kernels_of
-from tinyflow.nn.module import Module
+from tinyflow.nn.modules.module import Module
 from tinyflow.parallel.allreduce import ALGORITHM_CHOICES, all_gather_object, allreduce, broadcast
 from tinyflow.parallel.communicator import CommError, Communicator, has_native_allreduce
 from tinyflow.parallel.compression import Compression, get_compression
