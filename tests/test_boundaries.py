@@ -92,6 +92,8 @@ RINGS: tuple[tuple[str, str], ...] = (
     (SURFACE, "tinyflow/autograd_{functional,variable}.py"),  # torch.autograd.functional, the Variable shim
     (SURFACE, "tinyflow/{distributions,utils}/**"),
     (SURFACE, "tinyflow/ops/{math,indexing,sort,scan,layout,decomposition,interpolate,special,einsum}.py"),
+    # the rest of PyTorch's activations and losses, beside the framework's, at each level
+    (SURFACE, "tinyflow/{ops,nn/functional,nn/modules}/{activation,loss}_extra.py"),
     # the extra layers (transformer, fold/unfold, pixel and channel shuffle, upsampling, instance
     # norm, distance, padding), as tinyflow/nn/<file>.py or in their PyTorch place nn/modules/<file>.py
     # torch.nn.parallel (DistributedDataParallel builds on tinyflow.distributed); nn loads it lazily.
@@ -161,6 +163,17 @@ ALLOWED_STATEMENTS: dict[tuple[str, str], str] = {
         "checkout stand-in: the import system hands out what sys.modules holds",
     ("tinyflow/models/__init__.py", "_spec.loader.exec_module(_zoo)"):
         "checkout stand-in: run models/__init__.py",
+}
+
+# Tests 1-3: a framework file whose PyTorch module path also names surface classes
+# (``torch.nn.modules.activation.ELU``) may name their surface file in a lazy table (a string,
+# resolved by its ``__getattr__`` only when such a name is asked for); nothing else of it counts.
+# (framework file, surface module): why.
+ALLOWED_PATH_ALIASES: dict[tuple[str, str], str] = {
+    ("tinyflow/nn/modules/activation.py", "tinyflow.nn.modules.activation_extra"):
+        "torch.nn.modules.activation holds every activation layer and MultiheadAttention",
+    ("tinyflow/nn/modules/loss.py", "tinyflow.nn.modules.loss_extra"):
+        "torch.nn.modules.loss holds every loss layer",
 }
 
 # Tests 1-3: eager imports of a re-export module that do not count against the code that imports
@@ -527,7 +540,8 @@ def ring_violations(tree: Tree, ring_of: Callable[[str], str | None], sources: I
     for path, source in sorted(tree.files.items()):
         ring = ring_of(path)
         if ring in sources:  # a core / framework file: every reference, at any depth
-            for line, refs in _lines(source.refs).items():
+            aliases = {module for file, module in ALLOWED_PATH_ALIASES if file == path}
+            for line, refs in _lines(r for r in source.refs if not (r.kind == "string" and r.target in aliases)).items():
                 bad = _leaves(tree, ring_of, refs, ring, forbidden)
                 if bad:
                     out.append(f"{path}:{line}: {refs[0].text!r} ({refs[0].kind}) loads {', '.join(bad)}")
@@ -701,6 +715,9 @@ def test_allowed_exceptions_still_exist():
     for path, module in ALLOWED_EAGER_IMPORTS:
         if path not in tree.files or module not in {r.target for r in tree.files[path].refs if r.eager}:
             stale.append(f"ALLOWED_EAGER_IMPORTS: {path} does not import {module} at module level")
+    for path, module in ALLOWED_PATH_ALIASES:
+        if path not in tree.files or module not in {r.target for r in tree.files[path].refs if r.kind == "string"}:
+            stale.append(f"ALLOWED_PATH_ALIASES: {path} does not name {module}")
     _fail("exceptions that match nothing (remove them)", stale)
 
 

@@ -15,9 +15,10 @@ and imports only that family, on first use (this file gathers names and defines 
 _FAMILIES = {
     "tinyflow.ops.activation": (
         "ReLUFunction LeakyReLUFunction GELUFunction SigmoidFunction TanhFunction "
-        "SoftmaxFunction LogSoftmaxFunction LogSumExp ELUFunction SiLUFunction MishFunction "
-        "SoftplusFunction SoftsignFunction HardtanhFunction HardsigmoidFunction "
-        "HardswishFunction LogSigmoidFunction PReLUFunction"),
+        "SoftmaxFunction LogSoftmaxFunction LogSumExp erf_array"),
+    "tinyflow.ops.activation_extra": (
+        "ELUFunction SiLUFunction MishFunction SoftplusFunction SoftsignFunction HardtanhFunction "
+        "HardsigmoidFunction HardswishFunction LogSigmoidFunction PReLUFunction"),
     "tinyflow.ops.conv": ("Conv2dFunction ConvTranspose2dFunction"),
     "tinyflow.ops.copy": ("Clone Cast ToDevice Fill"),
     "tinyflow.ops.decomposition": (
@@ -39,14 +40,13 @@ _FAMILIES = {
         "Tril Triu Diag Diagonal"),
     "tinyflow.ops.linalg": ("MatMul LinearFunction matmul_array safe_sum"),
     "tinyflow.ops.loss": (
-        "CrossEntropy NLLLossFunction MSELossFunction L1LossFunction SmoothL1LossFunction "
-        "HuberLossFunction BinaryCrossEntropyFunction BinaryCrossEntropyWithLogitsFunction "
-        "KLDivFunction"),
+        "CrossEntropy NLLLossFunction MSELossFunction L1LossFunction BinaryCrossEntropyFunction "
+        "BinaryCrossEntropyWithLogitsFunction"),
+    "tinyflow.ops.loss_extra": ("SmoothL1LossFunction HuberLossFunction KLDivFunction"),
     "tinyflow.ops.math": (
         "UnaryFunction Sin Cos Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh Rsqrt Log2 "
         "Log10 Log1p Expm1 Exp2 Erf Erfinv Reciprocal Square Frac Floor Ceil Trunc Round Sign "
-        "Atan2 Fmod Remainder DivRounded FloorDivide Lerp LogAddExp CopySign NoGradient "
-        "erf_array erfinv_array"),
+        "Atan2 Fmod Remainder DivRounded FloorDivide Lerp LogAddExp CopySign erfinv_array"),
     "tinyflow.ops.norm": ("LocalResponseNormFunction BatchNorm LayerNormFunction"),
     "tinyflow.ops.pad": ("PadNdFunction"),
     "tinyflow.ops.pool": (

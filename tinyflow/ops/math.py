@@ -19,7 +19,7 @@ __all__ = [
     "UnaryFunction", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
     "Rsqrt", "Log2", "Log10", "Log1p", "Expm1", "Exp2", "Erf", "Erfinv", "Reciprocal", "Square", "Frac",
     "Floor", "Ceil", "Trunc", "Round", "Sign", "Atan2", "Fmod", "Remainder", "DivRounded", "FloorDivide",
-    "Lerp", "LogAddExp", "CopySign", "NoGradient", "erf_array", "erfinv_array",
+    "Lerp", "LogAddExp", "CopySign", "erfinv_array",
 ]
 
 

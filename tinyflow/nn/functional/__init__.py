@@ -29,21 +29,16 @@ from tinyflow.nn.functional.linear import *  # linear, bilinear
 # family file -> the F names it defines, imported on first use.
 _FAMILIES = {
     "tinyflow.nn.functional.activation": (
-        "relu", "relu_", "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_", "threshold_", "rrelu_", "leaky_relu",
-        "gelu", "sigmoid", "tanh", "elu", "selu", "celu", "silu", "mish", "softplus", "softsign", "hardtanh",
-        "relu6", "hardsigmoid", "hardswish", "logsigmoid", "prelu", "rrelu", "threshold", "hardshrink",
-        "softshrink", "tanhshrink", "glu", "gumbel_softmax", "softmax", "softmin", "log_softmax", "logsumexp",
+        "relu", "relu_", "leaky_relu", "leaky_relu_", "gelu", "sigmoid", "tanh", "softmax", "log_softmax",
+        "logsumexp",
     ),
     "tinyflow.nn.functional.attention": ("scaled_dot_product_attention", "multi_head_attention_forward"),
     "tinyflow.nn.functional.conv": ("conv2d", "conv1d", "conv_transpose2d", "conv_transpose1d", "conv3d",
                                     "conv_transpose3d"),
     "tinyflow.nn.functional.distance": ("normalize", "cosine_similarity", "pdist", "pairwise_distance"),
     "tinyflow.nn.functional.loss": (
-        "REDUCTIONS", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
-        "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss",
-        "margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss",
-        "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss", "multilabel_soft_margin_loss",
-        "multi_margin_loss", "multilabel_margin_loss",
+        "REDUCTIONS", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
     ),
     "tinyflow.nn.functional.normalization": ("local_response_norm", "batch_norm", "layer_norm", "rms_norm",
                                              "group_norm"),
@@ -56,6 +51,18 @@ _FAMILIES = {
     ),
     "tinyflow.nn.functional.sparse": ("embedding", "embedding_bag", "one_hot"),
     # the PyTorch surface
+    "tinyflow.nn.functional.loss_extra": (
+        "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss", "margin_ranking_loss",
+        "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss",
+        "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss",
+        "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
+    ),
+    "tinyflow.nn.functional.activation_extra": (
+        "elu_", "celu_", "selu_", "hardtanh_", "threshold_", "rrelu_", "elu", "selu", "celu", "silu",
+        "mish", "softplus", "softsign", "hardtanh", "relu6", "hardsigmoid", "hardswish", "logsigmoid",
+        "prelu", "rrelu", "threshold", "hardshrink", "softshrink", "tanhshrink", "glu", "gumbel_softmax",
+        "softmin",
+    ),
     "tinyflow.nn.functional.vision": (
         "unfold", "fold", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "affine_grid",
         "grid_sample", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",

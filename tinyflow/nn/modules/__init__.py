@@ -18,10 +18,7 @@ from tinyflow.nn.modules.module import Module
 # layer file -> the classes it defines, imported on first use.
 _FILES = {
     "tinyflow.nn.modules.activation": (
-        "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Softmin", "ELU", "SELU", "CELU",
-        "SiLU", "Mish", "Softplus", "Softsign", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "LogSigmoid",
-        "PReLU", "RReLU", "Threshold", "Hardshrink", "Softshrink", "Tanhshrink", "GLU", "Softmax2d",
-        "MultiheadAttention",
+        "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax",
     ),
     "tinyflow.nn.modules.batchnorm": ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d"),
     "tinyflow.nn.modules.container": ("Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"),
@@ -32,10 +29,7 @@ _FILES = {
     "tinyflow.nn.modules.flatten": ("Flatten", "Unflatten"),
     "tinyflow.nn.modules.linear": ("Linear", "Identity", "Bilinear"),
     "tinyflow.nn.modules.loss": (
-        "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
-        "BCEWithLogitsLoss", "KLDivLoss", "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
-        "CosineEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiLabelSoftMarginLoss",
-        "MultiMarginLoss", "MultiLabelMarginLoss", "NLLLoss2d", "TripletMarginWithDistanceLoss",
+        "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss",
     ),
     "tinyflow.nn.modules.module": ("Module",),
     "tinyflow.nn.modules.normalization": ("LocalResponseNorm", "LayerNorm", "GroupNorm", "RMSNorm"),
@@ -47,6 +41,17 @@ _FILES = {
     "tinyflow.nn.modules.rnn": ("RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"),
     "tinyflow.nn.modules.sparse": ("Embedding", "EmbeddingBag"),
     # the PyTorch surface
+    "tinyflow.nn.modules.loss_extra": (
+        "SmoothL1Loss", "HuberLoss", "KLDivLoss", "SoftMarginLoss", "MarginRankingLoss",
+        "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss",
+        "GaussianNLLLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "MultiLabelMarginLoss",
+        "NLLLoss2d", "TripletMarginWithDistanceLoss",
+    ),
+    "tinyflow.nn.modules.activation_extra": (
+        "Softmin", "ELU", "SELU", "CELU", "SiLU", "Mish", "Softplus", "Softsign", "Hardtanh", "ReLU6",
+        "Hardswish", "Hardsigmoid", "LogSigmoid", "PReLU", "RReLU", "Threshold", "Hardshrink", "Softshrink",
+        "Tanhshrink", "GLU", "Softmax2d", "MultiheadAttention",
+    ),
     "tinyflow.nn.modules.channelshuffle": ("ChannelShuffle",),
     "tinyflow.nn.modules.distance": ("CosineSimilarity", "PairwiseDistance"),
     "tinyflow.nn.modules.fold": ("Fold", "Unfold"),
