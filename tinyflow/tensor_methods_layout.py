@@ -94,7 +94,7 @@ def _split_points(op: str, n: int, indices_or_sections: Any) -> list[tuple[int, 
 
 
 class LayoutMethods:
-    """Mixed into Tensor through TensorMethods; see the module docstring."""
+    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface.py reads; see the module docstring."""
 
     # -------------------------------------------------------------------- splitting
     def tensor_split(self, indices_or_sections: Any = None, dim: int = 0, *, sections: int | None = None,

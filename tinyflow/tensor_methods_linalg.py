@@ -46,7 +46,7 @@ def _real_only(op: str, t: Tensor) -> None:
 
 
 class LinalgMethods:
-    """Mixed into Tensor through TensorMethods; see the module docstring."""
+    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface.py reads; see the module docstring."""
 
     # ------------------------------------------------------------ determinants and inverses
     def det(self) -> Tensor:

@@ -73,7 +73,7 @@ def _need_integer(op: str, *tensors: Tensor) -> None:
 
 
 class SpecialMethods:
-    """Mixed into Tensor through TensorMethods; see the module docstring."""
+    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface.py reads; see the module docstring."""
 
     # ------------------------------------------------------------ gamma family
     def lgamma(self) -> Tensor:

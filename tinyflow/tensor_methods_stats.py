@@ -255,7 +255,7 @@ def _draw(t: Tensor, sampler: str, generator: Any) -> np.ndarray:
 
 
 class StatsMethods:
-    """Mixed into Tensor through TensorMethods; see the module docstring."""
+    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface.py reads; see the module docstring."""
 
     # ------------------------------------------------------------ NaN-aware reductions
     def nansum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:

@@ -2,7 +2,8 @@
 
 ``winograd_conv2d_forward`` / ``winograd_conv2d_backward`` compute conv2d and its gradients for
 3x3 kernels (AlexNet's conv3-5), or larger ones cut into 3x3 sub-kernels (conv2's 5x5: see
-winograd_parts); ``use_winograd`` says where that pays (enough channels and images). Each
+winograd_parts); ``use_winograd`` (winograd_policy.py, loaded without these kernels) says where
+that pays (enough channels and images). Each
 m x m block of outputs (the tile, m = 2 or 4) is computed from an (m+2) x (m+2) input tile with
 (m+2)^2 multiplications instead of 9 m^2 (Lavin & Gray, 2015). The convolution becomes
 (m+2)^2 independent GEMMs, one per tile position xi = (a, b):
@@ -37,20 +38,13 @@ import math
 import numpy as np
 
 from tinyflow.kernels._cpu import batched_matmul, give_buffer, parallel_for, take_buffer, workspace
+from tinyflow.kernels.winograd_policy import use_winograd  # noqa: F401 (where the path pays: there)
 
 __all__ = ["use_winograd", "winograd_conv2d_forward", "winograd_conv2d_backward"]
 
 Pair = tuple[int, int]
 
 
-# Stride-1 ungrouped 3x3 / 5x5 convolutions with at least this many input and output channels,
-# and a batch of at least this many images, take the Winograd path (up to 4x fewer
-# multiplications for 3x3, 2.8x for 5x5, no im2col / col2im). With fewer channels its small GEMMs
-# lose to the one im2col GEMM; its transforms run over the batch innermost, so tiny batches lose
-# too. Set WINOGRAD_MIN_CHANNELS to 0 to turn the path off.
-WINOGRAD_MIN_CHANNELS = 16
-WINOGRAD_MIN_BATCH = 8
-WINOGRAD_KERNELS = (3, 5, 6)  # kernel sides that split into 3x3 sub-kernels without much waste
 WINOGRAD_MAX_TILE = 4  # 2: F(2x2, 3x3) everywhere (exact to 8e-7 where F(4x4) is to 1.3e-5, slower)
 # F(4x4)'s transforms cost ~2x F(2x2)'s per element; they pay only where the GEMMs dominate:
 # GEMM dimensions (input channels x 3x3 sub-kernels, output channels) both at least this.
@@ -359,16 +353,6 @@ def winograd_input_grad(gv, x_shape: tuple[int, int, int, int], padding: Pair, k
 
 
 # ------------------------------------------------------------------------------- the kernels
-def use_winograd(x, w, stride: Pair, dilation: Pair, groups: int) -> bool:
-    """Whether conv2d(x (N, C, H, W), w (O, C/groups, kh, kw)) runs on the Winograd kernels here."""
-    n, c = x.shape[:2]
-    o, _, kh, kw = w.shape
-    return (WINOGRAD_MIN_CHANNELS > 0 and np.dtype(x.dtype) in (np.float32, np.float64)
-            and kh in WINOGRAD_KERNELS and kw in WINOGRAD_KERNELS
-            and stride == (1, 1) and dilation == (1, 1) and groups == 1
-            and n >= max(1, WINOGRAD_MIN_BATCH) and min(c, o) >= WINOGRAD_MIN_CHANNELS)
-
-
 def winograd_conv2d_forward(x, w, b, padding: Pair, keep_v: bool = True):
     """y = conv2d(x, w) + b, stride 1: A^T [(G w G^T) * (B^T x B)] A per output tile.
 

@@ -26,7 +26,7 @@ up, 36 over 6x6 tiles (F(4x4, 3x3)): 4x fewer multiplications for 3x3 (2.8x for 
 im2col / col2im. Same results to float rounding; see docs/convolution.md and
 tinyflow/kernels/winograd.py (a CPU-only kernel family: there is no CUDA twin).
 
-The argument checks, padding='same' and autocast are F.conv2d's (tinyflow/nn/functional.py).
+The argument checks, padding='same' and autocast are F.conv2d's (tinyflow/nn/functional/conv.py).
 """
 from __future__ import annotations
 

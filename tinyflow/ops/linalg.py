@@ -181,6 +181,3 @@ class LinearFunction(Function):
         gw = matmul_array(xp, g2.T, x2) if ctx.needs_input_grad[1] else None
         gb = safe_sum(g2, axis=0) if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2] else None
         return gx, gw, gb
-
-
-# -------------------------------------------------------------------- einsum

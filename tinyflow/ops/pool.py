@@ -3,7 +3,7 @@
 Max and average pooling call the pool kernels through ``ctx.kernels`` (``tinyflow.kernels.pool``
 on the CPU, its CUDA twin of the same names on a GPU); adaptive average pooling is two small
 GEMMs with averaging matrices, which handles PyTorch's uneven, overlapping adaptive windows
-exactly with no loop at all. The argument checks are F's (tinyflow/nn/functional.py).
+exactly with no loop at all. The argument checks are F's (tinyflow/nn/functional/pooling.py).
 """
 from __future__ import annotations
 
