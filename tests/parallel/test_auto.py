@@ -97,8 +97,13 @@ def test_data_parallel_auto_calibrates_and_matches_one_big_batch():
     """algorithm="auto" (opt-in; the default is the size rule) chooses per bucket from a model
     timed when the wrapper is built, and still averages exactly."""
     def model() -> nn.Module:
-        tf.manual_seed(0)
-        return nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3)).double()
+        """The same weights on every call, without the global RNG: ranks are threads that build
+        their replicas at the same time, and two seeded builds interleaving their draws would give
+        rank 0 (whose weights DataParallel broadcasts) other weights than the reference."""
+        net = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3)).double()
+        rng = np.random.default_rng(0)
+        net.load_state_dict({k: rng.standard_normal(v.shape) * 0.5 for k, v in net.state_dict().items()})
+        return net
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((8, 5))
