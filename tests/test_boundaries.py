@@ -146,8 +146,6 @@ ALLOWED_STATEMENTS: dict[tuple[str, str], str] = {
         "process setup (malloc tuning) that must run once at import, before the first tensor",
     ("tinyflow/__init__.py", '__version__ = "0.1.0"'):
         "the package version, where tools look for it",
-    ("tinyflow/ops/__init__.py", "_WHERE = {name: module for module, names in _FAMILIES.items() for name in names.split()}"):
-        "the lazy table, inverted (op name -> family module) from the constant table above it",
     ("tinyflow/kernels/__init__.py", "_WHERE = {kernel: family for family, names in _KERNELS.items() for kernel in names.split()}"):
         "the lazy table, inverted (kernel -> family) from the constant table above it",
     # tinyflow/models/__init__.py is the stand-in that an uninstalled checkout imports; it hands the
@@ -592,8 +590,9 @@ def definitions(source: Source, allowed: Iterable[tuple[str, str]] = ALLOWED_STA
 
     Allowed: imports, docstrings (and other bare strings), ``__all__``, lazy tables (constant
     literals of strings), an alias of an imported name (``device = Device``), ``del``, ``pass``, the
-    ``__getattr__`` / ``__dir__`` hooks, if / try blocks of those, and the (file, statement) pairs
-    of ``allowed``.
+    ``__getattr__`` / ``__dir__`` hooks or the one call that installs them
+    (``attach(__name__, ...)`` of tinyflow/_lazy_names.py), if / try blocks of those, and the
+    (file, statement) pairs of ``allowed``.
     """
     module_level = list(_statements_of(source.tree.body))
     imported = {alias.asname or alias.name.split(".")[0]
@@ -606,6 +605,8 @@ def definitions(source: Source, allowed: Iterable[tuple[str, str]] = ALLOWED_STA
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
             continue
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in ("__getattr__", "__dir__"):
+            continue
+        if _attaches_lazy_names(stmt, imported):
             continue
         if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
@@ -622,6 +623,14 @@ def definitions(source: Source, allowed: Iterable[tuple[str, str]] = ALLOWED_STA
             what = _one_line(source.segment(stmt), 90)
         found.append((stmt.lineno, what))
     return found
+
+
+def _attaches_lazy_names(stmt: ast.stmt, imported: set[str]) -> bool:
+    """``attach(__name__, ...)``, with attach imported: the lazy hooks, installed by one call."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "attach"
+            and "attach" in imported and bool(call.args) and isinstance(call.args[0], ast.Name)
+            and call.args[0].id == "__name__")
 
 
 def _statements_of(body: list[ast.stmt]) -> Iterable[ast.stmt]:

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-__all__ = ["attach"]
+__all__ = ["attach", "by_module"]
 
 
 class _SubmoduleAliases(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -59,10 +59,12 @@ _ALIASES = _SubmoduleAliases()
 _TABLES: dict[str, dict[str, str]] = {}  # module name -> {attribute: "module" or "module:attribute"}
 
 
-def attach(module_name: str, names: Mapping[str, str]) -> None:
+def attach(module_name: str, names: Mapping[str, str], export: bool = True) -> None:
     """Give the (imported) module ``module_name`` the attributes ``names`` maps to their homes,
     loaded on first use: ``"pkg.mod"`` (the attribute is that module, and ``import
-    module_name.attribute`` works too) or ``"pkg.mod:attr"`` (that module's attribute)."""
+    module_name.attribute`` works too) or ``"pkg.mod:attr"`` (that module's attribute). With
+    ``export``, the names join the module's ``__all__`` list (a re-export module that writes its
+    own ``__all__`` passes False)."""
     module = sys.modules[module_name]
     table = _TABLES.get(module_name)
     if table is None:
@@ -71,15 +73,30 @@ def attach(module_name: str, names: Mapping[str, str]) -> None:
         module.__dir__ = lambda: sorted(set(vars(module)) | set(table))
     table.update(names)
     for name, target in names.items():
-        if ":" not in target:
+        if ":" not in target and target != f"{module_name}.{name}":  # (a real submodule needs no alias)
             _ALIASES.targets[f"{module_name}.{name}"] = target
             if not hasattr(module, "__path__"):
                 module.__path__ = []
     if _ALIASES.targets and _ALIASES not in sys.meta_path:
         sys.meta_path.append(_ALIASES)
     exported = getattr(module, "__all__", None)
-    if isinstance(exported, list):
+    if export and isinstance(exported, list):
         exported += [n for n in names if n not in exported]
+
+
+def by_module(families: Mapping[str, str | tuple[str, ...]], submodules: bool = True) -> dict[str, str]:
+    """``attach``'s table from a re-export module's index, file -> the names it defines
+    (``{"tinyflow.optim.adam": ("Adam", "AdamW")}``, or the names as one spaced string): each name
+    maps to ``"file:name"``, and each file is also reachable under its own last name
+    (``optim.adam``; not with ``submodules=False``) unless a name of the table is spelled the same
+    (``F.dropout`` is the function)."""
+    table: dict[str, str] = {}
+    for home, names in families.items():
+        for name in names.split() if isinstance(names, str) else names:
+            table[name] = f"{home}:{name}"
+    for home in families if submodules else ():
+        table.setdefault(home.rsplit(".", 1)[1], home)
+    return table
 
 
 def _getattr_of(module: ModuleType, table: dict[str, str]) -> Any:

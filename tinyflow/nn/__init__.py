@@ -5,13 +5,11 @@ the stateless forms are ``nn.functional``, the initialisers ``nn.init``.
 A re-export module: ``nn.Conv2d`` is ``nn.modules.Conv2d``, whose table says which file defines
 it. Module, Parameter, init and functional load with nn; a layer file, ``nn.parallel``
 (DataParallel, DistributedDataParallel) and ``nn.utils`` load the first time one of their names
-is used (PEP 562 ``__getattr__`` below), so a program reads only the layers it builds.
+is used (``tinyflow._lazy_names.attach``, below), so a program reads only the layers it builds.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from tinyflow._lazy_names import attach, by_module
 from tinyflow.nn import functional, init, modules
 from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
@@ -25,25 +23,5 @@ _LAZY = {
 
 __all__ = modules.__all__ + ["Parameter", "DataParallel", "functional", "init", "modules", "parallel", "utils"]
 
-
-def __getattr__(name: str) -> Any:
-    """A layer class (from nn.modules), ``DataParallel``, ``nn.parallel`` or ``nn.utils``:
-    imported on first use (PEP 562)."""
-    if name in modules.__all__:
-        value = getattr(modules, name)
-    else:
-        for module, names in _LAZY.items():
-            if name in names:
-                value = getattr(importlib.import_module(module), name)
-                break
-            if module == f"{__name__}.{name}":
-                value = importlib.import_module(module)
-                break
-        else:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value  # found directly from now on
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+# each name loads its file on first use: the layers from nn.modules' index, the rest from _LAZY
+attach(__name__, {**by_module(modules._FILES, submodules=False), **by_module(_LAZY)}, export=False)

@@ -5,11 +5,13 @@ A class that shares its concept with an nn layer carries the ``Function`` suffix
 and ``tinyflow.nn.functional``, which also checks their arguments.
 
 The core families (what a CNN or LSTM training step needs): elementwise, reduce, shape, copy,
-linalg (matmul, linear), activation, loss, conv, pool, norm, rnn, embedding. The others (math,
-indexing, sort, scan, layout, decomposition, distance, interpolate, pad, special, einsum) belong to
-the PyTorch surface. Code imports an op from its family's file; ``tinyflow.ops.<Name>`` also works
+linalg (matmul, linear), activation, loss, conv, pool, norm, rnn, embedding, and pad and distance
+(conv's padding modes, the distance losses). The others (math, indexing, sort, scan, layout,
+decomposition, interpolate, special, einsum, and activation_extra / loss_extra beside activation
+and loss) belong to the PyTorch surface. Code imports an op from its family's file; ``tinyflow.ops.<Name>`` also works
 and imports only that family, on first use (this file gathers names and defines none).
 """
+from tinyflow._lazy_names import attach, by_module
 
 # family module -> the names it exports (its __all__)
 _FAMILIES = {
@@ -67,21 +69,7 @@ _FAMILIES = {
         "Hypot LogAddExp2 Fmax Fmin Heaviside NextAfter Zeta Frexp gammainc_array "
         "gammaincc_array Gammainc"),
 }
-_WHERE = {name: module for module, names in _FAMILIES.items() for name in names.split()}
 
+__all__ = sorted(name for names in _FAMILIES.values() for name in names.split())
 
-def __getattr__(name: str):  # noqa: ANN202
-    import importlib
-
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    if f"tinyflow.ops.{name}" in _FAMILIES:  # the family module itself: tinyflow.ops.conv
-        return importlib.import_module(f"tinyflow.ops.{name}")
-    raise AttributeError(f"module 'tinyflow.ops' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
-
-
-__all__ = sorted(_WHERE)
+attach(__name__, by_module(_FAMILIES), export=False)  # each name loads its family's file on first use

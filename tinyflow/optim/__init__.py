@@ -2,14 +2,12 @@
 
 A re-export module: the Optimizer base and SGD load with it; every other optimizer, the
 schedulers (``optim.lr_scheduler``), ``optim.swa_utils`` and gradient clipping load on first use
-of one of their names (PEP 562 ``__getattr__`` below), so a training step reads only the
+of one of their names (``tinyflow._lazy_names.attach``, below), so a training step reads only the
 optimizer it runs.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from tinyflow._lazy_names import attach, by_module
 from tinyflow.optim.optimizer import Optimizer
 from tinyflow.optim.sgd import SGD
 
@@ -69,21 +67,4 @@ __all__ = [
     "warmup_cosine",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """An optimizer, scheduler, clipping function or submodule: imported on first use (PEP 562)."""
-    for module, names in _LAZY.items():
-        if name in names:
-            value = getattr(importlib.import_module(module), name)
-            break
-        if module == f"{__name__}.{name}":
-            value = importlib.import_module(module)
-            break
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value  # found directly from now on
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+attach(__name__, by_module(_LAZY), export=False)  # each name loads its file on first use

@@ -6,7 +6,7 @@ differentiable op of tinyflow/ops/ that computes it (``F.conv2d`` -> ``Conv2dFun
 tinyflow/ops/conv.py), or composes differentiable Tensor ops where no dedicated op is needed.
 The table below is the index: which file defines which name.
 
-A family file loads the first time one of its names is used (PEP 562 ``__getattr__`` below), so
+A family file loads the first time one of its names is used (``tinyflow._lazy_names.attach``, below), so
 a program reads only the families it calls: an AlexNet step reads conv (and padding, which it
 imports), activation, pooling, dropout, linear and loss, not attention, embedding or vision. The
 framework's families (activation, attention, conv, distance, dropout, linear, loss,
@@ -15,9 +15,7 @@ PyTorch surface (only surface layers and users call them).
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from tinyflow._lazy_names import attach, by_module
 from tinyflow.nn.functional._utils import FunctionalError
 
 # Loaded with F because their files are named like a function they define: importing the file
@@ -90,15 +88,4 @@ __all__ = [
     "grid_sample", "pdist", "triplet_margin_with_distance_loss", "lp_pool1d", "lp_pool2d", "lp_pool3d",
 ]
 
-def __getattr__(name: str) -> Any:
-    """An F name: import its family file on first use (PEP 562)."""
-    for module, names in _FAMILIES.items():
-        if name in names:
-            value = getattr(importlib.import_module(module), name)
-            globals()[name] = value  # found directly from now on
-            return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | {n for names in _FAMILIES.values() for n in names})
+attach(__name__, by_module(_FAMILIES), export=False)  # each name loads its file on first use

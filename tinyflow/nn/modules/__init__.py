@@ -3,16 +3,14 @@
 ``torch.nn.modules.module.Module``, ...); ``tinyflow.nn`` re-exports them.
 
 A re-export module, and the table below is its index: which file defines which layer. A layer
-file loads the first time one of its names (or the file, ``nn.modules.conv``) is used (PEP 562
-``__getattr__`` below), so a program reads only the layers it builds: an AlexNet step reads
+file loads the first time one of its names (or the file, ``nn.modules.conv``) is used
+(``tinyflow._lazy_names.attach``, below), so a program reads only the layers it builds: an AlexNet step reads
 module, container, conv, activation, pooling, dropout and linear. The framework's layer files
 import only the core and the framework; the files marked surface are the PyTorch surface.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from tinyflow._lazy_names import attach, by_module
 from tinyflow.nn.modules.module import Module
 
 # layer file -> the classes it defines, imported on first use.
@@ -97,22 +95,4 @@ __all__ = [
     "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    """A layer class, or a layer file (``nn.modules.transformer``): imported on first use (PEP 562)."""
-    for module, names in _FILES.items():
-        if name in names:
-            value = getattr(importlib.import_module(module), name)
-            break
-        if module == f"{__name__}.{name}":
-            value = importlib.import_module(module)
-            break
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value  # found directly from now on
-    return value
-
-
-def __dir__() -> list[str]:
-    files = {module.rsplit(".", 1)[1] for module in _FILES}
-    return sorted(set(globals()) | set(__all__) | files)
+attach(__name__, by_module(_FILES), export=False)  # each name loads its file on first use

@@ -6,8 +6,7 @@ new tensor, which is what a layer's caller uses).
 """
 from __future__ import annotations
 
-from typing import Any
-
+from tinyflow._lazy_names import attach, by_module
 from tinyflow.nn import functional as F
 from tinyflow.nn.modules.module import Module
 from tinyflow.tensor import Tensor
@@ -86,17 +85,8 @@ class LogSoftmax(Softmax):
 
 # PyTorch's module path names the rest too (torch.nn.modules.activation.<Name>): they live in activation_extra.py,
 # the PyTorch surface, and load from there the first time one of them is asked for here.
-_EXTRA = "tinyflow.nn.modules.activation_extra"
-_EXTRA_NAMES = (
+attach(__name__, by_module({"tinyflow.nn.modules.activation_extra": (
     "Softmin", "ELU", "SELU", "CELU", "SiLU", "Mish", "Softplus", "Softsign", "Hardtanh", "ReLU6",
     "Hardswish", "Hardsigmoid", "LogSigmoid", "PReLU", "RReLU", "Threshold", "Hardshrink",
     "Softshrink", "Tanhshrink", "GLU", "Softmax2d", "MultiheadAttention",
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXTRA_NAMES:
-        import importlib
-
-        return getattr(importlib.import_module(_EXTRA), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+)}, submodules=False), export=False)

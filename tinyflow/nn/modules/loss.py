@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinyflow._lazy_names import attach, by_module
 from tinyflow.nn import functional as F
 from tinyflow.nn.functional.loss import _reduction
 from tinyflow.nn.modules.module import Module
@@ -81,18 +82,9 @@ class BCEWithLogitsLoss(_Loss):
 
 # PyTorch's module path names the rest too (torch.nn.modules.loss.<Name>): they live in loss_extra.py,
 # the PyTorch surface, and load from there the first time one of them is asked for here.
-_EXTRA = "tinyflow.nn.modules.loss_extra"
-_EXTRA_NAMES = (
+attach(__name__, by_module({"tinyflow.nn.modules.loss_extra": (
     "SmoothL1Loss", "HuberLoss", "KLDivLoss", "SoftMarginLoss", "MarginRankingLoss",
     "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss",
     "GaussianNLLLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "MultiLabelMarginLoss",
     "NLLLoss2d", "TripletMarginWithDistanceLoss",
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXTRA_NAMES:
-        import importlib
-
-        return getattr(importlib.import_module(_EXTRA), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+)}, submodules=False), export=False)

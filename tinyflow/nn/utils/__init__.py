@@ -2,15 +2,13 @@
 parameters as one flat vector and back, weight_norm / spectral_norm, ``nn.utils.rnn``, and
 ``nn.utils.parametrize`` / ``nn.utils.parametrizations``.
 
-A re-export module: its names load on first use (PEP 562 ``__getattr__`` below), except
+A re-export module: its names load on first use (``tinyflow._lazy_names.attach``, below), except
 weight_norm's, whose file is named like the function it defines (imported later, the file would
 take the function's place as ``nn.utils.weight_norm``; imported here, the function binds after).
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from tinyflow._lazy_names import attach, by_module
 from tinyflow.nn.utils.weight_norm import remove_spectral_norm, remove_weight_norm, spectral_norm, weight_norm
 
 # module -> the names it defines (a module's own name, e.g. "rnn" for tinyflow.nn.utils.rnn,
@@ -28,21 +26,4 @@ __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "parameters_
            "vector_to_parameters", "rnn", "weight_norm", "remove_weight_norm", "spectral_norm",
            "remove_spectral_norm", "parametrize", "parametrizations"]
 
-
-def __getattr__(name: str) -> Any:
-    """A name of ``nn.utils`` (or one of its submodules): imported on first use (PEP 562)."""
-    for module, names in _LAZY.items():
-        if name in names:
-            value = getattr(importlib.import_module(module), name)
-            break
-        if module == f"{__name__}.{name}":
-            value = importlib.import_module(module)
-            break
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value  # found directly from now on
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | {"stateless"})
+attach(__name__, by_module(_LAZY), export=False)  # each name loads its file on first use
