@@ -5,15 +5,15 @@
 
 A builder takes a config instance and returns a Module. Presets of one architecture are
 config subclasses with other defaults (``AlexNet64Config``, ``AlexNet224Config``, ...).
-To add a model, add one entry to ``_ENTRIES``: the module that defines it, its config class and
-its builder, by name. A model's module is imported the first time its entry is looked up, so
+To add a model to the zoo, add one entry to ``_ENTRIES``: the module that defines it, its config
+class and its builder, by name (a program adds one at run time as ``MODELS[name] = (config, builder)``). A model's module is imported the first time its entry is looked up, so
 ``get_model("alexnet")`` reads models/alexnet.py and no other model file.
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -34,17 +34,30 @@ _ENTRIES: dict[str, tuple[str, str, str]] = {
 }
 
 
-class ModelRegistry(Mapping[str, tuple[type, Callable[[Any], "Module"]]]):
-    """A read-only mapping name -> (config class, builder) whose values are imported on lookup:
-    iterating, ``len`` and ``in`` read only the names."""
+class ModelRegistry(MutableMapping[str, tuple[type, Callable[[Any], "Module"]]]):
+    """A mapping name -> (config class, builder) whose zoo entries are imported on lookup:
+    iterating, ``len`` and ``in`` read only the names. A program adds its own model as
+    ``MODELS["mine"] = (MyConfig, MyModel)``."""
 
     def __init__(self, entries: Mapping[str, tuple[str, str, str]]) -> None:
-        self._entries = dict(entries)
+        self._entries: dict[str, Any] = dict(entries)  # (module, config, builder) names, or the pair itself
 
     def __getitem__(self, name: str) -> tuple[type, Callable[[Any], Module]]:
-        module_name, config_name, builder_name = self._entries[name]
+        entry = self._entries[name]
+        if isinstance(entry[0], type):  # added by a program: the pair itself
+            return entry
+        module_name, config_name, builder_name = entry
         module = importlib.import_module(module_name)
         return getattr(module, config_name), getattr(module, builder_name)
+
+    def __setitem__(self, name: str, value: tuple[type, Callable[[Any], Module]]) -> None:
+        config_cls, builder = value
+        if not isinstance(config_cls, type) or not callable(builder):
+            raise TypeError(f"MODELS[{name!r}]: expected (config class, builder), got {value!r}")
+        self._entries[name] = (config_cls, builder)
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)

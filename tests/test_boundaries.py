@@ -84,7 +84,6 @@ RINGS: tuple[tuple[str, str], ...] = (
     (CORE, "tinyflow_cuda/{,strict_cupy/,kernels/}__init__.py"),
     (FRAMEWORK, "tinyflow/{cuda,cpu,backends}/__init__.py"),
     (REEXPORT, "**/__init__.py"),
-    (REEXPORT, "tinyflow/nn/functional.py"),
     # SURFACE: the PyTorch breadth. May import anything; nothing in the core or the framework
     # imports it (test 3). Before the framework's tinyflow/nn/** so that the extra layers land here.
     (SURFACE, "tinyflow/{linalg,special,functions,func,distributed,jit,onnx,testing,surface}.py"),
@@ -98,7 +97,7 @@ RINGS: tuple[tuple[str, str], ...] = (
     # norm, distance, padding), as tinyflow/nn/<file>.py or in their PyTorch place nn/modules/<file>.py
     # torch.nn.parallel (DistributedDataParallel builds on tinyflow.distributed); nn loads it lazily.
     (SURFACE, "tinyflow/nn/parallel.py"),
-    (SURFACE, "tinyflow/nn/{,modules/}{transformer,fold,pixelshuffle,channelshuffle,upsampling,instancenorm,"
+    (SURFACE, "tinyflow/nn/modules/{transformer,fold,pixelshuffle,channelshuffle,upsampling,instancenorm,"
               "distance,padding}.py"),
     # and the F functions that only those layers or users need, in nn/functional/<file>.py
     # (vision: interpolate / upsample, fold / unfold, pixel and channel shuffle, grid_sample,

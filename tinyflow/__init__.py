@@ -73,7 +73,9 @@ def __getattr__(name: str):  # noqa: ANN202
     if name == "bfloat16":  # needs ml_dtypes: resolved on first use, not at import
         return dtypes.bfloat16()
     functions = importlib.import_module(_FUNCTIONS_MODULE)
-    if not name.startswith("_") and hasattr(functions, name):
+    if name == "__all__":  # `from tinyflow import *`: the names defined here and torch.*'s functions
+        return sorted({n for n in globals() if not n.startswith("_")} | set(functions.__all__))
+    if name in functions.__all__:
         return getattr(functions, name)
     raise AttributeError(f"module 'tinyflow' has no attribute {name!r}")
 

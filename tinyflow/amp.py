@@ -64,6 +64,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow._lazy_names import attach
 from tinyflow.autograd import Context, Function
 from tinyflow.dtypes import bfloat16, is_half
 
@@ -293,10 +294,6 @@ def _cast_floating(tensors: tuple[Any, ...], dtype: np.dtype, include_float32: b
     return tuple(out)
 
 
-def __getattr__(name: str):  # noqa: ANN202
-    """``GradScaler`` lives in tinyflow/grad_scaler.py (torch.amp.GradScaler), loaded on first use."""
-    if name == "GradScaler":
-        from tinyflow.grad_scaler import GradScaler
-
-        return GradScaler
-    raise AttributeError(f"module 'tinyflow.amp' has no attribute {name!r}")
+# GradScaler lives in tinyflow/grad_scaler.py (torch/amp/grad_scaler.py), loaded on first use: a bf16
+# or fp32 step reads autocast only.
+attach(__name__, {"GradScaler": "tinyflow.grad_scaler:GradScaler"}, export=False)

@@ -39,7 +39,11 @@ def function(name: str) -> Callable[..., Any]:
     entry = FUNCTIONS[name]
     if ":" not in entry.source and entry.source != "Tensor":  # a plain function of a module
         fn = getattr(importlib.import_module(f"tinyflow.{entry.source}"), entry.attr)
-        return accept_axis_alias(fn) if takes_dim(fn) else fn
+        if not takes_dim(fn):
+            return fn
+        fn = accept_axis_alias(fn)
+        fn.__module__, fn.__qualname__ = __name__, name  # pickled as tinyflow.functions.<name>, which it is
+        return fn
 
     def function(input: Tensor, *args: Any, out: Any = None, **kwargs: Any) -> Any:  # noqa: A002 (PyTorch's name)
         if not isinstance(input, Tensor):

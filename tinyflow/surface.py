@@ -14,7 +14,7 @@ first, in that module of tinyflow/), ``"module"`` (plain functions), or ``"Tenso
 method that is also a ``tinyflow.*`` function). ``alias=name`` declares PyTorch's second name for
 one function (``arcsin=asin``). Nothing here is imported until used: ``install()`` (run when this
 module is imported, by tinyflow/__init__.py) puts a stand-in on Tensor for each method, and the
-first call of any method of a source module imports that module and puts its real functions on
+first look-up of any method of a source module imports that module and puts its real functions on
 Tensor in their place, so ``import tinyflow`` and a training step never load the surface they do
 not call.
 """
@@ -135,29 +135,29 @@ def _load(source: str) -> None:
     if source in _loaded:
         return
     module_name, _, namespace = source.partition(":")
-    holder = vars(getattr(importlib.import_module(f"tinyflow.{module_name}"), namespace))
+    holder = getattr(importlib.import_module(f"tinyflow.{module_name}"), namespace)
     for entry in METHODS.values():
         if entry.source == source:
-            fn = holder[entry.attr]
-            if inspect.isfunction(fn) and takes_dim(fn):
+            fn = vars(holder)[entry.attr]
+            if inspect.isfunction(fn) and takes_dim(fn) and not hasattr(fn, "__wrapped__"):
                 fn = accept_axis_alias(fn)  # PyTorch takes axis= wherever it takes dim=
+                setattr(holder, entry.attr, fn)  # where pickle looks a method up by its qualified name
             setattr(Tensor, entry.name, fn)
     _loaded.add(source)
 
 
-def _stand_in(entry: Entry) -> Any:
-    """What Tensor holds for ``entry`` until its module is loaded: it loads it, then defers."""
-    if "p" in entry.variants:
-        return property(lambda self: (_load(entry.source), getattr(self, entry.name))[1],
-                        doc=f"Tensor.{entry.name}: see tinyflow/{entry.source.split(':')[0]}.py")
+class _StandIn:
+    """What Tensor holds for ``entry`` until its module is loaded: the first look-up of the name
+    (``x.sin``, ``Tensor.sin``, ``x & y``, ``inspect.signature(Tensor.det)``) loads the module,
+    which puts the real functions and properties on Tensor, and answers with the real one."""
 
-    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-        _load(entry.source)
-        return getattr(Tensor, entry.name)(self, *args, **kwargs)
+    def __init__(self, entry: Entry) -> None:
+        self.entry = entry
 
-    method.__name__, method.__qualname__ = entry.name, f"Tensor.{entry.name}"
-    method.__doc__ = f"Tensor.{entry.name}: defined in tinyflow/{entry.source.split(':')[0]}.py (loaded on first use)."
-    return method
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        _load(self.entry.source)
+        real = vars(Tensor)[self.entry.name]
+        return real.__get__(obj, owner)
 
 
 def _inplace_form(name: str) -> Callable[..., Tensor]:
@@ -183,7 +183,7 @@ def install() -> None:
     """Put the table's methods, properties and in-place forms on Tensor (stand-ins until used)."""
     for entry in METHODS.values():
         if entry.source not in _loaded:
-            setattr(Tensor, entry.name, _stand_in(entry))
+            setattr(Tensor, entry.name, _StandIn(entry))
     for name in INPLACE:
         setattr(Tensor, name + "_", _inplace_form(name))
 

@@ -334,3 +334,23 @@ def test_alexnet_training_step_stays_float32_end_to_end():
     F.cross_entropy(logits, tf.tensor([0, 2], dtype=tf.int64)).backward()
     assert logits.dtype == tf.float32
     assert {p.grad.dtype for p in model.parameters()} == {tf.float32}
+
+
+def test_a_program_registers_its_own_model_in_MODELS():  # noqa: N802 (the registry's name)
+    from dataclasses import dataclass
+
+    import tinyflow.nn as nn
+    from tinyflow.models import MODELS, get_model
+
+    @dataclass
+    class TinyConfig:
+        width: int = 3
+
+    MODELS["tiny"] = (TinyConfig, lambda cfg: nn.Linear(2, cfg.width))
+    try:
+        assert "tiny" in MODELS and get_model("tiny", width=5).weight.shape == (5, 2)
+        with pytest.raises(TypeError, match="expected \\(config class, builder\\)"):
+            MODELS["bad"] = ("not a class", None)
+    finally:
+        del MODELS["tiny"]
+    assert "tiny" not in MODELS

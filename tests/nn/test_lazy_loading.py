@@ -97,3 +97,25 @@ def test_unknown_names_are_attribute_errors():
                          (optim, "NoSuchOptimizer"), (models, "NoSuchModel"), (nn.utils, "no_such_util")):
         with pytest.raises(AttributeError, match=name):
             getattr(module, name)
+
+
+def test_the_files_layers_lived_in_before_nn_modules_still_lead_there():
+    """A model pickled when the layers were tinyflow/nn/<file>.py names its classes by those modules."""
+    import pickle
+
+    import tinyflow.nn as nn
+
+    old = pickle.dumps(nn.Sequential, protocol=0).replace(b"tinyflow.nn.modules.container", b"tinyflow.nn.container")
+    assert b"ctinyflow.nn.container\n" in old and pickle.loads(old) is nn.Sequential
+    from tinyflow.nn.conv import Conv2d  # noqa: PLC0415
+
+    assert Conv2d is nn.Conv2d
+
+
+def test_star_import_of_a_torch_module_path_gives_its_extra_layers_too():
+    namespace: dict = {}
+    exec("from tinyflow.nn.modules.activation import *", namespace)
+    assert {"ReLU", "ELU", "Mish", "MultiheadAttention"} <= set(namespace)
+    namespace = {}
+    exec("from tinyflow.nn.modules.loss import *", namespace)
+    assert {"CrossEntropyLoss", "HuberLoss", "TripletMarginLoss"} <= set(namespace)

@@ -23,5 +23,30 @@ _LAZY = {
 
 __all__ = modules.__all__ + ["Parameter", "DataParallel", "functional", "init", "modules", "parallel", "utils"]
 
+# The files the layers lived in before they moved to nn/modules/ (PyTorch's place): a model pickled
+# then names its classes by those modules (tinyflow.nn.conv.Conv2d), so the old paths still lead there.
+_MOVED = {
+    "activation": "tinyflow.nn.modules.activation",
+    "batchnorm": "tinyflow.nn.modules.batchnorm",
+    "container": "tinyflow.nn.modules.container",
+    "conv": "tinyflow.nn.modules.conv",
+    "distance": "tinyflow.nn.modules.distance",
+    "dropout": "tinyflow.nn.modules.dropout",
+    "flatten": "tinyflow.nn.modules.flatten",
+    "fold": "tinyflow.nn.modules.fold",
+    "instancenorm": "tinyflow.nn.modules.instancenorm",
+    "linear": "tinyflow.nn.modules.linear",
+    "loss": "tinyflow.nn.modules.loss",
+    "module": "tinyflow.nn.modules.module",
+    "normalization": "tinyflow.nn.modules.normalization",
+    "padding": "tinyflow.nn.modules.padding",
+    "pixelshuffle": "tinyflow.nn.modules.pixelshuffle",
+    "pooling": "tinyflow.nn.modules.pooling",
+    "rnn": "tinyflow.nn.modules.rnn",
+    "sparse": "tinyflow.nn.modules.sparse",
+    "transformer": "tinyflow.nn.modules.transformer",
+    "upsampling": "tinyflow.nn.modules.upsampling",
+}
+
 # each name loads its file on first use: the layers from nn.modules' index, the rest from _LAZY
-attach(__name__, {**by_module(modules._FILES, submodules=False), **by_module(_LAZY)}, export=False)
+attach(__name__, {**by_module(modules._FILES, submodules=False), **by_module(_LAZY), **_MOVED}, export=False)

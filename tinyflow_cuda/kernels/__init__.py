@@ -12,7 +12,13 @@ against ``xp`` and so runs on CuPy too. The arrows run one way: this package imp
 The GEMMs of convolution and of the recurrent layers are not here: they are ``xp.matmul``
 calls in the ops (cuBLAS through CuPy). See docs/cuda.md for the layouts.
 """
-from tinyflow_cuda.kernels import activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn
+import tinyflow_cuda
+
+# Load CuPy now (a no-op when tinyflow_cuda already did): it registers CuPy's array type with the
+# reference kernels, which a twin falls back to, also when a caller hands raw CuPy arrays here.
+tinyflow_cuda._load()
+
+from tinyflow_cuda.kernels import activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn  # noqa: E402
 from tinyflow_cuda.kernels.activation import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.allreduce import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.batchnorm import *  # noqa: F401,F403

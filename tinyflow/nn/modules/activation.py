@@ -89,4 +89,4 @@ attach(__name__, by_module({"tinyflow.nn.modules.activation_extra": (
     "Softmin", "ELU", "SELU", "CELU", "SiLU", "Mish", "Softplus", "Softsign", "Hardtanh", "ReLU6",
     "Hardswish", "Hardsigmoid", "LogSigmoid", "PReLU", "RReLU", "Threshold", "Hardshrink",
     "Softshrink", "Tanhshrink", "GLU", "Softmax2d", "MultiheadAttention",
-)}, submodules=False), export=False)
+)}, submodules=False))  # and in __all__, as PyTorch lists them

@@ -87,4 +87,4 @@ attach(__name__, by_module({"tinyflow.nn.modules.loss_extra": (
     "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss", "PoissonNLLLoss",
     "GaussianNLLLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "MultiLabelMarginLoss",
     "NLLLoss2d", "TripletMarginWithDistanceLoss",
-)}, submodules=False), export=False)
+)}, submodules=False))  # and in __all__, as PyTorch lists them
