@@ -686,7 +686,6 @@ class Tensor:
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         """At most ``chunks`` pieces of equal size (the last may be smaller) along ``dim``."""
-
         if self.ndim == 0:
             raise RuntimeError("chunk expects at least a 1-dimensional tensor")
         if chunks <= 0:
@@ -749,7 +748,6 @@ def _scalar_like(value: Any, ref: Tensor) -> Tensor:
 
 def _arg(t: Tensor, name: str, dim: int | None, keepdim: bool) -> Tensor:
     """argmax/argmin: over all elements (dim None) or one dim; PyTorch's errors for bool and empty input."""
-
     if t.dtype == np.bool_:
         raise RuntimeError(f"{name}(): does not support bool input; convert with .int() or .float() first")
     if dim is not None:
@@ -772,7 +770,6 @@ def _arg(t: Tensor, name: str, dim: int | None, keepdim: bool) -> Tensor:
 
 def _reduce_axes(dim: Any, ndim: int) -> Any:
     """A dim argument (None, an int or a sequence) as NumPy's axis, checked against ``ndim``."""
-
     axes = reduce.normalize_axis("reduce", dim, ndim)
     return None if ndim == 0 else axes
 
