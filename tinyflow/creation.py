@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import promotion
+from tinyflow import ops, promotion
 from tinyflow.arg_parser import accept_axis_alias
 from tinyflow.device import CPU, Device, device_of, move
 from tinyflow.dtypes import (
@@ -221,7 +221,6 @@ def _as_operand(x: Any, ref: Tensor | None) -> Tensor:
 def where(cond: Any, a: Any = None, b: Any = None) -> Any:
     """Elementwise ``a if cond else b``; differentiable in a and b. ``where(cond)`` alone is
     ``cond.nonzero(as_tuple=True)``, as PyTorch."""
-    from tinyflow.ops.elementwise import Where
     if a is None and b is None:
         return _as_operand(cond, None).nonzero(as_tuple=True)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
@@ -230,7 +229,7 @@ def where(cond: Any, a: Any = None, b: Any = None) -> Any:
     c = cond.array if isinstance(cond, Tensor) else a.device.xp.asarray(cond)
     if c.dtype != bool:
         c = c.astype(bool)
-    return Where.apply(c, a, b)
+    return ops.elementwise.Where.apply(c, a, b)
 
 
 def _same_dtype(tensors: Iterable[Tensor]) -> list[Tensor]:
@@ -243,37 +242,32 @@ def _same_dtype(tensors: Iterable[Tensor]) -> list[Tensor]:
 
 
 def cat(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
-    from tinyflow.ops.shape import Cat
-    return Cat.apply(*_same_dtype(tensors), dim)
+    return ops.shape.Cat.apply(*_same_dtype(tensors), dim)
 
 
 def stack(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
-    from tinyflow.ops.shape import Stack
-    return Stack.apply(*_same_dtype(tensors), dim)
+    return ops.shape.Stack.apply(*_same_dtype(tensors), dim)
 
 
 def split(t: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     """Pieces of ``split_size`` along ``dim`` (the last may be smaller), or of the given sizes; a
     size-0 dim gives one empty piece, as PyTorch."""
-    from tinyflow.ops.shape import Split
-    from tinyflow.ops.reduce import normalize_dim
 
     if t.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
-    n = t.shape[normalize_dim("split", dim, t.ndim)]
+    n = t.shape[ops.reduce.normalize_dim("split", dim, t.ndim)]
     if isinstance(split_size, int):
         if split_size <= 0:
             raise ShapeError(f"split: split_size must be positive, got {split_size}")
         sizes = [min(split_size, n - i) for i in range(0, n, split_size)] or [0]
     else:
         sizes = list(split_size)
-    out = Split.apply(t, sizes, dim)
+    out = ops.shape.Split.apply(t, sizes, dim)
     return out if isinstance(out, tuple) else (out,)
 
 
 def pad(t: Tensor, pad: Sequence[int], value: float = 0.0) -> Tensor:
-    from tinyflow.ops.shape import Pad
-    return Pad.apply(t, tuple(pad), value)
+    return ops.shape.Pad.apply(t, tuple(pad), value)
 
 
 def legacy_tensor(dt: Any, args: tuple, device: Any = None) -> Tensor:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import autograd, promotion
+from tinyflow import autograd, ops, promotion
 from tinyflow.autograd import _memory_root
 from tinyflow.creation import _draw, tensor
 from tinyflow.device import move, to_host
@@ -113,11 +113,10 @@ def _inplace(self, op: str, compute: Callable[[Tensor], Tensor], operands: Seque
 def _rebase(self, new: Tensor) -> None:
     """Make ``new``'s node this tensor's history; a view's base takes the view's new value
     into its own history the same way (PyTorch's CopySlices)."""
-    from tinyflow.ops.copy import Cast
     view_node, view_index = self._ctx, self._out_index
     self._ctx, self._out_index, self._requires_grad = new._ctx, new._out_index, True
     if new.dtype != self.dtype:  # written back in this tensor's dtype: so is its history
-        cast = Cast.apply(new, self.dtype)
+        cast = ops.copy.Cast.apply(new, self.dtype)
         self._ctx, self._out_index = cast._ctx, cast._out_index
     if view_node is None or not view_node.fn.returns_view or view_node.freed:
         return
@@ -173,11 +172,9 @@ def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     return self._inplace("div_", lambda old: old / other, (other,), fast)
 
 def zero_(self) -> Tensor:
-    from tinyflow.ops.copy import Fill
-    return self._inplace("zero_", lambda old: Fill.apply(old, 0), (), lambda a: a.fill(0))
+    return self._inplace("zero_", lambda old: ops.copy.Fill.apply(old, 0), (), lambda a: a.fill(0))
 
 def fill_(self, value: Any) -> Tensor:
-    from tinyflow.ops.copy import Fill
     if isinstance(value, Tensor) and value.ndim != 0:
         raise RuntimeError(
             f"fill_: only a 0-dim value tensor can fill a tensor, got shape {value.shape}; use copy_"
@@ -186,11 +183,10 @@ def fill_(self, value: Any) -> Tensor:
     def fast(a: Any) -> None:
         a[...] = _raw(value)
 
-    return self._inplace("fill_", lambda old: Fill.apply(old, value), (value,), fast)
+    return self._inplace("fill_", lambda old: ops.copy.Fill.apply(old, value), (value,), fast)
 
 def copy_(self, src: Any, non_blocking: bool = False) -> Tensor:
     """Copy ``src`` (broadcast to this shape, cast to this dtype, moved to this device)."""
-    from tinyflow.ops.copy import Fill
     if isinstance(src, Tensor):
         if src._device != self._device:
             src = src.to(self._device)
@@ -203,7 +199,7 @@ def copy_(self, src: Any, non_blocking: bool = False) -> Tensor:
     def compute(old: Tensor) -> Tensor:
         if src._ctx is not None:  # src = f(self), e.g. x.copy_(x.sin()): f keeps self's old value
             _keep_saved_old_values(src._ctx, self)
-        return Fill.apply(old, src)
+        return ops.copy.Fill.apply(old, src)
 
     return self._inplace("copy_", compute, (src,), fast)
 
@@ -233,13 +229,12 @@ def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Any = None) ->
 
 def _fill_values(self, op: str, vals: Any) -> Tensor:
     """Overwrite with freshly drawn host values (no gradient flows to the old value)."""
-    from tinyflow.ops.copy import Fill
     vals = move(vals, self._device)
 
     def fast(a: Any) -> None:
         a[...] = vals
 
-    return self._inplace(op, lambda old: Fill.apply(old, vals), (), fast)
+    return self._inplace(op, lambda old: ops.copy.Fill.apply(old, vals), (), fast)
 
 def exp_(self) -> Tensor:
     return self._inplace("exp_", lambda old: old.exp())
@@ -309,7 +304,6 @@ def __irshift__(self, other: Any) -> Tensor:
 def __setitem__(self, index: Any, value: Any) -> None:
     """``x[index] = value`` with PyTorch's indexing rules; recorded by autograd when x or value
     requires grad (x's history moves onto the assignment, as in PyTorch)."""
-    from tinyflow.ops.shape import SetItem
     steps = _index_steps(index)
     if not isinstance(value, Tensor) and not (autograd.is_grad_enabled() and self._requires_grad):
         v = value if isinstance(value, (bool, int, float, complex)) else _raw_value(value, self)
@@ -327,7 +321,7 @@ def __setitem__(self, index: Any, value: Any) -> None:
     def fast_tensor(a: Any) -> None:
         _assign(a, steps, value.array)
 
-    self._inplace("setitem", lambda old: SetItem.apply(old, value, steps), (value,), fast_tensor)
+    self._inplace("setitem", lambda old: ops.shape.SetItem.apply(old, value, steps), (value,), fast_tensor)
 
 
 def _index_steps(index: Any) -> tuple:
@@ -472,28 +466,24 @@ def _leaf_behind_view(t: Tensor) -> Tensor | None:
 
 
 def _write_back_getitem(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
-    from tinyflow.ops.shape import SetItem
-    return SetItem.apply(base, view, (node.index,))
+    return ops.shape.SetItem.apply(base, view, (node.index,))
 
 
 def _write_back_split(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
-    from tinyflow.ops.shape import SetItem
     start = sum(shape[node.dim] for shape, _ in node.output_meta[:index])
     sl = (slice(None),) * node.dim + (slice(start, start + view.shape[node.dim]),)
-    return SetItem.apply(base, view, (sl,))
+    return ops.shape.SetItem.apply(base, view, (sl,))
 
 
 def _write_back_reshape(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
-    from tinyflow.ops.shape import Reshape
-    return Reshape.apply(view, tuple(node.shape))
+    return ops.shape.Reshape.apply(view, tuple(node.shape))
 
 
 def _write_back_permute(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
-    from tinyflow.ops.shape import Permute
     inverse = [0] * len(node.axes)
     for i, ax in enumerate(node.axes):
         inverse[ax % len(node.axes)] = i
-    return Permute.apply(view, tuple(inverse))
+    return ops.shape.Permute.apply(view, tuple(inverse))
 
 
 # How a base takes in the new value of a view written in place, per view op.

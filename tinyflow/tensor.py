@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import autograd, promotion, return_types
+from tinyflow import autograd, ops, promotion, return_types
 from tinyflow.arg_parser import add_axis_alias
 from tinyflow.device import Device, device_of, move, to_host
 from tinyflow.dtypes import (
@@ -21,7 +21,10 @@ from tinyflow.dtypes import (
     is_floating_or_complex,
 )
 from tinyflow.errors import ShapeError
-from tinyflow.ops import elementwise, reduce  # the rest of the core ops load on first use
+# Every method reaches its op as ``elementwise.Add`` or ``ops.<family>.<Op>``: the families a backward
+# needs are imported here; the others load on their first use (tinyflow.ops is lazy) and are then
+# plain attribute reads, not an import statement on every call.
+from tinyflow.ops import elementwise, reduce
 
 __all__ = ["Tensor"]
 
@@ -233,8 +236,7 @@ class Tensor:
         return t
 
     def clone(self) -> Tensor:
-        from tinyflow.ops.copy import Clone
-        return Clone.apply(self)
+        return ops.copy.Clone.apply(self)
 
     def contiguous(self, memory_format: Any = None) -> Tensor:
         """The tensor itself: tinyflow's arrays are always in the default (contiguous) layout."""
@@ -244,7 +246,6 @@ class Tensor:
         """Move and/or cast: ``to("cuda:0")``, ``to(tf.float64)``, ``to(device, dtype)``. PyTorch's
         ``non_blocking``, ``copy`` and ``memory_format`` are accepted (the layout stays the default
         contiguous one; see ``tinyflow.channels_last``)."""
-        from tinyflow.ops.copy import Cast, ToDevice
         device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
         kwargs.pop("non_blocking", None), kwargs.pop("memory_format", None)
         copy = kwargs.pop("copy", False)
@@ -259,9 +260,9 @@ class Tensor:
                 dtype = a
         out = self
         if dtype is not None and _resolve_dtype(dtype) != self.dtype:
-            out = Cast.apply(out, _resolve_dtype(dtype))
+            out = ops.copy.Cast.apply(out, _resolve_dtype(dtype))
         if device is not None and Device(device) != self._device:
-            out = ToDevice.apply(out, Device(device))
+            out = ops.copy.ToDevice.apply(out, Device(device))
         return out.clone() if copy and out is self else out
 
     def cpu(self) -> Tensor:
@@ -403,14 +404,10 @@ class Tensor:
         return elementwise.Pow.apply(b, a)
 
     def __matmul__(self, other: Any) -> Tensor:
-        from tinyflow.ops.linalg import MatMul
-        from tinyflow.amp import autocast_inputs
-        return MatMul.apply(*autocast_inputs(self, self._wrap(other)))
+        return ops.linalg.matmul(self, self._wrap(other))
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        from tinyflow.ops.linalg import MatMul
-        from tinyflow.amp import autocast_inputs
-        return MatMul.apply(*autocast_inputs(self._wrap(other), self))
+        return ops.linalg.matmul(self._wrap(other), self)
 
     def __neg__(self) -> Tensor:
         return elementwise.Neg.apply(self)
@@ -508,16 +505,13 @@ class Tensor:
         return elementwise.Sqrt.apply(promotion.float_operand(self))
 
     def tanh(self) -> Tensor:
-        from tinyflow.ops.activation import TanhFunction
-        return TanhFunction.apply(promotion.float_operand(self))
+        return ops.activation.TanhFunction.apply(promotion.float_operand(self))
 
     def sigmoid(self) -> Tensor:
-        from tinyflow.ops.activation import SigmoidFunction
-        return SigmoidFunction.apply(promotion.float_operand(self))
+        return ops.activation.SigmoidFunction.apply(promotion.float_operand(self))
 
     def relu(self) -> Tensor:
-        from tinyflow.ops.activation import ReLUFunction
-        return ReLUFunction.apply(self)
+        return ops.activation.ReLUFunction.apply(self)
 
     def abs(self) -> Tensor:
         return elementwise.Abs.apply(self)
@@ -537,19 +531,16 @@ class Tensor:
 
     def softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
         """Softmax along ``dim``, computed in ``dtype`` when given (as ``F.softmax``)."""
-        from tinyflow.ops.activation import SoftmaxFunction
         src = self if dtype is None else self.to(dtype)
-        return SoftmaxFunction.apply(src, dim)
+        return ops.activation.SoftmaxFunction.apply(src, dim)
 
     def log_softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
         """log(softmax) along ``dim``, computed in ``dtype`` when given (as ``F.log_softmax``)."""
-        from tinyflow.ops.activation import LogSoftmaxFunction
         src = self if dtype is None else self.to(dtype)
-        return LogSoftmaxFunction.apply(src, dim)
+        return ops.activation.LogSoftmaxFunction.apply(src, dim)
 
     def logsumexp(self, dim: int = -1, keepdim: bool = False) -> Tensor:
-        from tinyflow.ops.activation import LogSumExp
-        return LogSumExp.apply(self, dim, keepdim)
+        return ops.activation.LogSumExp.apply(self, dim, keepdim)
 
     # ---------------------------------------------------------------- reductions
     def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
@@ -609,11 +600,10 @@ class Tensor:
 
     # ---------------------------------------------------------------- shape
     def reshape(self, *shape: Any) -> Tensor:
-        from tinyflow.ops.shape import Reshape
         shape = _shape_arg(shape)
         if shape == self.shape:
             return self
-        return Reshape.apply(self, shape)
+        return ops.shape.Reshape.apply(self, shape)
 
     def view(self, *shape: Any) -> Tensor:
         """A reshape (``view(2, -1)``), or with a dtype the same bytes read as that dtype
@@ -636,19 +626,17 @@ class Tensor:
         return self.reshape(*self.shape[:s], n, *self.shape[e + 1 :])
 
     def permute(self, *dims: Any) -> Tensor:
-        from tinyflow.ops.shape import Permute
-        return Permute.apply(self, _shape_arg(dims))
+        return ops.shape.Permute.apply(self, _shape_arg(dims))
 
     def transpose(self, dim0: int, dim1: int) -> Tensor:
-        from tinyflow.ops.shape import Permute
 
         if self.ndim == 0:  # PyTorch: a 0-d tensor transposes over dims 0/-1 to itself
             reduce.normalize_dim("transpose", dim0, 0), reduce.normalize_dim("transpose", dim1, 0)
-            return Permute.apply(self, ())
+            return ops.shape.Permute.apply(self, ())
         dim0, dim1 = reduce.normalize_dim("transpose", dim0, self.ndim), reduce.normalize_dim("transpose", dim1, self.ndim)
         axes = list(range(self.ndim))
         axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
-        return Permute.apply(self, tuple(axes))
+        return ops.shape.Permute.apply(self, tuple(axes))
 
     def t(self) -> Tensor:
         if self.ndim > 2:
@@ -656,11 +644,10 @@ class Tensor:
         return self.T
 
     def expand(self, *shape: Any) -> Tensor:
-        from tinyflow.ops.shape import Expand
         shape = _shape_arg(shape)
         lead = len(shape) - self.ndim
         sizes = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
-        return Expand.apply(self, sizes)
+        return ops.shape.Expand.apply(self, sizes)
 
     def broadcast_to(self, *shape: Any) -> Tensor:
         return self.expand(*shape)
@@ -697,12 +684,9 @@ class Tensor:
 
     def __getitem__(self, index: Any) -> Tensor:
         """Indexing as PyTorch: integers select first, then tensor indices gather (see _index_steps)."""
-        from tinyflow.ops.shape import GetItem
-        from tinyflow.inplace import _index_steps
-
         out = self
-        for step in _index_steps(index):
-            out = GetItem.apply(out, step)
+        for step in _inplace._index_steps(index):
+            out = ops.shape.GetItem.apply(out, step)
         return out
 
     # ---------------------------------------------------------------- misc

@@ -40,7 +40,7 @@ _FAMILIES = {
     "tinyflow.ops.layout": (
         "IndexCopy IndexPut MaskedScatter DiagonalScatter DiagEmbed Flip Roll Repeat RepeatInterleave UnfoldDim "
         "Tril Triu Diag Diagonal"),
-    "tinyflow.ops.linalg": ("MatMul LinearFunction matmul_array safe_sum"),
+    "tinyflow.ops.linalg": ("MatMul LinearFunction matmul matmul_array safe_sum"),
     "tinyflow.ops.loss": (
         "CrossEntropy NLLLossFunction MSELossFunction L1LossFunction BinaryCrossEntropyFunction "
         "BinaryCrossEntropyWithLogitsFunction"),

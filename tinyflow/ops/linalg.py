@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.amp import autocast_inputs
 from tinyflow.autograd import Context, Function, sum_to_shape
 from tinyflow.dtypes import is_half
 from tinyflow.errors import ShapeError
 
-__all__ = ["MatMul", "LinearFunction", "matmul_array", "safe_sum"]
+__all__ = ["MatMul", "LinearFunction", "matmul", "matmul_array", "safe_sum"]
 
 
 def _matmul_error(a: Any, b: Any) -> ShapeError:
@@ -145,6 +146,11 @@ class MatMul(Function):
                 gb = _sum_to(matmul_array(xp, xp.swapaxes(a2, -1, -2), g2), b2.shape)
             gb = gb.reshape(b.shape)
         return ga, gb
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """``a @ b`` for two Tensors, in autocast's dtype inside an autocast region (a GEMM op)."""
+    return MatMul.apply(*autocast_inputs(a, b))
 
 
 class LinearFunction(Function):
