@@ -208,14 +208,18 @@ def imports_of(module: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The known modules that ``module`` (file ``path``) imports anywhere in its code.
 
     An edge goes to the module a statement names: ``import a.b.c`` -> a.b.c; ``from a.b import c``
-    -> a.b.c where c is a module, else a.b. The packages above it (a, a.b) run too, but an edge to
+    -> a.b.c where c is a module, else a.b; and to a module reached through an imported one by
+    attribute (``from a import b`` ... ``b.c.f()`` -> a.b.c). The packages above it (a, a.b) run too, but an edge to
     each ``__init__`` would put every file in a circle with its own package, which says nothing.
     """
     tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
     targets: list[str] = []
+    bound: dict[str, str] = {}  # a name this file binds to a module -> that module
     for node in ast.walk(tree):  # every depth: functions, classes, if TYPE_CHECKING:, try/except
         if isinstance(node, ast.Import):
             targets.extend(alias.name for alias in node.names)
+            for alias in node.names:
+                bound[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = _base_package(module, path, node.level)
@@ -227,10 +231,23 @@ def imports_of(module: str, path: Path, known: dict[str, Path]) -> set[str]:
             for alias in node.names:
                 sub = f"{source}.{alias.name}"
                 targets.append(sub if sub in known else source)
+                if sub in known:
+                    bound[alias.asname or alias.name] = sub
         elif isinstance(node, ast.Call):
             target = _import_module_target(node, module, path)
             if target:
                 targets.append(target)
+    for node in ast.walk(tree):  # ``ops.shape.Reshape`` after ``from tinyflow import ops``: ops/shape.py runs
+        if isinstance(node, ast.Attribute):
+            chain, inner = [], node
+            while isinstance(inner, ast.Attribute):
+                chain.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id in bound:
+                base = bound[inner.id]
+                target = _resolve(".".join([base, *reversed(chain)]), known)
+                if target and target != _resolve(base, known):
+                    targets.append(target)
     resolved = {_resolve(t, known) for t in targets if t}
     resolved.discard(None)
     resolved.discard(module)

@@ -240,3 +240,18 @@ def test_real_circle_and_longest_files_are_consistent(real):
     longest = report["longest_files"]
     assert len(longest) == 10 and [n for _, n in longest] == sorted((n for _, n in longest), reverse=True)
     assert all(n == cs.count_lines(ROOT / p)[0] for p, n in longest)
+
+
+def test_a_module_reached_by_attribute_through_an_imported_package_is_an_edge(tmp_path):
+    """``from pkg import sub`` then ``sub.leaf.f()``: pkg/sub/leaf.py runs, so it is an edge (the
+    lazy re-export modules make this how the core reaches most op families)."""
+    _write_package(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/leaf.py": "def f():\n    return 1\n",
+        "pkg/user.py": "from pkg import sub\n\ndef g():\n    return sub.leaf.f()\n",
+        "pkg/plain.py": "import pkg.sub\n\nx = pkg.sub\n",
+    })
+    graph = cs.import_graph(cs.module_files([("pkg", tmp_path / "pkg")]))
+    assert graph["pkg.user"] == {"pkg.sub", "pkg.sub.leaf"}
+    assert graph["pkg.plain"] == {"pkg.sub"}  # the package itself: no module below it is named
