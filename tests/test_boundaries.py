@@ -92,7 +92,7 @@ RINGS: tuple[tuple[str, str], ...] = (
     (SURFACE, "tinyflow/{distributions,utils}/**"),
     (SURFACE, "tinyflow/ops/{math,indexing,sort,scan,layout,decomposition,interpolate,special,einsum}.py"),
     # the rest of PyTorch's activations and losses, beside the framework's, at each level
-    (SURFACE, "tinyflow/{ops,nn/functional,nn/modules}/{activation,loss}_extra.py"),
+    (SURFACE, "tinyflow/{ops,nn/functional,nn/modules}/{activation,loss,pooling,conv}_extra.py"),
     # the extra layers (transformer, fold/unfold, pixel and channel shuffle, upsampling, instance
     # norm, distance, padding), as tinyflow/nn/<file>.py or in their PyTorch place nn/modules/<file>.py
     # torch.nn.parallel (DistributedDataParallel builds on tinyflow.distributed); nn loads it lazily.
@@ -171,6 +171,10 @@ ALLOWED_PATH_ALIASES: dict[tuple[str, str], str] = {
         "torch.nn.modules.activation holds every activation layer and MultiheadAttention",
     ("tinyflow/nn/modules/loss.py", "tinyflow.nn.modules.loss_extra"):
         "torch.nn.modules.loss holds every loss layer",
+    ("tinyflow/nn/modules/conv.py", "tinyflow.nn.modules.conv_extra"):
+        "torch.nn.modules.conv holds every convolution layer",
+    ("tinyflow/nn/modules/pooling.py", "tinyflow.nn.modules.pooling_extra"):
+        "torch.nn.modules.pooling holds every pooling layer",
 }
 
 # Tests 1-3: eager imports of a re-export module that do not count against the code that imports

@@ -31,8 +31,7 @@ _FAMILIES = {
         "logsumexp",
     ),
     "tinyflow.nn.functional.attention": ("scaled_dot_product_attention", "multi_head_attention_forward"),
-    "tinyflow.nn.functional.conv": ("conv2d", "conv1d", "conv_transpose2d", "conv_transpose1d", "conv3d",
-                                    "conv_transpose3d"),
+    "tinyflow.nn.functional.conv": ("conv2d", "conv_transpose2d"),
     "tinyflow.nn.functional.distance": ("normalize", "cosine_similarity", "pdist", "pairwise_distance"),
     "tinyflow.nn.functional.loss": (
         "REDUCTIONS", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
@@ -42,10 +41,7 @@ _FAMILIES = {
                                              "group_norm"),
     "tinyflow.nn.functional.padding": ("pad",),
     "tinyflow.nn.functional.pooling": (
-        "max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool2d",
-        "adaptive_max_pool2d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d",
-        "adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
-        "max_unpool2d",
+        "max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
     ),
     "tinyflow.nn.functional.sparse": ("embedding", "embedding_bag", "one_hot"),
     # the PyTorch surface
@@ -60,6 +56,12 @@ _FAMILIES = {
         "mish", "softplus", "softsign", "hardtanh", "relu6", "hardsigmoid", "hardswish", "logsigmoid",
         "prelu", "rrelu", "threshold", "hardshrink", "softshrink", "tanhshrink", "glu", "gumbel_softmax",
         "softmin",
+    ),
+    "tinyflow.nn.functional.conv_extra": ("conv1d", "conv_transpose1d", "conv3d", "conv_transpose3d"),
+    "tinyflow.nn.functional.pooling_extra": (
+        "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d",
+        "adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
+        "max_unpool2d",
     ),
     "tinyflow.nn.functional.vision": (
         "unfold", "fold", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "affine_grid",
