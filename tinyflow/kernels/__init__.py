@@ -6,7 +6,8 @@ families of ``FAMILIES`` are the contract: ``tinyflow_cuda/kernels/<family>.py``
 ``csrc/<family>.cu``) defines the same names with the same signatures for CUDA arrays. Winograd
 is the one CPU-only family (``CPU_ONLY``): a GPU convolution is im2col + a cuBLAS GEMM, so the
 convolution op asks for it on NumPy arrays only. ``shapes`` (output sizes, int-or-pair
-arguments) and ``_cpu`` (workspaces, threads) are helpers, not families.
+arguments) and ``_cpu`` (workspaces, threads) are helpers, not families; ``optim_adaptive``
+is the optim family's Adam, Adadelta and GradScaler half, which ``optim`` loads on first use.
 
 Ops never import a kernel by name from here: they ask their context for the kernel module of
 their inputs' device (``ctx.kernels.im2col(...)``; outside an op, ``tinyflow.device.kernels_of``).
