@@ -17,6 +17,11 @@ as a lazy reference, not an import:
   ``sys.meta_path`` hands out the target's module object, so one file stays one module under
   both names.
 
+A class's methods can wait the same way: ``attach_methods(cls, "pkg.module", names)`` puts a
+``StandIn`` on ``cls`` for each name, and the first look-up of any of them imports the module
+and puts its functions on ``cls`` (tensor.py's in-place methods from tinyflow/inplace.py;
+tinyflow/surface.py builds its table's stand-ins from ``StandIn`` too).
+
 Stdlib only: it imports no tinyflow module.
 """
 from __future__ import annotations
@@ -25,11 +30,11 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
-__all__ = ["attach", "by_module"]
+__all__ = ["attach", "by_module", "StandIn", "attach_methods"]
 
 
 class _SubmoduleAliases(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -113,3 +118,47 @@ def _getattr_of(module: ModuleType, table: dict[str, str]) -> Any:
         return value
 
     return __getattr__
+
+
+class StandIn:
+    """What ``owner`` holds for the method (or property) ``name`` until ``load()`` has put the real
+    one on it in its place.
+
+    The first look-up of the name answers with the real one: ``x.add_``, ``Tensor.add_``,
+    ``inspect.signature(Tensor.add_)``, and the special methods (``x += y``, ``x[i] = v``), which
+    CPython looks up on the type, where it honours a descriptor; later look-ups find the real one
+    and cost nothing more. ``load`` must be idempotent (it only imports a module and sets
+    attributes to the same values): threads that look names up at once may each run it, and each
+    finds the real attribute once its own run returns, so no lock is needed.
+    """
+
+    __slots__ = ("owner", "name", "load")
+
+    def __init__(self, owner: type, name: str, load: Callable[[], None]) -> None:
+        self.owner, self.name, self.load = owner, name, load
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        self.load()
+        real = vars(self.owner)[self.name]
+        if real is self:
+            raise AttributeError(f"{self.owner.__name__}.{self.name}: its module did not define it")
+        get = getattr(type(real), "__get__", None)  # a function binds to obj, a property reads it
+        return real if get is None else get(real, obj, objtype)
+
+    def __repr__(self) -> str:
+        return f"<{self.owner.__name__}.{self.name}, loaded on first use>"
+
+
+def attach_methods(cls: type, home: str, names: Iterable[str]) -> None:
+    """Give ``cls`` the functions ``names`` of the module ``home`` (``"pkg.module"``, functions
+    written with ``self`` first) as its methods, loaded on first use: the first look-up of any of
+    them imports ``home`` and puts all of them on ``cls`` at once."""
+    names = tuple(names)
+
+    def load() -> None:
+        module = importlib.import_module(home)
+        for name in names:
+            setattr(cls, name, getattr(module, name))
+
+    for name in names:
+        setattr(cls, name, StandIn(cls, name, load))

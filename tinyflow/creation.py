@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow import ops, promotion
-from tinyflow.arg_parser import accept_axis_alias
+from tinyflow.arg_parser import accept_axis_alias, normalize_dim
 from tinyflow.device import CPU, Device, device_of, move
 from tinyflow.dtypes import (
     as_dtype, bool_, float32, float64, get_default_dtype, int64, is_floating_or_complex,
@@ -255,7 +255,7 @@ def split(t: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Ten
 
     if t.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
-    n = t.shape[ops.reduce.normalize_dim("split", dim, t.ndim)]
+    n = t.shape[normalize_dim("split", dim, t.ndim)]
     if isinstance(split_size, int):
         if split_size <= 0:
             raise ShapeError(f"split: split_size must be positive, got {split_size}")

@@ -8,7 +8,9 @@ earlier keep their edge to the old node. A view's base moves too (``x[0] += y`` 
 history). Backward refuses a node whose saved array was overwritten since (the counters). On a
 leaf that requires grad it is an error, unless under no_grad() (how optimizers update parameters).
 
-The functions named in ``METHODS`` are Tensor methods (``self`` first): tensor.py attaches them.
+The functions named in ``METHODS`` are Tensor methods (``self`` first): tensor.py names them and
+puts stand-ins on Tensor, so that this file loads on the first look-up of one (a training step
+makes none; ``uniform_`` and ``normal_``, which build a model, are tensor.py's own).
 """
 from __future__ import annotations
 
@@ -18,50 +20,16 @@ from typing import Any
 import numpy as np
 
 from tinyflow import autograd, ops, promotion
+from tinyflow.arg_parser import index_steps
 from tinyflow.autograd import _memory_root
-from tinyflow.creation import _draw, tensor
-from tinyflow.device import move, to_host
+from tinyflow.creation import tensor
+from tinyflow.device import move
 from tinyflow.errors import ShapeError
-from tinyflow.tensor import Tensor
+from tinyflow.tensor import INPLACE_METHODS, Tensor
 
-METHODS = (
-    "_alias",
-    "_inplace",
-    "_rebase",
-    "add_",
-    "sub_",
-    "mul_",
-    "div_",
-    "zero_",
-    "fill_",
-    "copy_",
-    "clamp_",
-    "uniform_",
-    "normal_",
-    "_fill_values",
-    "exp_",
-    "log_",
-    "sqrt_",
-    "abs_",
-    "tanh_",
-    "sigmoid_",
-    "relu_",
-    "pow_",
-    "addcmul_",
-    "addcdiv_",
-    "detach_",
-    "__iadd__",
-    "__isub__",
-    "__imul__",
-    "__itruediv__",
-    "__ifloordiv__",
-    "__imod__",
-    "__ipow__",
-    "__ilshift__",
-    "__irshift__",
-    "__setitem__",
-    "clip_",
-)
+# The names tensor.py puts on Tensor (the list is written there, where the stand-ins are made;
+# tests/test_inplace_lazy.py checks that it names exactly this file's methods).
+METHODS = INPLACE_METHODS
 
 
 def _alias(self) -> Tensor:
@@ -210,32 +178,6 @@ def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
 
 clip_ = clamp_
 
-def uniform_(self, low: float = 0.0, high: float = 1.0, generator: Any = None, **kwargs: Any) -> Tensor:
-    from tinyflow.random import rng
-
-    low, high = kwargs.pop("from", low), kwargs.pop("to", high)
-    vals = _draw(rng(generator).random, self.shape, self.dtype)
-    vals *= high - low
-    vals += low
-    return self._fill_values("uniform_", vals)
-
-def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
-    from tinyflow.random import rng
-
-    vals = _draw(rng(generator).standard_normal, self.shape, self.dtype)
-    vals *= std
-    vals += mean
-    return self._fill_values("normal_", vals)
-
-def _fill_values(self, op: str, vals: Any) -> Tensor:
-    """Overwrite with freshly drawn host values (no gradient flows to the old value)."""
-    vals = move(vals, self._device)
-
-    def fast(a: Any) -> None:
-        a[...] = vals
-
-    return self._inplace(op, lambda old: ops.copy.Fill.apply(old, vals), (), fast)
-
 def exp_(self) -> Tensor:
     return self._inplace("exp_", lambda old: old.exp())
 
@@ -304,7 +246,7 @@ def __irshift__(self, other: Any) -> Tensor:
 def __setitem__(self, index: Any, value: Any) -> None:
     """``x[index] = value`` with PyTorch's indexing rules; recorded by autograd when x or value
     requires grad (x's history moves onto the assignment, as in PyTorch)."""
-    steps = _index_steps(index)
+    steps = index_steps(index, Tensor)
     if not isinstance(value, Tensor) and not (autograd.is_grad_enabled() and self._requires_grad):
         v = value if isinstance(value, (bool, int, float, complex)) else _raw_value(value, self)
 
@@ -324,54 +266,8 @@ def __setitem__(self, index: Any, value: Any) -> None:
     self._inplace("setitem", lambda old: ops.shape.SetItem.apply(old, value, steps), (value,), fast_tensor)
 
 
-def _index_steps(index: Any) -> tuple:
-    """``index`` as one or two raw NumPy/CuPy indexes applied in turn, with PyTorch's meaning.
-
-    PyTorch applies integers (and 0-d integer tensors) first, as selections, then the tensor
-    indices; NumPy treats an integer beside an index array as one more index array. The two
-    differ when an integer and an index array are separated by a slice: for x of shape
-    (A, B, C), ``x[0, :, idx]`` is (B, K) in PyTorch and (K, B) in NumPy. So when integers meet
-    index arrays, the integers (with the slices, None and Ellipsis) go first and the arrays
-    second, on what remains; otherwise NumPy's rule is PyTorch's and one step does.
-    """
-    items = index if isinstance(index, tuple) else (index,)
-    raw = []
-    for i in items:
-        if isinstance(i, Tensor):
-            i = i.array
-            if i.ndim == 0 and i.dtype.kind in "iu":
-                i = int(to_host(i, "0-d tensor index"))
-        elif isinstance(i, list):
-            i = np.asarray(i)  # a list is an index tensor, as in PyTorch
-            if i.dtype.kind == "f" or (i.size == 0 and i.dtype.kind not in "iub"):
-                i = i.astype(np.int64)
-        raw.append(i)
-    arrays = [isinstance(i, np.ndarray) or hasattr(i, "__cuda_array_interface__") for i in raw]
-    ints = [isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in raw]
-    if not any(arrays) or not any(ints):
-        return (tuple(raw) if isinstance(index, tuple) else raw[0],)
-    first: list = []
-    second: list = []
-    for i, is_array, is_int in zip(raw, arrays, ints):
-        if is_int:
-            first.append(i)
-        elif is_array:
-            first.extend([slice(None)] * (i.ndim if i.dtype.kind == "b" else 1))
-            second.append(i)
-        elif i is None:
-            first.append(None)
-            second.append(slice(None))
-        elif i is Ellipsis:
-            first.append(Ellipsis)
-            second.append(Ellipsis)
-        else:
-            first.append(i)
-            second.append(slice(None))
-    return tuple(first), tuple(second)
-
-
 def _assign(arr: Any, steps: tuple, value: Any) -> None:
-    """``arr[steps] = value`` for index steps from _index_steps (the first step is basic, a view)."""
+    """``arr[steps] = value`` for index steps from arg_parser.index_steps (the first step is basic, a view)."""
     target = arr[steps[0]] if len(steps) > 1 else arr
     try:
         target[steps[-1]] = value

@@ -13,13 +13,14 @@ A row names its source: ``"module:Namespace"`` (a namespace class of functions w
 first, in that module of tinyflow/), ``"module"`` (plain functions), or ``"Tensor"`` (a core
 method that is also a ``tinyflow.*`` function). ``alias=name`` declares PyTorch's second name for
 one function (``arcsin=asin``). Nothing here is imported until used: ``install()`` (run when this
-module is imported, by tinyflow/__init__.py) puts a stand-in on Tensor for each method, and the
-first look-up of any method of a source module imports that module and puts its real functions on
-Tensor in their place, so ``import tinyflow`` and a training step never load the surface they do
-not call.
+module is imported, by tinyflow/__init__.py) puts a stand-in on Tensor for each method
+(``_lazy_names.StandIn``, as tensor.py does for its in-place methods), and the first look-up of
+any method of a source module imports that module and puts its real functions on Tensor in their
+place, so ``import tinyflow`` and a training step never load the surface they do not call.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from typing import Any, Callable, NamedTuple
@@ -146,18 +147,7 @@ def _load(source: str) -> None:
     _loaded.add(source)
 
 
-class _StandIn:
-    """What Tensor holds for ``entry`` until its module is loaded: the first look-up of the name
-    (``x.sin``, ``Tensor.sin``, ``x & y``, ``inspect.signature(Tensor.det)``) loads the module,
-    which puts the real functions and properties on Tensor, and answers with the real one."""
-
-    def __init__(self, entry: Entry) -> None:
-        self.entry = entry
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        _load(self.entry.source)
-        real = vars(Tensor)[self.entry.name]
-        return real.__get__(obj, owner)
+_StandIn = _lazy_names.StandIn  # what Tensor holds for a method of the table until its module loads
 
 
 def _inplace_form(name: str) -> Callable[..., Tensor]:
@@ -182,8 +172,9 @@ def _inplace_form(name: str) -> Callable[..., Tensor]:
 def install() -> None:
     """Put the table's methods, properties and in-place forms on Tensor (stand-ins until used)."""
     for entry in METHODS.values():
-        if entry.source not in _loaded:
-            setattr(Tensor, entry.name, _StandIn(entry))
+        if entry.source not in _loaded:  # the first look-up of the name loads its source module
+            load = functools.partial(_load, entry.source)
+            setattr(Tensor, entry.name, _lazy_names.StandIn(Tensor, entry.name, load))
     for name in INPLACE:
         setattr(Tensor, name + "_", _inplace_form(name))
 

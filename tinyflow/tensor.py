@@ -13,18 +13,19 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import autograd, ops, promotion, return_types
-from tinyflow.arg_parser import add_axis_alias
+from tinyflow import _lazy_names, autograd, ops, promotion, return_types
+from tinyflow.arg_parser import add_axis_alias, index_steps, normalize_axis, normalize_dim
 from tinyflow.device import Device, device_of, move, to_host
 from tinyflow.dtypes import (
     as_dtype, bool_, float16, float32, float64, get_default_dtype, int32, int64, is_dtype_name, is_floating,
     is_floating_or_complex,
 )
 from tinyflow.errors import ShapeError
-# Every method reaches its op as ``elementwise.Add`` or ``ops.<family>.<Op>``: the families a backward
-# needs are imported here; the others load on their first use (tinyflow.ops is lazy) and are then
-# plain attribute reads, not an import statement on every call.
-from tinyflow.ops import elementwise, reduce
+# Every method reaches its op as ``elementwise.Add`` or ``ops.<family>.<Op>``: elementwise, which
+# arithmetic needs, is imported here; the other families load on their first use (tinyflow.ops is
+# lazy) and are then plain attribute reads, not an import statement on every call.
+from tinyflow.ops import elementwise
+from tinyflow.random import rng
 
 __all__ = ["Tensor"]
 
@@ -38,9 +39,10 @@ class Tensor:
     """An array plus its autograd history. Create one with ``tinyflow.tensor(...)``.
 
     This class holds the core: storage, autograd, arithmetic, reductions, reshape, indexing. The
-    in-place methods (add_, copy_, ``x[i] = v``, ...) are defined in tinyflow/inplace.py and
-    attached below; the wider PyTorch surface (sin, gather, sort, cumsum, flip, new_zeros, ...)
-    is attached by tinyflow/surface.py from its table. Methods that take ``dim=`` accept ``axis=``.
+    in-place methods (add_, copy_, ``x[i] = v``, ...) are defined in tinyflow/inplace.py, which
+    loads on the first look-up of one (INPLACE_METHODS, below); the wider PyTorch surface (sin,
+    gather, sort, cumsum, flip, new_zeros, ...) is attached by tinyflow/surface.py from its table.
+    Methods that take ``dim=`` accept ``axis=``.
     """
 
     __array_priority__ = 1000  # numpy_array + tensor -> Tensor.__radd__
@@ -546,11 +548,11 @@ class Tensor:
     def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         """Sum over ``dim`` (all dims when None); integer and bool tensors sum to int64, as PyTorch."""
         x = self if dtype is None else self.to(dtype)
-        return reduce.Sum.apply(x, dim, keepdim)
+        return ops.reduce.Sum.apply(x, dim, keepdim)
 
     def mean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         x = self if dtype is None else self.to(dtype)
-        return reduce.Mean.apply(x, dim, keepdim)
+        return ops.reduce.Mean.apply(x, dim, keepdim)
 
     def var(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
@@ -559,7 +561,7 @@ class Tensor:
         if isinstance(dim, bool):
             dim, unbiased = None, dim
         corr = correction if correction is not None else (1 if unbiased else 0)
-        return reduce.Var.apply(self, dim, keepdim, corr)
+        return ops.reduce.Var.apply(self, dim, keepdim, corr)
 
     def std(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
@@ -567,7 +569,7 @@ class Tensor:
         if isinstance(dim, bool):
             dim, unbiased = None, dim
         corr = correction if correction is not None else (1 if unbiased else 0)
-        return reduce.Std.apply(self, dim, keepdim, corr)
+        return ops.reduce.Std.apply(self, dim, keepdim, corr)
 
     def max(self, dim: Any = None, keepdim: bool = False) -> Any:
         """Without dim: the maximum. With dim: (values, indices), a return_types.max. With a
@@ -575,28 +577,30 @@ class Tensor:
         if isinstance(dim, Tensor):
             return self.maximum(dim)
         if dim is None:
-            return reduce.Max.apply(self, None, keepdim)
-        return return_types.max(*reduce.MaxDim.apply(self, dim, keepdim, True))
+            return ops.reduce.Max.apply(self, None, keepdim)
+        return return_types.max(*ops.reduce.MaxDim.apply(self, dim, keepdim, True))
 
     def min(self, dim: Any = None, keepdim: bool = False) -> Any:
         """Like max: the minimum, (values, indices) along dim, or the elementwise minimum."""
         if isinstance(dim, Tensor):
             return self.minimum(dim)
         if dim is None:
-            return reduce.Min.apply(self, None, keepdim)
-        return return_types.min(*reduce.MaxDim.apply(self, dim, keepdim, False))
+            return ops.reduce.Min.apply(self, None, keepdim)
+        return return_types.min(*ops.reduce.MaxDim.apply(self, dim, keepdim, False))
 
     def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return reduce.Max.apply(self, dim, keepdim)
+        return ops.reduce.Max.apply(self, dim, keepdim)
 
     def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return reduce.Min.apply(self, dim, keepdim)
+        return ops.reduce.Min.apply(self, dim, keepdim)
 
     def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return _arg(self, "argmax", dim, keepdim)
+        return Tensor._from_array(ops.reduce.arg_extreme(self._device.xp, self.array, "argmax", dim, keepdim),
+                                  device=self._device)
 
     def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return _arg(self, "argmin", dim, keepdim)
+        return Tensor._from_array(ops.reduce.arg_extreme(self._device.xp, self.array, "argmin", dim, keepdim),
+                                  device=self._device)
 
     # ---------------------------------------------------------------- shape
     def reshape(self, *shape: Any) -> Tensor:
@@ -631,9 +635,9 @@ class Tensor:
     def transpose(self, dim0: int, dim1: int) -> Tensor:
 
         if self.ndim == 0:  # PyTorch: a 0-d tensor transposes over dims 0/-1 to itself
-            reduce.normalize_dim("transpose", dim0, 0), reduce.normalize_dim("transpose", dim1, 0)
+            normalize_dim("transpose", dim0, 0), normalize_dim("transpose", dim1, 0)
             return ops.shape.Permute.apply(self, ())
-        dim0, dim1 = reduce.normalize_dim("transpose", dim0, self.ndim), reduce.normalize_dim("transpose", dim1, self.ndim)
+        dim0, dim1 = normalize_dim("transpose", dim0, self.ndim), normalize_dim("transpose", dim1, self.ndim)
         axes = list(range(self.ndim))
         axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
         return ops.shape.Permute.apply(self, tuple(axes))
@@ -677,17 +681,51 @@ class Tensor:
             raise RuntimeError("chunk expects at least a 1-dimensional tensor")
         if chunks <= 0:
             raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
-        n = self.shape[reduce.normalize_dim("chunk", dim, self.ndim)]
+        n = self.shape[normalize_dim("chunk", dim, self.ndim)]
         if n == 0:  # PyTorch: `chunks` empty pieces
             return split(self, [0] * chunks, dim)
         return split(self, -(-n // chunks), dim)
 
     def __getitem__(self, index: Any) -> Tensor:
-        """Indexing as PyTorch: integers select first, then tensor indices gather (see _index_steps)."""
+        """Indexing as PyTorch: integers select first, then tensor indices gather (see index_steps)."""
         out = self
-        for step in _inplace._index_steps(index):
+        for step in index_steps(index, Tensor):
             out = ops.shape.GetItem.apply(out, step)
         return out
+
+    # ---------------------------------------------------------------- random fills
+    # Model building draws every parameter with these (nn.init, under no_grad): such a write goes
+    # straight into the array, and only one that autograd must record or refuse takes the in-place
+    # machinery of tinyflow/inplace.py (self._inplace), which a training step then never loads.
+    def uniform_(self, low: float = 0.0, high: float = 1.0, generator: Any = None, **kwargs: Any) -> Tensor:
+        low, high = kwargs.pop("from", low), kwargs.pop("to", high)
+        vals = _draw(rng(generator).random, self.shape, self.dtype)
+        vals *= high - low
+        vals += low
+        return self._fill_values("uniform_", vals)
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
+        vals = _draw(rng(generator).standard_normal, self.shape, self.dtype)
+        vals *= std
+        vals += mean
+        return self._fill_values("normal_", vals)
+
+    def _fill_values(self, op: str, vals: Any) -> Tensor:
+        """Overwrite with freshly drawn host values (no gradient flows to the old value)."""
+        vals = move(vals, self._device)
+
+        def fast(a: Any) -> None:
+            a[...] = vals
+
+        if not (self._requires_grad and autograd.is_grad_enabled()):
+            try:
+                fast(self.array)
+            except ValueError:  # a read-only broadcast view: _inplace's fast path says so
+                pass
+            else:
+                self._versions[0] += 1
+                return self
+        return self._inplace(op, lambda old: ops.copy.Fill.apply(old, vals), (), fast)
 
     # ---------------------------------------------------------------- misc
     def where(self, cond: Any, other: Any) -> Tensor:
@@ -730,44 +768,27 @@ def _scalar_like(value: Any, ref: Tensor) -> Tensor:
     return Tensor._from_array(xp.asarray(value, dtype=dtype), device=ref._device)
 
 
-def _arg(t: Tensor, name: str, dim: int | None, keepdim: bool) -> Tensor:
-    """argmax/argmin: over all elements (dim None) or one dim; PyTorch's errors for bool and empty input."""
-    if t.dtype == np.bool_:
-        raise RuntimeError(f"{name}(): does not support bool input; convert with .int() or .float() first")
-    if dim is not None:
-        dim = reduce.normalize_dim(name, dim, t.ndim)
-    if t.array.size == 0 and dim is None:
-        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0 (shape "
-                         f"{tuple(t.shape)})")
-    if dim is not None and t.ndim and t.shape[dim] == 0:
-        raise IndexError(f"{name}(): Expected reduction dim {dim} to have non-zero size (shape {tuple(t.shape)})")
-    if t.ndim == 0:  # PyTorch: dim 0 / -1 of a 0-d tensor, and keepdim keeps it 0-d
-        return Tensor._from_array(t._device.xp.zeros((), dtype=np.int64), device=t._device)
-    arr = getattr(t.array, name)(axis=dim)
-    if keepdim and dim is not None:
-        arr = t._device.xp.expand_dims(arr, dim)
-    return Tensor._from_array(arr.astype(np.int64), device=t._device)
-
-
-# -------------------------------------------------------------------- creation functions
-
-
 def _reduce_axes(dim: Any, ndim: int) -> Any:
     """A dim argument (None, an int or a sequence) as NumPy's axis, checked against ``ndim``."""
-    axes = reduce.normalize_axis("reduce", dim, ndim)
+    axes = normalize_axis("reduce", dim, ndim)
     return None if ndim == 0 else axes
 
 
 # PyTorch takes axis= wherever it takes dim= (tinyflow/arg_parser.py).
 add_axis_alias(Tensor)
 
-# The in-place methods, defined with how they meet autograd in tinyflow/inplace.py.
-from tinyflow import inplace as _inplace  # noqa: E402 (it needs Tensor defined)
-
-for _name in _inplace.METHODS:
-    setattr(Tensor, _name, getattr(_inplace, _name))
+# The in-place methods, defined with how they meet autograd in tinyflow/inplace.py (written with
+# ``self`` first). A training step makes none, so that file loads on the first look-up of any of
+# them (``x.add_``, ``x += y``, ``x[i] = v``), which puts them all on Tensor (_lazy_names.StandIn).
+INPLACE_METHODS = tuple(
+    "_alias _inplace _rebase add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ clip_ exp_ log_ sqrt_ abs_ tanh_ "
+    "sigmoid_ relu_ pow_ addcmul_ addcdiv_ detach_ __iadd__ __isub__ __imul__ __itruediv__ __ifloordiv__ "
+    "__imod__ __ipow__ __ilshift__ __irshift__ __setitem__".split()
+)
+_lazy_names.attach_methods(Tensor, "tinyflow.inplace", INPLACE_METHODS)
 
 # The creation functions live in tinyflow/creation.py; these names stay importable from here.
+from tinyflow.creation import _draw  # noqa: E402 (uniform_ and normal_ draw with it)
 from tinyflow.creation import (  # noqa: E402,F401
     arange, as_tensor, cat, empty, empty_like, full, full_like, linspace, ones, ones_like, pad, rand, rand_like,
     randint, randn, randn_like, randperm, split, stack, tensor, where, zeros, zeros_like,

@@ -76,7 +76,7 @@ def _dims(dims: Any) -> tuple[int, ...]:
 
 
 def _dim(op: str, dim: int, ndim: int) -> int:
-    from tinyflow.ops.reduce import normalize_dim
+    from tinyflow.arg_parser import normalize_dim
 
     return normalize_dim(op, dim, ndim)
 

@@ -41,7 +41,7 @@ def _is_tensor(x: Any) -> bool:
 
 
 def _wrap_dim(op: str, dim: int, ndim: int) -> int:
-    from tinyflow.ops.reduce import normalize_dim
+    from tinyflow.arg_parser import normalize_dim
 
     return normalize_dim(op, dim, ndim)
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.arg_parser import normalize_dim
 from tinyflow.autograd import Context, Function
 from tinyflow.device import device_check, to_host
 from tinyflow.errors import ShapeError
-from tinyflow.ops.reduce import index_grids, normalize_dim, quiet
+from tinyflow.ops.reduce import index_grids, quiet
 
 __all__ = [
     "Gather", "Scatter", "ScatterAdd", "ScatterReduce", "IndexSelect", "IndexAdd", "MaskedSelect",

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.arg_parser import normalize_dim
 from tinyflow.autograd import Context, Function
 from tinyflow.device import device_check
-from tinyflow.ops.reduce import normalize_dim
 
 __all__ = [
     "IndexCopy", "IndexPut", "MaskedScatter", "DiagonalScatter", "DiagEmbed",

@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
+# The dim helpers live in the core's argument parsing; normalize_dim stays importable from here.
+from tinyflow.arg_parser import Axis, normalize_axis, normalize_dim  # noqa: F401
 from tinyflow.autograd import Context, Function
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.errors import ShapeError
 
 __all__ = ["Sum", "Mean", "Var", "Std", "Max", "Min", "MaxDim", "VectorNorm", "normalize_dim"]
-
-Axis = int | tuple[int, ...] | None
 
 
 def quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -32,43 +32,6 @@ def index_grids(xp: Any, shape: tuple[int, ...]) -> list:
     """``numpy.indices(shape, sparse=True)`` for any array module (CuPy's ``indices`` has no
     ``sparse=``): one ``arange`` per axis, shaped to broadcast against the others."""
     return list(xp.ix_(*(xp.arange(n) for n in shape)))
-
-
-def normalize_dim(op: str, dim: int, ndim: int) -> int:
-    """``dim`` in [0, ndim) (a 0-d tensor has one dim, -1 or 0, as PyTorch); IndexError otherwise."""
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise IndexError(
-            f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension(s) "
-            f"(expected a dim in [{-n}, {n - 1}])"
-        )
-    return dim % n
-
-
-def normalize_axis(op: str, axis: Axis, ndim: int) -> tuple[int, ...] | None:
-    """Turn ``dim`` (int, tuple or None) into a sorted tuple of non-negative axes.
-
-    A 0-d tensor accepts dim 0 and -1, as in PyTorch, and has no axis to reduce: ``()``. An empty
-    list of dims reduces all of them, as PyTorch's ``sum(dim=())``.
-    """
-    if axis is None:
-        return None
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    if not axes:
-        return () if ndim == 0 else None
-    out = []
-    for a in axes:
-        a = int(a)
-        if not -max(ndim, 1) <= a < max(ndim, 1):
-            raise IndexError(
-                f"{op}: dim {a} is out of range for a tensor with {ndim} dimension(s) (expected "
-                f"a dim in [{-max(ndim, 1)}, {max(ndim, 1) - 1}])"
-            )
-        out.append(a % max(ndim, 1))
-    if len(set(out)) != len(out):
-        dup = next(a for a in out if out.count(a) > 1)
-        raise RuntimeError(f"{op}: dim {dup} appears multiple times in the list of dims {tuple(axes)}")
-    return () if ndim == 0 else tuple(sorted(out))
 
 
 def _need_floating(op: str, a: Any, what: str) -> None:
@@ -274,6 +237,26 @@ class MaxDim(Function):
         grids[ctx.dim] = idx
         out[tuple(grids)] = g
         return out
+
+
+def arg_extreme(xp: Any, a: Any, name: str, dim: int | None, keepdim: bool) -> Any:
+    """``argmax`` or ``argmin`` (``name``) of the array ``a`` as int64: over all elements (dim None)
+    or one dim; PyTorch's errors for bool and empty input. An index has no gradient: no Function."""
+    if a.dtype == np.bool_:
+        raise RuntimeError(f"{name}(): does not support bool input; convert with .int() or .float() first")
+    if dim is not None:
+        dim = normalize_dim(name, dim, a.ndim)
+    if a.size == 0 and dim is None:
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0 (shape "
+                         f"{tuple(a.shape)})")
+    if dim is not None and a.ndim and a.shape[dim] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {dim} to have non-zero size (shape {tuple(a.shape)})")
+    if a.ndim == 0:  # PyTorch: dim 0 / -1 of a 0-d tensor, and keepdim keeps it 0-d
+        return xp.zeros((), dtype=np.int64)
+    out = getattr(a, name)(axis=dim)
+    if keepdim and dim is not None:
+        out = xp.expand_dims(out, dim)
+    return out.astype(np.int64)
 
 
 class VectorNorm(Function):

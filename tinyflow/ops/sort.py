@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinyflow.arg_parser import normalize_dim
 from tinyflow.autograd import Context, Function
-from tinyflow.ops.reduce import normalize_dim
 
 __all__ = ["Argsort", "Unique"]
 
