@@ -21,8 +21,8 @@ from tinyflow.nn.functional._utils import FunctionalError
 # Loaded with F because their files are named like a function they define: importing the file
 # later would set F.linear / F.dropout to the module (the import system binds a submodule on its
 # package); imported here, the function names below bind after the module and stay.
-from tinyflow.nn.functional.dropout import *  # dropout, dropout1d/2d/3d, alpha_dropout, feature_alpha_dropout
-from tinyflow.nn.functional.linear import *  # linear, bilinear
+from tinyflow.nn.functional.dropout import dropout
+from tinyflow.nn.functional.linear import linear
 
 # family file -> the F names it defines, imported on first use.
 _FAMILIES = {
@@ -57,6 +57,9 @@ _FAMILIES = {
         "prelu", "rrelu", "threshold", "hardshrink", "softshrink", "tanhshrink", "glu", "gumbel_softmax",
         "softmin",
     ),
+    "tinyflow.nn.functional.dropout_extra": ("dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+                                             "feature_alpha_dropout"),
+    "tinyflow.nn.functional.linear_extra": ("bilinear",),
     "tinyflow.nn.functional.conv_extra": ("conv1d", "conv_transpose1d", "conv3d", "conv_transpose3d"),
     "tinyflow.nn.functional.pooling_extra": (
         "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d",
@@ -70,24 +73,8 @@ _FAMILIES = {
     "tinyflow.nn.functional.instancenorm": ("instance_norm",),
 }
 
-__all__ = [
-    "linear", "bilinear", "conv2d", "conv1d", "conv_transpose2d", "conv_transpose1d", "unfold", "fold", "relu",
-    "relu_", "leaky_relu", "gelu", "sigmoid", "tanh", "elu", "selu", "celu", "silu", "mish", "softplus", "softsign",
-    "hardtanh", "relu6", "hardsigmoid", "hardswish", "logsigmoid", "prelu", "rrelu", "threshold", "hardshrink",
-    "softshrink", "tanhshrink", "glu", "softmax", "softmin", "log_softmax", "logsumexp", "dropout", "dropout1d",
-    "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "max_pool2d", "max_pool2d_with_indices",
-    "avg_pool2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "adaptive_avg_pool1d",
-    "adaptive_max_pool1d", "max_unpool2d", "pad", "interpolate", "upsample", "upsample_nearest",
-    "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle", "local_response_norm", "batch_norm", "layer_norm",
-    "group_norm", "instance_norm", "normalize", "cosine_similarity", "pairwise_distance", "embedding", "one_hot",
-    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss", "margin_ranking_loss", "hinge_embedding_loss",
-    "cosine_embedding_loss", "triplet_margin_loss", "poisson_nll_loss", "gaussian_nll_loss",
-    "multilabel_soft_margin_loss", "max_unpool1d", "multi_margin_loss", "multilabel_margin_loss",
-    "scaled_dot_product_attention", "multi_head_attention_forward", "elu_", "celu_", "selu_", "leaky_relu_",
-    "hardtanh_", "threshold_", "rrelu_", "gumbel_softmax", "rms_norm", "channel_shuffle", "embedding_bag", "conv3d",
-    "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d", "affine_grid",
-    "grid_sample", "pdist", "triplet_margin_with_distance_loss", "lp_pool1d", "lp_pool2d", "lp_pool3d",
-]
+# Every F function: the two loaded above and each family's names (REDUCTIONS, the loss reductions' names,
+# is reachable as F.REDUCTIONS but not exported, as in PyTorch).
+__all__ = ["linear", "dropout"] + [name for names in _FAMILIES.values() for name in names if name != "REDUCTIONS"]
 
 attach(__name__, by_module(_FAMILIES), export=False)  # each name loads its file on first use

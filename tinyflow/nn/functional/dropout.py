@@ -1,14 +1,13 @@
-"""Dropout: inverted dropout, channel (feature) dropout and SELU's alpha dropout."""
+"""F.dropout: inverted dropout. Channel (feature) dropout and SELU's alpha dropout are the PyTorch
+surface, in dropout_extra.py."""
 from __future__ import annotations
 
-import numpy as np
-
-from tinyflow.nn.functional._utils import FunctionalError, _as_constant
+from tinyflow.nn.functional._utils import FunctionalError
 from tinyflow.ops.elementwise import DropoutFunction, dropout_seed
 from tinyflow.random import Generator, rng
 from tinyflow.tensor import Tensor
 
-__all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"]
+__all__ = ["dropout"]
 
 
 def _check_p(op: str, p: float) -> None:
@@ -27,60 +26,3 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = Fa
     # an int now, or inside a CUDA graph capture a device slot drawn before each replay
     seed = dropout_seed(lambda: int(rng(generator).integers(0, 2**63 - 1)))
     return DropoutFunction.apply(x, p, seed)
-
-
-def _feature_dropout(op: str, x: Tensor, p: float, training: bool, batched_ndim: int,
-                     generator: Generator | None) -> Tensor:
-    """Zero whole channels: one keep/drop draw per (N, C) (or per C for an unbatched input)."""
-    _check_p(op, p)
-    if not training or p == 0:
-        return x
-    lead = 2 if x.ndim == batched_ndim else 1
-    shape = tuple(x.shape[:lead]) + (1,) * (x.ndim - lead)
-    from tinyflow.tensor import ones
-
-    mask = dropout(ones(*shape, dtype=x.dtype, device=x.device), p, True, generator=generator)
-    return x * mask
-
-
-def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
-    """Zero whole channels of (N, C, L) (or (C, L)) with probability p, scale the rest by 1/(1-p)."""
-    if input.ndim not in (2, 3):
-        raise FunctionalError(f"dropout1d: expected 2-D or 3-D input, got shape {tuple(input.shape)}")
-    return _feature_dropout("dropout1d", input, p, training, 3, None)
-
-
-def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
-    """Zero whole channels of (N, C, H, W) (or (C, H, W)) with probability p."""
-    return _feature_dropout("dropout2d", input, p, training, 4, None)
-
-
-def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
-    return _feature_dropout("dropout3d", input, p, training, 5, None)
-
-
-_ALPHA_PRIME = 1.7580993408473766  # selu's scale * alpha: the value a dropped unit takes (negated)
-
-
-def _alpha_dropout(op: str, x: Tensor, p: float, training: bool, feature: bool) -> Tensor:
-    """SELU-preserving dropout: dropped units take selu's saturation value, then an affine map
-    restores zero mean and unit variance (PyTorch's formula)."""
-    _check_p(op, p)
-    if not training or p == 0 or x.numel() == 0:
-        return x
-    if p == 1:
-        return x * 0.0
-    shape = tuple(x.shape[:2]) + (1,) * (x.ndim - 2) if feature else tuple(x.shape)
-    keep = (rng(None).random(shape) >= p).astype(np.float64)
-    a = 1.0 / np.sqrt((_ALPHA_PRIME**2 * p + 1) * (1 - p))
-    b = (keep - 1) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p
-    return x * _as_constant(keep * a, x) + _as_constant(b, x)
-
-
-def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False) -> Tensor:  # noqa: A002
-    return _alpha_dropout("alpha_dropout", input, p, training, False)
-
-
-def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,  # noqa: A002
-                          inplace: bool = False) -> Tensor:
-    return _alpha_dropout("feature_alpha_dropout", input, p, training, True)

@@ -21,10 +21,9 @@ _FILES = {
     "tinyflow.nn.modules.batchnorm": ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d"),
     "tinyflow.nn.modules.container": ("Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"),
     "tinyflow.nn.modules.conv": ("Conv2d", "ConvTranspose2d"),
-    "tinyflow.nn.modules.dropout": ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
-                                    "FeatureAlphaDropout"),
+    "tinyflow.nn.modules.dropout": ("Dropout",),
     "tinyflow.nn.modules.flatten": ("Flatten", "Unflatten"),
-    "tinyflow.nn.modules.linear": ("Linear", "Identity", "Bilinear"),
+    "tinyflow.nn.modules.linear": ("Linear", "Identity"),
     "tinyflow.nn.modules.loss": (
         "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss",
     ),
@@ -45,6 +44,9 @@ _FILES = {
         "Hardswish", "Hardsigmoid", "LogSigmoid", "PReLU", "RReLU", "Threshold", "Hardshrink", "Softshrink",
         "Tanhshrink", "GLU", "Softmax2d", "MultiheadAttention",
     ),
+    "tinyflow.nn.modules.dropout_extra": ("Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+                                          "FeatureAlphaDropout"),
+    "tinyflow.nn.modules.linear_extra": ("Bilinear",),
     "tinyflow.nn.modules.conv_extra": ("Conv1d", "Conv3d", "ConvTranspose1d", "ConvTranspose3d"),
     "tinyflow.nn.modules.pooling_extra": (
         "MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool3d",
@@ -66,33 +68,6 @@ _FILES = {
     "tinyflow.nn.modules.upsampling": ("Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"),
 }
 
-__all__ = [
-    # activation
-    "ReLU", "LeakyReLU", "Tanh", "Sigmoid", "GELU", "Softmax", "LogSoftmax", "Softmin", "ELU", "SELU", "CELU", "SiLU",
-    "Mish", "Softplus", "Softsign", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "LogSigmoid", "PReLU", "RReLU",
-    "Threshold", "Hardshrink", "Softshrink", "Tanhshrink", "GLU", "Softmax2d", "MultiheadAttention",
-    # batchnorm, container, conv, dropout, flatten, linear
-    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
-    "ParameterDict", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Dropout",
-    "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Flatten", "Unflatten", "Linear",
-    "Identity", "Bilinear",
-    # loss
-    "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
-    "KLDivLoss", "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss",
-    "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss",
-    "MultiLabelMarginLoss", "NLLLoss2d", "TripletMarginWithDistanceLoss",
-    # module, normalization, pooling, rnn, sparse
-    "Module", "LocalResponseNorm", "LayerNorm", "GroupNorm", "RMSNorm", "MaxPool1d", "MaxPool2d", "MaxPool3d",
-    "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
-    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "LPPool1d",
-    "LPPool2d", "LPPool3d", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell", "Embedding", "EmbeddingBag",
-    # the surface layers
-    "ChannelShuffle", "CosineSimilarity", "PairwiseDistance", "Fold", "Unfold", "InstanceNorm1d", "InstanceNorm2d",
-    "InstanceNorm3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
-    "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
-    "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d", "PixelShuffle", "PixelUnshuffle",
-    "Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer",
-    "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
-]
+__all__ = [name for names in _FILES.values() for name in names]  # every layer, from the index
 
 attach(__name__, by_module(_FILES), export=False)  # each name loads its file on first use
