@@ -93,6 +93,7 @@ RINGS: tuple[tuple[str, str], ...] = (
     (SURFACE, "tinyflow/ops/{math,indexing,sort,scan,layout,decomposition,interpolate,special,einsum}.py"),
     # the rest of PyTorch's activations and losses, beside the framework's, at each level
     (SURFACE, "tinyflow/{ops,nn/functional,nn/modules}/{activation,conv,dropout,linear,loss,pooling}_extra.py"),
+    (SURFACE, "tinyflow/nn/init_extra.py"),
     # the extra layers (transformer, fold/unfold, pixel and channel shuffle, upsampling, instance
     # norm, distance, padding), as tinyflow/nn/<file>.py or in their PyTorch place nn/modules/<file>.py
     # torch.nn.parallel (DistributedDataParallel builds on tinyflow.distributed); nn loads it lazily.
@@ -177,6 +178,8 @@ ALLOWED_PATH_ALIASES: dict[tuple[str, str], str] = {
         "torch.nn.modules.dropout holds every dropout layer",
     ("tinyflow/nn/modules/linear.py", "tinyflow.nn.modules.linear_extra"):
         "torch.nn.modules.linear holds Bilinear",
+    ("tinyflow/nn/init.py", "tinyflow.nn.init_extra"):
+        "torch.nn.init holds every initialiser",
     ("tinyflow/nn/modules/pooling.py", "tinyflow.nn.modules.pooling_extra"):
         "torch.nn.modules.pooling holds every pooling layer",
 }
