@@ -222,7 +222,9 @@ def test_real_scenarios_nest(real):
     _, report = real
     s = report["scenarios"]
     imp, bwd, step = (set(s[k]["files"]) for k in ("import", "backward", "step"))
-    assert "tinyflow/__init__.py" in imp and imp <= bwd <= step  # each loads what the one before did
+    # the backward and the step each load what the import did, and more; the step need not load what the
+    # backward does (it runs no reduction: ops/reduce.py loads on first use)
+    assert "tinyflow/__init__.py" in imp and imp <= bwd and imp <= step
     assert s["import"]["lines"] <= s["backward"]["lines"] <= s["step"]["lines"]
     assert s["import"]["modules"] <= s["backward"]["modules"] <= s["step"]["modules"]
     assert any(f.endswith("alexnet.py") for f in step)  # the model zoo's file counts (tinyflow.models)

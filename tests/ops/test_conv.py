@@ -204,19 +204,20 @@ def test_conv2d_threaded_path_matches_inline(monkeypatch):
 # ----------------------------------------------------------------- the Winograd F(2x2, 3x3) path
 def _use_winograd(x_shape, w_shape, stride=(1, 1), dilation=(1, 1), groups=1, dtype=np.float32):
     """Whether the CPU kernels run a convolution of these shapes as Winograd F(2x2, 3x3)."""
-    from tinyflow.kernels import winograd_policy
+    from tinyflow.ops import conv as conv_op
 
-    return winograd_policy.use_winograd(np.empty(x_shape, dtype), np.empty(w_shape, dtype), stride, dilation, groups)
+    return conv_op.use_winograd(np.empty(x_shape, dtype), np.empty(w_shape, dtype), stride, dilation, groups)
 
 
 class _winograd_everywhere:
     """Lower the Winograd thresholds so that small test shapes take that path (restored after)."""
 
     def __enter__(self):
-        from tinyflow.kernels import winograd, winograd_policy
+        from tinyflow.kernels import winograd
+        from tinyflow.ops import conv as conv_op
 
-        self.mod, self.saved = winograd_policy, (winograd_policy.WINOGRAD_MIN_CHANNELS, winograd_policy.WINOGRAD_MIN_BATCH)
-        winograd_policy.WINOGRAD_MIN_CHANNELS, winograd_policy.WINOGRAD_MIN_BATCH = 1, 1
+        self.mod, self.saved = conv_op, (conv_op.WINOGRAD_MIN_CHANNELS, conv_op.WINOGRAD_MIN_BATCH)
+        conv_op.WINOGRAD_MIN_CHANNELS, conv_op.WINOGRAD_MIN_BATCH = 1, 1
         return winograd
 
     def __exit__(self, *exc):
@@ -322,7 +323,8 @@ def test_conv2d_winograd_max_tile_2_keeps_f2x2_everywhere(monkeypatch):
 
 def test_conv2d_winograd_path_equals_im2col_path_and_threads_change_nothing(monkeypatch):
     """Both algorithms agree to float rounding; the channel-split transforms match inline ones."""
-    from tinyflow.kernels import _cpu, winograd, winograd_policy
+    from tinyflow.kernels import _cpu
+    from tinyflow.ops import conv as conv_op
 
     rng = np.random.default_rng(3)
     x = rng.standard_normal((9, 16, 9, 8)).astype(np.float32)
@@ -341,10 +343,10 @@ def test_conv2d_winograd_path_equals_im2col_path_and_threads_change_nothing(monk
     with tf.no_grad():  # inference keeps nothing for backward
         np.testing.assert_array_equal(F.conv2d(tf.tensor(x), tf.tensor(w), tf.tensor(b), padding=(2, 1)).numpy(),
                                       inline[0])
-    monkeypatch.setattr(winograd_policy, "WINOGRAD_MIN_CHANNELS", 0)  # off: im2col + GEMM
+    monkeypatch.setattr(conv_op, "WINOGRAD_MIN_CHANNELS", 0)  # off: im2col + GEMM
     for a, b_ in zip(run(), inline):
         np.testing.assert_allclose(a, b_, rtol=1e-4, atol=1e-3 * np.abs(b_).max())
-    monkeypatch.setattr(winograd_policy, "WINOGRAD_MIN_CHANNELS", 16)
+    monkeypatch.setattr(conv_op, "WINOGRAD_MIN_CHANNELS", 16)
     monkeypatch.setattr(_cpu, "MIN_CHUNK", 1)
     monkeypatch.setenv("TINYFLOW_NUM_THREADS", "3")
     for a, b_ in zip(run(), inline):

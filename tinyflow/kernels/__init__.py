@@ -35,11 +35,10 @@ _KERNELS = {
         "lstm_sequence_forward lstm_sequence_backward gru_sequence_forward "
         "gru_sequence_backward"),
     "winograd": ("winograd_conv2d_forward winograd_conv2d_backward"),
-    "winograd_policy": ("use_winograd"),
 }
 _FAMILY_NAMES = ("activation", "allreduce", "batchnorm", "conv", "embedding", "loss", "lrn", "optim", "pool",
                  "random", "rnn")  # FAMILIES: mirrored by tinyflow_cuda/kernels/, in this order
-_CPU_ONLY_NAMES = ("winograd", "winograd_policy")  # CPU_ONLY: no CUDA twin; ops call it on NumPy arrays only
+_CPU_ONLY_NAMES = ("winograd",)  # CPU_ONLY: no CUDA twin; ops call it on NumPy arrays only
 _WHERE = {kernel: family for family, names in _KERNELS.items() for kernel in names.split()}
 
 __all__ = sorted(_WHERE)

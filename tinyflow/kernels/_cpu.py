@@ -18,11 +18,10 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
 from typing import Any
 
 import numpy as np
-
-from types import ModuleType
 
 __all__ = ["array_module", "register_array_module", "workspace", "release_workspace", "take_buffer", "give_buffer", "tune_allocator", "num_threads",
            "set_num_threads",

@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyflow.kernels._cpu import array_module
 from tinyflow.dtypes import is_half
-from tinyflow.kernels._cpu import parallel_for, workspace
+from tinyflow.kernels._cpu import array_module, parallel_for, workspace
 from tinyflow.kernels.shapes import conv_output_size
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_grad"]

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.kernels._cpu import array_module
 from tinyflow.dtypes import is_half
+from tinyflow.kernels._cpu import array_module
 
 __all__ = ["embedding_backward"]
 

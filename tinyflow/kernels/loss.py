@@ -23,9 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.kernels._cpu import array_module
 from tinyflow.dtypes import is_half
-from tinyflow.kernels._cpu import parallel_for
+from tinyflow.kernels._cpu import array_module, parallel_for
 
 __all__ = ["log_softmax_forward", "softmax_cross_entropy_forward", "softmax_cross_entropy_backward"]
 

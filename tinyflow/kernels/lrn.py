@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyflow.kernels._cpu import array_module
 from tinyflow.dtypes import is_half
+from tinyflow.kernels._cpu import array_module
 
 __all__ = ["lrn_forward", "lrn_backward"]
 

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyflow.kernels._cpu import array_module
 from tinyflow.dtypes import is_half
-from tinyflow.kernels._cpu import parallel_for
+from tinyflow.kernels._cpu import array_module, parallel_for
 from tinyflow.kernels.conv import _window_slice
 from tinyflow.kernels.shapes import pool_output_shape
 

@@ -2,8 +2,8 @@
 
 ``winograd_conv2d_forward`` / ``winograd_conv2d_backward`` compute conv2d and its gradients for
 3x3 kernels (AlexNet's conv3-5), or larger ones cut into 3x3 sub-kernels (conv2's 5x5: see
-winograd_parts); ``use_winograd`` (winograd_policy.py, loaded without these kernels) says where
-that pays (enough channels and images). Each
+winograd_parts); the convolution op's ``use_winograd`` (tinyflow/ops/conv.py, so that a step that
+never qualifies does not load these kernels) says where that pays (enough channels and images). Each
 m x m block of outputs (the tile, m = 2 or 4) is computed from an (m+2) x (m+2) input tile with
 (m+2)^2 multiplications instead of 9 m^2 (Lavin & Gray, 2015). The convolution becomes
 (m+2)^2 independent GEMMs, one per tile position xi = (a, b):
@@ -38,9 +38,8 @@ import math
 import numpy as np
 
 from tinyflow.kernels._cpu import batched_matmul, give_buffer, parallel_for, take_buffer, workspace
-from tinyflow.kernels.winograd_policy import use_winograd  # noqa: F401 (where the path pays: there)
 
-__all__ = ["use_winograd", "winograd_conv2d_forward", "winograd_conv2d_backward"]
+__all__ = ["winograd_conv2d_forward", "winograd_conv2d_backward"]
 
 Pair = tuple[int, int]
 

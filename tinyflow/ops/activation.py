@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.arg_parser import normalize_dim
 from tinyflow.autograd import Context, Function
 
 __all__ = [
@@ -193,8 +194,6 @@ def _erf(xp: Any, x: Any) -> Any:
 
 def softmax_dim(op: str, dim: Any, ndim: int) -> int:
     """``dim`` checked and made non-negative (a 0-d tensor has dims -1 and 0): IndexError otherwise."""
-    from tinyflow.ops.reduce import normalize_dim
-
     return normalize_dim(op, int(dim), ndim)
 
 
