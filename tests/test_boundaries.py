@@ -92,8 +92,9 @@ RINGS: tuple[tuple[str, str], ...] = (
     (SURFACE, "tinyflow/{distributions,utils}/**"),
     (SURFACE, "tinyflow/ops/{math,indexing,sort,scan,layout,decomposition,interpolate,special,einsum}.py"),
     # the rest of PyTorch's activations and losses, beside the framework's, at each level
-    (SURFACE, "tinyflow/{ops,nn/functional,nn/modules}/{activation,conv,dropout,linear,loss,pooling}_extra.py"),
+    (SURFACE, "tinyflow/{ops,nn/functional,nn/modules}/{activation,container,conv,dropout,linear,loss,pooling}_extra.py"),
     (SURFACE, "tinyflow/nn/init_extra.py"),
+    (SURFACE, "tinyflow/ops/pool_extra.py"),
     # the extra layers (transformer, fold/unfold, pixel and channel shuffle, upsampling, instance
     # norm, distance, padding), as tinyflow/nn/<file>.py or in their PyTorch place nn/modules/<file>.py
     # torch.nn.parallel (DistributedDataParallel builds on tinyflow.distributed); nn loads it lazily.
@@ -172,6 +173,8 @@ ALLOWED_PATH_ALIASES: dict[tuple[str, str], str] = {
         "torch.nn.modules.activation holds every activation layer and MultiheadAttention",
     ("tinyflow/nn/modules/loss.py", "tinyflow.nn.modules.loss_extra"):
         "torch.nn.modules.loss holds every loss layer",
+    ("tinyflow/nn/modules/container.py", "tinyflow.nn.modules.container_extra"):
+        "torch.nn.modules.container holds ParameterList and ParameterDict",
     ("tinyflow/nn/modules/conv.py", "tinyflow.nn.modules.conv_extra"):
         "torch.nn.modules.conv holds every convolution layer",
     ("tinyflow/nn/modules/dropout.py", "tinyflow.nn.modules.dropout_extra"):

@@ -7,8 +7,8 @@ and ``tinyflow.nn.functional``, which also checks their arguments.
 The core families (what a CNN or LSTM training step needs): elementwise, reduce, shape, copy,
 linalg (matmul, linear), activation, loss, conv, pool, norm, rnn, embedding, and pad and distance
 (conv's padding modes, the distance losses). The others (math, indexing, sort, scan, layout,
-decomposition, interpolate, special, einsum, and activation_extra / loss_extra beside activation
-and loss) belong to the PyTorch surface. Code imports an op from its family's file; ``tinyflow.ops.<Name>`` also works
+decomposition, interpolate, special, einsum, and activation_extra / loss_extra / pool_extra beside
+activation, loss and pool) belong to the PyTorch surface. Code imports an op from its family's file; ``tinyflow.ops.<Name>`` also works
 and imports only that family, on first use (this file gathers names and defines none).
 """
 from tinyflow._lazy_names import attach, by_module
@@ -52,8 +52,8 @@ _FAMILIES = {
     "tinyflow.ops.norm": ("LocalResponseNormFunction BatchNorm LayerNormFunction"),
     "tinyflow.ops.pad": ("PadNdFunction"),
     "tinyflow.ops.pool": (
-        "MaxPool2dFunction MaxUnpool2dFunction AvgPool2dFunction AdaptiveAvgPool2dFunction "
-        "AdaptiveMaxPool2dFunction"),
+        "MaxPool2dFunction AvgPool2dFunction AdaptiveAvgPool2dFunction AdaptiveMaxPool2dFunction"),
+    "tinyflow.ops.pool_extra": ("MaxUnpool2dFunction"),
     "tinyflow.ops.reduce": ("Sum Mean Var Std Max Min MaxDim VectorNorm normalize_dim"),
     "tinyflow.ops.rnn": (
         "LSTMCellFunction GRUCellFunction LSTMLayer GRULayer lstm_cell gru_cell lstm_layer "

@@ -1,4 +1,5 @@
-"""Pooling ops: max, average and adaptive average pooling (NCHW, PyTorch semantics).
+"""Pooling ops: max, average and adaptive pooling (NCHW, PyTorch semantics); max-unpooling is the
+PyTorch surface, in pool_extra.py.
 
 Max and average pooling call the pool kernels through ``ctx.kernels`` (``tinyflow.kernels.pool``
 on the CPU, its CUDA twin of the same names on a GPU); adaptive average pooling is two small
@@ -14,8 +15,7 @@ import numpy as np
 from tinyflow.autograd import Function
 from tinyflow.ops.linalg import matmul_array
 
-__all__ = ["MaxPool2dFunction", "MaxUnpool2dFunction", "AvgPool2dFunction", "AdaptiveAvgPool2dFunction",
-           "AdaptiveMaxPool2dFunction"]
+__all__ = ["MaxPool2dFunction", "AvgPool2dFunction", "AdaptiveAvgPool2dFunction", "AdaptiveMaxPool2dFunction"]
 
 
 class MaxPool2dFunction(Function):
@@ -47,39 +47,6 @@ def _flat_indices(xp, argmax, x_shape, kernel_size, stride, padding, dilation):
     rows = xp.arange(oh).reshape(-1, 1) * stride[0] - padding[0] + (offset // kw) * dilation[0]
     cols = xp.arange(ow).reshape(1, -1) * stride[1] - padding[1] + (offset % kw) * dilation[1]
     return rows * w + cols
-
-
-class MaxUnpool2dFunction(Function):
-    """max_unpool2d: each value written at its flat index into a zero (OH, OW) plane."""
-
-    @staticmethod
-    def forward(ctx, x, indices, output_size):
-        xp = ctx.xp
-        n, c = x.shape[:2]
-        oh, ow = output_size
-        flat = indices.reshape(n * c, -1)
-        if flat.size:
-            from tinyflow.device import device_check
-
-            bad = (flat < 0) | (flat >= oh * ow)
-
-            def error(index: int) -> IndexError:
-                return IndexError(f"max_unpool2d: index {index} is outside the output plane of size {oh}x{ow}; "
-                                  "check output_size (it must be the size of the pooled input)")
-
-            device_check(bad.any(), flat.reshape(-1)[bad.reshape(-1).argmax()], error, key=("max_unpool2d", oh, ow))
-        out = xp.zeros((n * c, oh * ow), dtype=x.dtype)
-        xp.put_along_axis(out, flat, x.reshape(n * c, -1), axis=1)
-        ctx.save_for_backward(flat)
-        ctx.shape = x.shape
-        return out.reshape(n, c, oh, ow)
-
-    @staticmethod
-    def backward(ctx, gout):
-        (flat,) = ctx.saved_tensors
-        n, c = gout.shape[:2]
-        g = ctx.xp.take_along_axis(gout.reshape(n * c, -1), flat, axis=1)
-        return g.reshape(ctx.shape), None, None
 
 
 class AvgPool2dFunction(Function):
