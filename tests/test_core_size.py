@@ -218,6 +218,14 @@ def test_real_check_lines_match_the_missed_targets(real):
     assert "largest import circle" in proc.stdout and "one AlexNet-64 training step" in proc.stdout
 
 
+def test_the_targets_are_met(real):
+    """Issue 25's targets, asserted in CI: a backward loads at most 5,000 lines of tinyflow, an AlexNet-64
+    step at most 10,000, and the largest import circle has at most 15 files (the script's --check)."""
+    proc, report = real
+    assert proc.returncode == 0, "\n".join(cs.missed_targets(report)) + "\n" + proc.stderr[-2000:]
+    assert [t["met"] for t in report["targets"]] == [True] * len(cs.TARGETS)
+
+
 def test_real_scenarios_nest(real):
     _, report = real
     s = report["scenarios"]
