@@ -42,7 +42,10 @@ def test_an_alexnet_step_loads_no_surface_layer_optimizer_or_other_model():
                                                    "distance", "instancenorm", "channelshuffle", "rnn", "sparse",
                                                    "loss", "batchnorm", "normalization", "flatten")}
     unused |= {f"tinyflow.nn.functional.{f}" for f in ("vision", "instancenorm", "attention", "sparse", "distance",
-                                                       "normalization")}
+                                                       "normalization", "padding")}
+    extras = ("conv", "pooling", "dropout", "linear", "activation", "loss")
+    unused |= {f"tinyflow.nn.{p}.{f}_extra" for p in ("modules", "functional") for f in extras}
+    unused |= {"tinyflow.nn.modules.container_extra", "tinyflow.nn.modules.hooks", "tinyflow.nn.init_extra"}
     unused |= {"tinyflow.nn.parallel", "tinyflow.nn.utils", "tinyflow.optim.adam", "tinyflow.optim.lr_scheduler",
                "tinyflow.optim.swa_utils", "tinyflow.optim.lbfgs", "tinyflow.optim.clip_grad",
                "tinyflow.models.resnet", "tinyflow.models.fcn", "tinyflow.models.lstm_lm"}
@@ -119,3 +122,58 @@ def test_star_import_of_a_torch_module_path_gives_its_extra_layers_too():
     namespace = {}
     exec("from tinyflow.nn.modules.loss import *", namespace)
     assert {"CrossEntropyLoss", "HuberLoss", "TripletMarginLoss"} <= set(namespace)
+
+
+def test_the_surface_layers_beside_the_framework_files_resolve_by_their_torch_paths():
+    """Conv1d, MaxPool3d, Dropout2d, Bilinear, ParameterList, orthogonal_, ... live in *_extra.py files
+    (the PyTorch surface); their PyTorch module paths, tinyflow.nn, F, star imports and pickles find them."""
+    import pickle
+
+    import tinyflow
+    import tinyflow.nn as nn
+    import tinyflow.nn.functional as F
+    from tinyflow.nn import init
+    from tinyflow.nn.modules import container, conv, dropout, linear, pooling
+
+    pairs = [(conv.Conv1d, nn.Conv1d), (conv.ConvTranspose3d, nn.ConvTranspose3d), (pooling.MaxPool3d, nn.MaxPool3d),
+             (pooling.MaxUnpool2d, nn.MaxUnpool2d), (pooling.LPPool2d, nn.LPPool2d), (dropout.Dropout2d, nn.Dropout2d),
+             (dropout.AlphaDropout, nn.AlphaDropout), (linear.Bilinear, nn.Bilinear),
+             (container.ParameterList, nn.ParameterList), (container.ParameterDict, nn.ParameterDict)]
+    for a, b in pairs:
+        assert a is b and a.__module__.endswith("_extra"), (a, b)
+    for name in ("Conv1d", "Conv3d", "MaxPool1d", "AdaptiveAvgPool3d", "MaxUnpool1d", "Dropout3d", "Bilinear",
+                 "ParameterDict"):
+        assert name in nn.modules.__all__ and name in dir(nn)
+    namespace: dict = {}
+    exec("from tinyflow.nn.modules.conv import *", namespace)
+    assert {"Conv2d", "Conv1d", "ConvTranspose3d"} <= set(namespace)
+    namespace = {}
+    exec("from tinyflow.nn.modules.pooling import *", namespace)
+    assert {"MaxPool2d", "MaxPool1d", "LPPool3d", "MaxUnpool2d"} <= set(namespace)
+    for name in ("conv1d", "conv3d", "conv_transpose1d", "max_pool1d", "avg_pool3d", "lp_pool2d", "max_unpool2d",
+                 "dropout2d", "alpha_dropout", "bilinear"):
+        assert callable(getattr(F, name)) and name in F.__all__, name
+    assert callable(init.orthogonal_) and callable(init.trunc_normal_) and "dirac_" in init.__all__
+    x = tinyflow.randn(2, 3, 8)
+    layer = nn.Sequential(nn.Conv1d(3, 4, 3), nn.MaxPool1d(2), nn.Dropout1d(0.5))
+    layer.eval()
+    again = pickle.loads(pickle.dumps(layer))
+    assert type(again[0]) is nn.Conv1d and again(x).shape == layer(x).shape == (2, 4, 3)
+    bil = nn.Bilinear(3, 5, 2)
+    assert bil(tinyflow.randn(4, 3), tinyflow.randn(4, 5)).shape == (4, 2)
+    w = tinyflow.empty(4, 4)
+    init.orthogonal_(w)
+    assert abs(float((w @ w.T - tinyflow.eye(4)).abs().max().item())) < 1e-5
+
+
+def test_a_module_with_a_backward_hook_loads_the_hook_plumbing_and_runs_it():
+    out = _fresh(
+        "import sys, tinyflow, tinyflow.nn as nn\n"
+        "m = nn.Linear(3, 2)\n"
+        "before = 'tinyflow.nn.modules.hooks' in sys.modules\n"
+        "seen = []\n"
+        "m.register_full_backward_hook(lambda mod, gin, gout: seen.append((gin[0].shape, gout[0].shape)))\n"
+        "m(tinyflow.randn(4, 3, requires_grad=True)).sum().backward()\n"
+        "out = {'before': before, 'after': 'tinyflow.nn.modules.hooks' in sys.modules,\n"
+        "       'seen': [[list(a), list(b)] for a, b in seen]}\n")
+    assert out == {"before": False, "after": True, "seen": [[[4, 3], [4, 2]]]}
