@@ -2,9 +2,14 @@
 strict CuPy stand-in for tests marked ``cupy_strict``."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -49,3 +54,22 @@ def _strict_cupy_device(request: pytest.FixtureRequest) -> Iterator[None]:
 
     with strict_cupy.installed():
         yield
+
+
+@pytest.fixture
+def fresh_python() -> Callable[[str], Any]:
+    """``run(code)``: run ``code`` in a fresh interpreter (this checkout first on its path, no GPU),
+    where it sets ``out`` to something JSON can hold, and return that ``out``. For what a program
+    loads (sys.modules) and what happens on first use, which one process cannot see twice."""
+    root = Path(__file__).resolve().parents[1]
+
+    def run(code: str) -> Any:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+                   CUDA_VISIBLE_DEVICES="")
+        probe = code + "\nimport json\nprint(json.dumps(out))\n"
+        proc = subprocess.run([sys.executable, "-c", probe], cwd=root, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    return run

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,25 +14,11 @@ import tinyflow
 from tinyflow import _lazy_names, inplace
 from tinyflow.tensor import INPLACE_METHODS, Tensor
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _fresh(code: str) -> dict:
-    """Run ``code`` in a fresh interpreter (this checkout first on the path); it sets ``out``."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               CUDA_VISIBLE_DEVICES="")
-    probe = code + "\nimport json\nprint(json.dumps(out))\n"
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 LOADED = "out['loaded'] = sorted(m for m in ('tinyflow.inplace', 'tinyflow.ops.reduce') if m in sys.modules)\n"
 
 
-def test_an_alexnet_step_loads_neither_inplace_nor_reduce():
-    out = _fresh(
+def test_an_alexnet_step_loads_neither_inplace_nor_reduce(fresh_python):
+    out = fresh_python(
         "import numpy as np, sys\n"
         "import tinyflow\n"
         "import tinyflow.nn.functional as F\n"
@@ -54,8 +36,8 @@ def test_an_alexnet_step_loads_neither_inplace_nor_reduce():
     assert out == {"finite": True, "loaded": []}
 
 
-def test_first_use_loads_them_and_they_work():
-    out = _fresh(
+def test_first_use_loads_them_and_they_work(fresh_python):
+    out = fresh_python(
         "import sys\n"
         "import numpy as np\n"
         "import tinyflow\n"
@@ -90,8 +72,8 @@ def test_first_use_loads_them_and_they_work():
 
 
 @pytest.mark.parametrize("first", ["x.add_(1)", "x += 1", "x[0] = 1", "x.mul_(2)"])
-def test_eight_threads_make_the_first_inplace_call_at_once(first):
-    out = _fresh(
+def test_eight_threads_make_the_first_inplace_call_at_once(first, fresh_python):
+    out = fresh_python(
         "import threading\n"
         "import tinyflow\n"
         "from tinyflow.tensor import INPLACE_METHODS\n"

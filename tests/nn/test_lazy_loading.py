@@ -4,28 +4,9 @@ first use, and every public name still resolves (attribute, ``from ... import``,
 import)."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _fresh(code: str) -> dict:
-    """Run ``code`` in a fresh interpreter (this checkout first on the path); it sets ``out``."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               CUDA_VISIBLE_DEVICES="")
-    probe = code + "\nimport json, sys\nprint(json.dumps(out))\n"
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def test_an_alexnet_step_loads_no_surface_layer_optimizer_or_other_model():
-    out = _fresh(
+def test_an_alexnet_step_loads_no_surface_layer_optimizer_or_other_model(fresh_python):
+    out = fresh_python(
         "import numpy as np, sys\n"
         "import tinyflow\n"
         "import tinyflow.nn.functional as F\n"
@@ -55,8 +36,8 @@ def test_an_alexnet_step_loads_no_surface_layer_optimizer_or_other_model():
     assert used <= loaded, sorted(used - loaded)
 
 
-def test_lazy_names_resolve_by_attribute_import_dir_and_star():
-    out = _fresh(
+def test_lazy_names_resolve_by_attribute_import_dir_and_star(fresh_python):
+    out = fresh_python(
         "import tinyflow.nn as nn, tinyflow.nn.functional as F, tinyflow.optim as optim, tinyflow.models as models\n"
         "import tinyflow.nn.modules.transformer as T\n"
         "from tinyflow.nn import Transformer, ZeroPad2d\n"
@@ -166,8 +147,8 @@ def test_the_surface_layers_beside_the_framework_files_resolve_by_their_torch_pa
     assert abs(float((w @ w.T - tinyflow.eye(4)).abs().max().item())) < 1e-5
 
 
-def test_a_module_with_a_backward_hook_loads_the_hook_plumbing_and_runs_it():
-    out = _fresh(
+def test_a_module_with_a_backward_hook_loads_the_hook_plumbing_and_runs_it(fresh_python):
+    out = fresh_python(
         "import sys, tinyflow, tinyflow.nn as nn\n"
         "m = nn.Linear(3, 2)\n"
         "before = 'tinyflow.nn.modules.hooks' in sys.modules\n"
