@@ -10,7 +10,7 @@ from typing import Any
 from tinyflow.kernels.shapes import IntPair, _pair
 from tinyflow.nn.functional._utils import FunctionalError, _single, _triple
 from tinyflow.nn.functional.pooling import _batched, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, max_pool2d
-from tinyflow.ops.pool import MaxUnpool2dFunction
+from tinyflow.ops.pool_extra import MaxUnpool2dFunction
 from tinyflow.tensor import Tensor
 
 __all__ = [
