@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tinyflow as tf
-from tinyflow import surface
+from tinyflow import _lazy_names, surface
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def _fresh(code: str) -> str:
 def test_every_table_entry_resolves_to_a_method_property_or_function():
     for name in surface.METHODS:
         getattr(tf.Tensor, name)  # loads the module of the entry, which replaces the stand-in
-        assert not isinstance(inspect.getattr_static(tf.Tensor, name), surface._StandIn), name
+        assert not isinstance(inspect.getattr_static(tf.Tensor, name), _lazy_names.StandIn), name
     for name in surface.INPLACE:
         assert callable(getattr(tf.Tensor, name + "_"))
     for name in surface.FUNCTIONS:

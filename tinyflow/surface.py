@@ -23,7 +23,8 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from tinyflow import _lazy_names
 from tinyflow.arg_parser import accept_axis_alias, takes_dim
@@ -145,9 +146,6 @@ def _load(source: str) -> None:
                 setattr(holder, entry.attr, fn)  # where pickle looks a method up by its qualified name
             setattr(Tensor, entry.name, fn)
     _loaded.add(source)
-
-
-_StandIn = _lazy_names.StandIn  # what Tensor holds for a method of the table until its module loads
 
 
 def _inplace_form(name: str) -> Callable[..., Tensor]:
