@@ -18,8 +18,12 @@ CheckpointError naming the file and what is wrong with it.
 
 Any other object (a whole ``nn.Module``, an optimizer) is pickled, as torch.save does: its
 tensors still go to ``.npy`` members, the rest to a ``.pkl`` member. As in PyTorch since 2.6,
-``load`` refuses to unpickle it unless told ``weights_only=False``, because unpickling runs code
-from the file: save ``model.state_dict()`` to stay on the safe side.
+``load`` unpickles it with ``weights_only=True`` by default: a restricted unpickler that builds
+only containers, numbers, strings, dtypes, devices and the classes and functions the caller has
+allowlisted with ``add_safe_globals([...])`` or ``with safe_globals([...]):``; anything else (a
+class of the file's choosing, ``os.system``, ``eval``) is refused before it is called. Pass
+``weights_only=False`` only for a file you trust (a full unpickle runs code from the file), or
+save ``model.state_dict()`` to need neither.
 
 The ``.npy`` format has no bfloat16 (it would come back as anonymous 2-byte ``V2`` records): a
 bfloat16 array is stored as its raw ``uint16`` bits with ``"dtype": "bfloat16"`` in its manifest
@@ -41,10 +45,12 @@ import secrets
 import socket
 import stat
 import struct
+import threading
 import time
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from typing import IO, Any, Union
 
 import numpy as np
@@ -53,7 +59,8 @@ from tinyflow.device import CPU, Device, device_of, move
 from tinyflow.dtypes import bfloat16, is_bfloat16
 from tinyflow.tensor import Tensor
 
-__all__ = ["save", "load", "clean_stale_temporaries", "CheckpointError", "CheckpointWriteError", "MANIFEST_NAME"]
+__all__ = ["save", "load", "clean_stale_temporaries", "CheckpointError", "CheckpointWriteError", "MANIFEST_NAME",
+           "add_safe_globals", "get_safe_globals", "clear_safe_globals", "safe_globals"]
 
 MANIFEST_NAME = "__tinyflow__.json"
 FORMAT_NAME = "tinyflow-checkpoint"
@@ -76,6 +83,134 @@ class CheckpointWriteError(OSError):
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+
+# --------------------------------------------------------------------------- safe globals
+# What ``load(weights_only=True)`` may build from a pickle, as torch.serialization's allowlist:
+# PyTorch's functions and semantics (a process-wide list; ``safe_globals`` adds for a ``with``
+# block and restores the list on exit). An entry is a class or function, found in the pickle
+# under ``module.qualname``, or a pair ``(obj, "module.name")`` for an object pickled under
+# another name (a class that has moved).
+SafeGlobal = Union[Callable[..., Any], tuple[Callable[..., Any], str]]
+
+_user_safe_globals: list[SafeGlobal] = []
+_safe_globals_lock = threading.Lock()
+
+# The modules whose globals are never built unless allowlisted by name; a file naming one of them
+# is refused with PyTorch's "whose module ... is blocked" message.
+_BLOCKED_MODULES = frozenset({"sys", "os", "posix", "nt", "subprocess"})
+
+
+def _default_safe_globals() -> dict[str, Any]:
+    """What a whole-object pickle of tinyflow's own types needs beyond containers and numbers
+    (PyTorch's default allowlist has the same kind: OrderedDict, devices, dtypes, sets)."""
+    import builtins
+
+    from tinyflow.device import Device
+
+    out: dict[str, Any] = {
+        "collections.OrderedDict": OrderedDict,
+        "builtins.set": builtins.set, "builtins.frozenset": builtins.frozenset,
+        "builtins.bytearray": builtins.bytearray, "builtins.complex": builtins.complex,
+        "builtins.slice": builtins.slice, "builtins.range": builtins.range,
+        "_codecs.encode": __import__("_codecs").encode,  # bytes in pickle protocols 0-2
+        "tinyflow.device.Device": Device,
+        "numpy.dtype": np.dtype,
+    }
+    scalar = np.float32(0).__reduce__()[0]  # numpy's scalar constructor, by whatever path it pickles
+    for module in (scalar.__module__, "numpy.core.multiarray", "numpy._core.multiarray"):  # numpy 1 and 2 files
+        out[f"{module}.{scalar.__name__}"] = scalar
+    with contextlib.suppress(TypeError):  # no ml_dtypes: no bfloat16 dtype to allow
+        bf16 = bfloat16().type
+        out[f"{bf16.__module__}.{bf16.__name__}"] = bf16
+    return out
+
+
+def _global_name(entry: SafeGlobal) -> tuple[str, Any]:
+    """``(path, obj)`` for an allowlist entry, checked."""
+    if isinstance(entry, tuple):
+        if len(entry) != 2 or not isinstance(entry[1], str) or not callable(entry[0]):
+            raise TypeError(f"add_safe_globals: a pair must be (class or function, 'module.name'), got {entry!r}")
+        return entry[1], entry[0]
+    if not callable(entry):
+        raise TypeError(f"add_safe_globals: expected classes or functions, got {type(entry).__name__} {entry!r}")
+    module, qualname = getattr(entry, "__module__", None), getattr(entry, "__qualname__", None)
+    if not module or not qualname:
+        raise TypeError(f"add_safe_globals: {entry!r} has no __module__/__qualname__; give a pair (obj, 'module.name')")
+    return f"{module}.{qualname}", entry
+
+
+def add_safe_globals(safe_globals: list[SafeGlobal]) -> None:
+    """Mark these classes and functions as safe for ``load(weights_only=True)`` (process-wide), as
+    ``torch.serialization.add_safe_globals``: a pickle that names one of them may build it."""
+    for entry in safe_globals:
+        _global_name(entry)
+    with _safe_globals_lock:
+        _user_safe_globals.extend(e for e in safe_globals if e not in _user_safe_globals)
+
+
+def get_safe_globals() -> list[SafeGlobal]:
+    """The classes and functions the user has allowlisted (``add_safe_globals``, ``safe_globals``)."""
+    with _safe_globals_lock:
+        return list(_user_safe_globals)
+
+
+def clear_safe_globals() -> None:
+    """Forget every user-allowlisted global."""
+    with _safe_globals_lock:
+        _user_safe_globals.clear()
+
+
+class safe_globals:  # noqa: N801 - PyTorch's name
+    """``with safe_globals([Net, nn.Linear]): model = tf.load(path)``: the listed globals are
+    allowlisted inside the block only; on exit the allowlist is what it was before."""
+
+    def __init__(self, safe_globals: list[SafeGlobal]) -> None:
+        for entry in safe_globals:
+            _global_name(entry)
+        self.safe_globals = list(safe_globals)
+        self._saved: list[SafeGlobal] | None = None
+
+    def __enter__(self) -> None:
+        self._saved = get_safe_globals()
+        add_safe_globals(self.safe_globals)
+
+    def __exit__(self, *exc: Any) -> None:
+        with _safe_globals_lock:
+            _user_safe_globals[:] = self._saved or []
+
+
+def _allowed_globals() -> dict[str, Any]:
+    allowed = _default_safe_globals()
+    for entry in get_safe_globals():
+        path, obj = _global_name(entry)
+        allowed[path] = obj
+    return allowed
+
+
+class WeightsOnlyUnpicklingError(pickle.UnpicklingError):
+    """``load(weights_only=True)`` met a global that is not allowlisted. ``source`` is the file,
+    ``pickled_class`` the class of the pickled object, ``global_name`` the refused global."""
+
+    def __init__(self, message: str, source: str, pickled_class: str, global_name: str) -> None:
+        super().__init__(message)
+        self.source, self.pickled_class, self.global_name = source, pickled_class, global_name
+
+
+def _refused_global(source: str, pickled_class: str, path: str, module: str) -> WeightsOnlyUnpicklingError:
+    """PyTorch's message for a refused global, on one line."""
+    head = (f"Weights only load failed: {source} holds a pickled {pickled_class} (tf.save of a whole object), "
+            "and tf.load(weights_only=True) builds only allowlisted classes and functions. ")
+    if module.split(".")[0] in _BLOCKED_MODULES:
+        why = f"Trying to load unsupported GLOBAL {path} whose module {module} is blocked. "
+    else:
+        why = (f"Unsupported global: GLOBAL {path} was not an allowed global by default. Please use "
+               f"`tinyflow.serialization.add_safe_globals([{path}])` or the "
+               f"`tinyflow.serialization.safe_globals([{path}])` context manager to allowlist this global "
+               "if you trust this class/function. ")
+    tail = ("Re-running tf.load with weights_only=False will likely succeed, but it runs code from the file: do it "
+            "only if you got the file from a trusted source; saving model.state_dict() instead needs neither")
+    return WeightsOnlyUnpicklingError(head + why + tail, source, pickled_class, path)
 
 
 # --------------------------------------------------------------------------- save
@@ -379,16 +514,14 @@ class _Reader:
         self.members = set(zf.namelist())
 
     def _unpickle(self, node: dict[str, Any]) -> Any:
-        """A pickled object (tf.save of a whole model), only when the caller said weights_only=False."""
-        if self.weights_only:
-            raise pickle.UnpicklingError(
-                f"tf.load: {self.source} holds a pickled {node.get('class', 'object')} (tf.save of a whole "
-                "object), and unpickling runs code from the file: pass weights_only=False if you trust it, "
-                "or save and load its state_dict() instead")
+        """A pickled object (tf.save of a whole model). With weights_only (the default) only the
+        allowlisted globals are built (``safe_globals``); weights_only=False unpickles it all."""
         if node["name"] not in self.members:
             raise CheckpointError(f"tf.load: {self.source} is damaged: its pickle {node['name']!r} is missing")
         tensors = node["tensors"]
         reader = self
+        pickled_class = node.get("class", "object")
+        allowed = _allowed_globals() if self.weights_only else None
 
         class _Unpickler(pickle.Unpickler):
             def persistent_load(self, pid: Any) -> Any:
@@ -401,6 +534,14 @@ class _Reader:
                     p.requires_grad = value.requires_grad
                     return p
                 return value
+
+            def find_class(self, module: str, name: str) -> Any:
+                if allowed is None:
+                    return super().find_class(module, name)
+                path = f"{module}.{name}"
+                if path not in allowed:  # refused before anything of the file's choosing is called
+                    raise _refused_global(reader.source, pickled_class, path, module)
+                return allowed[path]
 
         with _read_errors_as_damage(f"{self.source} (pickle {node['name']!r})"):
             data = self.zf.read(node["name"])
@@ -493,8 +634,9 @@ def load(path: Union[PathLike, IO[bytes]], map_location: Any = None, pickle_modu
     saved locations to devices (``{"cuda:0": "cpu"}``); a callable ``f(storage, location)`` gets
     each tensor on the host with its saved location and returns it, moved or not.
     ``weights_only`` as in PyTorch 2.6+: unless it is False, a pickled object in the file (tf.save of
-    a whole model) is refused with an ``UnpicklingError``, since unpickling runs code; the data of
-    a state dict never needs it. ``mmap``, ``pickle_module`` and ``encoding`` are accepted and ignored.
+    a whole model) is unpickled with only the allowlisted globals (``safe_globals``,
+    ``add_safe_globals``); any other global is refused with an ``UnpicklingError`` before it is
+    called, since unpickling runs code. The data of a state dict never needs a pickle. ``mmap``, ``pickle_module`` and ``encoding`` are accepted and ignored.
     A file that is not a tinyflow checkpoint, or one that is damaged (truncated, a changed byte, a
     malformed manifest), is a CheckpointError that names the file and says what is wrong with it.
     """
