@@ -108,5 +108,5 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
     return LogSoftmaxFunction.apply(*amp.float32_inputs(_softmax_input(input, dtype)), dim)
 
 
-def logsumexp(x: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:
-    return LogSumExp.apply(x, dim, keepdim)
+def logsumexp(input: Tensor, dim: int = -1, keepdim: bool = False) -> Tensor:  # noqa: A002
+    return LogSumExp.apply(input, dim, keepdim)

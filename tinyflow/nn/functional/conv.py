@@ -23,14 +23,14 @@ def _same_padding(kernel: tuple[int, int], dilation: tuple[int, int],
     return before, (total[0] - before[0], total[1] - before[1])
 
 
-def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,  # noqa: A002
            padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1) -> Tensor:
-    """2-D cross-correlation over x (N, C, H, W) or (C, H, W), as ``torch.nn.functional.conv2d``.
+    """2-D cross-correlation over input (N, C, H, W) or (C, H, W), as ``torch.nn.functional.conv2d``.
 
     Inside ``tf.amp.autocast`` it computes in the autocast dtype (float32 weights get float32
     gradients through the casts).
     """
-    x, weight, bias = amp.autocast_inputs(x, weight, bias)
+    x, weight, bias = amp.autocast_inputs(input, weight, bias)
     if weight.ndim != 4:
         raise FunctionalError(f"conv2d: weight must be 4-D (O, C/groups, kh, kw), got shape {tuple(weight.shape)}")
     unbatched = x.ndim == 3

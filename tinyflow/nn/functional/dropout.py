@@ -15,14 +15,14 @@ def _check_p(op: str, p: float) -> None:
         raise FunctionalError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
 
 
-def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,  # noqa: A002
             generator: Generator | None = None) -> Tensor:
     """Inverted dropout; the identity when not training or p == 0."""
     _check_p("dropout", p)
     if not training or p == 0:
-        return x
+        return input
     if p == 1:
-        return x * 0.0
+        return input * 0.0
     # an int now, or inside a CUDA graph capture a device slot drawn before each replay
     seed = dropout_seed(lambda: int(rng(generator).integers(0, 2**63 - 1)))
-    return DropoutFunction.apply(x, p, seed)
+    return DropoutFunction.apply(input, p, seed)

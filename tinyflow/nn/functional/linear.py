@@ -8,6 +8,6 @@ from tinyflow.tensor import Tensor
 __all__ = ["linear"]
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """x @ weight.T + bias (in the autocast dtype inside ``tf.amp.autocast``)."""
-    return LinearFunction.apply(*amp.autocast_inputs(x, weight, bias))
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:  # noqa: A002
+    """input @ weight.T + bias (in the autocast dtype inside ``tf.amp.autocast``)."""
+    return LinearFunction.apply(*amp.autocast_inputs(input, weight, bias))

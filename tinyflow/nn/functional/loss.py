@@ -53,15 +53,15 @@ def _reduce(losses: Tensor, reduction: str) -> Tensor:
     return losses.sum() if reduction == "sum" else losses
 
 
-def cross_entropy(logits: Tensor, target: Any, weight: Tensor | None = None, size_average: bool | None = None,
-                  ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean",
-                  label_smoothing: float = 0.0) -> Tensor:
+def cross_entropy(input: Tensor, target: Any, weight: Tensor | None = None,  # noqa: A002
+                  size_average: bool | None = None, ignore_index: int = -100, reduce: bool | None = None,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """Softmax cross-entropy on logits (N, C), (N, C, d1, ...) or (C,) and class indices, as PyTorch.
 
     Targets that are class probabilities (a float tensor shaped like the logits) are supported too.
     """
     reduction = _reduction("cross_entropy", size_average, reduce, reduction)
-    logits, target = amp.float32_inputs(logits, target)
+    logits, target = amp.float32_inputs(input, target)
     if not 0 <= label_smoothing <= 1:
         raise FunctionalError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     w = weight.array if isinstance(weight, Tensor) else weight
@@ -93,11 +93,12 @@ def _soft_cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None, r
     return losses.sum() if reduction == "sum" else losses
 
 
-def nll_loss(log_probs: Tensor, target: Any, weight: Tensor | None = None, size_average: bool | None = None,
-             ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+def nll_loss(input: Tensor, target: Any, weight: Tensor | None = None,  # noqa: A002
+             size_average: bool | None = None, ignore_index: int = -100, reduce: bool | None = None,
+             reduction: str = "mean") -> Tensor:
     """The negative log-likelihood of class indices under log-probabilities (N, C, *) or (C,)."""
     reduction = _reduction("nll_loss", size_average, reduce, reduction)
-    (log_probs,) = amp.float32_inputs(log_probs)
+    (log_probs,) = amp.float32_inputs(input)
     w = weight.array if isinstance(weight, Tensor) else weight
     if log_probs.ndim == 1:
         t = _target(target, log_probs)
@@ -118,22 +119,36 @@ def _pointwise_pair(op: str, input: Tensor, target: Any) -> tuple[Tensor, Tensor
     return tuple(amp.float32_inputs(input, target))  # type: ignore[return-value]
 
 
+def _weighted(op: str, losses: Tensor, input: Tensor, weight: Tensor, reduction: str) -> Tensor:  # noqa: A002
+    """Elementwise ``losses`` scaled by ``weight`` (input's shape); 'mean' is the weighted mean
+    sum(w * loss) / sum(w), as PyTorch's mse_loss and l1_loss compute it."""
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError(f"{op}: weight of shape {tuple(weight.shape)} must have the input's shape "
+                         f"{tuple(input.shape)} (Weights and input must have the same size.)")
+    weighted = losses * weight
+    if reduction == "mean":
+        return weighted.sum() / weight.sum()
+    return weighted.sum() if reduction == "sum" else weighted
+
+
 def mse_loss(input: Tensor, target: Any, size_average: bool | None = None, reduce: bool | None = None,  # noqa: A002
              reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """The mean (or sum) of squared differences."""
     reduction = _reduction("mse_loss", size_average, reduce, reduction)
     a, t = _pointwise_pair("mse_loss", input, target)
     if weight is not None:
-        losses = MSELossFunction.apply(a, t, "none") * weight
-        return losses if reduction == "none" else losses.mean() if reduction == "mean" else losses.sum()
+        return _weighted("mse_loss", MSELossFunction.apply(a, t, "none"), input, weight, reduction)
     return MSELossFunction.apply(a, t, reduction)
 
 
 def l1_loss(input: Tensor, target: Any, size_average: bool | None = None, reduce: bool | None = None,  # noqa: A002
-            reduction: str = "mean") -> Tensor:
-    """The mean (or sum) of absolute differences."""
+            reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+    """The mean (or sum) of absolute differences (each scaled by ``weight`` when given, as mse_loss)."""
     reduction = _reduction("l1_loss", size_average, reduce, reduction)
-    return L1LossFunction.apply(*_pointwise_pair("l1_loss", input, target), reduction)
+    a, t = _pointwise_pair("l1_loss", input, target)
+    if weight is not None:
+        return _weighted("l1_loss", L1LossFunction.apply(a, t, "none"), input, weight, reduction)
+    return L1LossFunction.apply(a, t, reduction)
 
 
 def _weight_array(op: str, weight: Any, like: Tensor) -> Any:

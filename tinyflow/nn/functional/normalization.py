@@ -13,22 +13,23 @@ from tinyflow.tensor import Tensor
 __all__ = ["local_response_norm", "batch_norm", "layer_norm", "rms_norm", "group_norm"]
 
 
-def local_response_norm(x: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,  # noqa: A002
                         k: float = 1.0) -> Tensor:
     """Normalise each activation by the energy of its ``size`` neighbouring channels (N, C, *)."""
-    if x.ndim < 3:
+    if input.ndim < 3:
         raise FunctionalError(f"local_response_norm: input must be at least 3-D (N, C, *), got shape "
-                         f"{tuple(x.shape)}")
+                         f"{tuple(input.shape)}")
     if not isinstance(size, int) or size < 1:
         raise FunctionalError(f"local_response_norm: size must be a positive int, got {size!r}")
-    (x,) = amp.float32_inputs(x)
+    (x,) = amp.float32_inputs(input)
     return LocalResponseNormFunction.apply(x, size, float(alpha), float(beta), float(k))
 
 
-def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,  # noqa: A002
                weight: Tensor | None = None, bias: Tensor | None = None,
                training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
     """Batch normalisation over the channel axis of (N, C, *), as ``torch.nn.functional.batch_norm``."""
+    x = input
     if x.ndim < 2:
         raise FunctionalError(f"batch_norm: input must be (N, C, *), got shape {tuple(x.shape)}")
     c = x.shape[1]

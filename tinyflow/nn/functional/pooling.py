@@ -39,7 +39,7 @@ def _pool_geometry(op: str, x: Tensor, kernel_size, stride, padding, dilation, c
     return k, s, p, d
 
 
-def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
+def max_pool2d(input: Tensor, kernel_size: IntPair, stride: IntPair | None = None,  # noqa: A002
                padding: IntPair = 0, dilation: IntPair = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Any:
     """Max pooling over (N, C, H, W); stride defaults to kernel_size, as in PyTorch.
@@ -47,34 +47,34 @@ def max_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
     With ``return_indices`` also the position of each maximum as a flat index into its
     (H, W) plane (int64), as ``max_unpool2d`` takes it.
     """
-    k, s, p, d = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
-    x, unbatched = _batched(x)
+    k, s, p, d = _pool_geometry("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
+    x, unbatched = _batched(input)
     out = MaxPool2dFunction.apply(x, k, s, p, d, bool(ceil_mode), bool(return_indices))
     if unbatched:
         out = tuple(o.reshape(*o.shape[1:]) for o in out) if return_indices else out.reshape(*out.shape[1:])
     return out
 
 
-def max_pool2d_with_indices(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
+def max_pool2d_with_indices(input: Tensor, kernel_size: IntPair, stride: IntPair | None = None,  # noqa: A002
                             padding: IntPair = 0, dilation: IntPair = 1, ceil_mode: bool = False,
                             return_indices: bool = True) -> tuple[Tensor, Tensor]:
-    return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, True)
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
-def avg_pool2d(x: Tensor, kernel_size: IntPair, stride: IntPair | None = None,
+def avg_pool2d(input: Tensor, kernel_size: IntPair, stride: IntPair | None = None,  # noqa: A002
                padding: IntPair = 0, ceil_mode: bool = False,
                count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
     """Average pooling over (N, C, H, W); padding counts in the divisor by default (PyTorch).
 
     ``divisor_override`` divides each window's sum by that number instead."""
-    k, s, p, _ = _pool_geometry("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    k, s, p, _ = _pool_geometry("avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
     if divisor_override is not None:
         if divisor_override == 0:
             raise FunctionalError("avg_pool2d: divisor_override must be non-zero")
         if ceil_mode:
             raise NotImplementedError("avg_pool2d: divisor_override with ceil_mode=True is not supported")
-        return avg_pool2d(x, k, s, p, False, True) * (k[0] * k[1] / divisor_override)
-    x, unbatched = _batched(x)
+        return avg_pool2d(input, k, s, p, False, True) * (k[0] * k[1] / divisor_override)
+    x, unbatched = _batched(input)
     y = AvgPool2dFunction.apply(x, k, s, p, bool(ceil_mode), bool(count_include_pad))
     return y.reshape(*y.shape[1:]) if unbatched else y
 
@@ -91,17 +91,17 @@ def _adaptive_size(op: str, x: Tensor, output_size: Any) -> tuple[int, int]:
     return oh, ow
 
 
-def adaptive_avg_pool2d(x: Tensor, output_size: int | None | tuple[int | None, int | None]) -> Tensor:
+def adaptive_avg_pool2d(input: Tensor, output_size: int | None | tuple[int | None, int | None]) -> Tensor:  # noqa: A002
     """Average pooling to a fixed (OH, OW), windows as PyTorch's; None keeps that input size."""
-    oh, ow = _adaptive_size("adaptive_avg_pool2d", x, output_size)
-    if (oh, ow) == tuple(x.shape[-2:]):
-        return x  # every window is one pixel: the identity (AlexNet's 6x6 -> 6x6 at 224)
-    return AdaptiveAvgPool2dFunction.apply(x, (oh, ow))
+    oh, ow = _adaptive_size("adaptive_avg_pool2d", input, output_size)
+    if (oh, ow) == tuple(input.shape[-2:]):
+        return input  # every window is one pixel: the identity (AlexNet's 6x6 -> 6x6 at 224)
+    return AdaptiveAvgPool2dFunction.apply(input, (oh, ow))
 
 
-def adaptive_max_pool2d(x: Tensor, output_size: int | None | tuple[int | None, int | None],
+def adaptive_max_pool2d(input: Tensor, output_size: int | None | tuple[int | None, int | None],  # noqa: A002
                         return_indices: bool = False) -> Any:
     """Max over PyTorch's adaptive windows to a fixed (OH, OW); indices as max_pool2d's."""
-    oh, ow = _adaptive_size("adaptive_max_pool2d", x, output_size)
-    out, indices = AdaptiveMaxPool2dFunction.apply(x, (oh, ow))
+    oh, ow = _adaptive_size("adaptive_max_pool2d", input, output_size)
+    out, indices = AdaptiveMaxPool2dFunction.apply(input, (oh, ow))
     return (out, indices) if return_indices else out

@@ -31,35 +31,35 @@ def _from_2d(y: Tensor) -> Tensor:
     return y.reshape(*y.shape[:-2], y.shape[-1])
 
 
-def max_pool1d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,  # noqa: A002
                ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """Max pooling over (N, C, L): max_pool2d on a height-1 image."""
     op = "max_pool1d"
     k = _single(kernel_size, "kernel_size", op)
     s = k if stride is None or stride == () else _single(stride, "stride", op)
-    out = max_pool2d(_as_2d(op, x), (1, k), (1, s), (0, _single(padding, "padding", op)),
+    out = max_pool2d(_as_2d(op, input), (1, k), (1, s), (0, _single(padding, "padding", op)),
                      (1, _single(dilation, "dilation", op)), ceil_mode, return_indices)
     return tuple(_from_2d(o) for o in out) if return_indices else _from_2d(out)
 
 
-def avg_pool1d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
-               count_include_pad: bool = True) -> Tensor:
+def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
     """Average pooling over (N, C, L): avg_pool2d on a height-1 image."""
     op = "avg_pool1d"
     k = _single(kernel_size, "kernel_size", op)
     s = k if stride is None or stride == () else _single(stride, "stride", op)
-    return _from_2d(avg_pool2d(_as_2d(op, x), (1, k), (1, s), (0, _single(padding, "padding", op)), ceil_mode,
+    return _from_2d(avg_pool2d(_as_2d(op, input), (1, k), (1, s), (0, _single(padding, "padding", op)), ceil_mode,
                                count_include_pad))
 
 
-def adaptive_avg_pool1d(x: Tensor, output_size: Any) -> Tensor:
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A002
     op = "adaptive_avg_pool1d"
-    return _from_2d(adaptive_avg_pool2d(_as_2d(op, x), (1, _single(output_size, "output_size", op))))
+    return _from_2d(adaptive_avg_pool2d(_as_2d(op, input), (1, _single(output_size, "output_size", op))))
 
 
-def adaptive_max_pool1d(x: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:  # noqa: A002
     op = "adaptive_max_pool1d"
-    out = adaptive_max_pool2d(_as_2d(op, x), (1, _single(output_size, "output_size", op)), return_indices)
+    out = adaptive_max_pool2d(_as_2d(op, input), (1, _single(output_size, "output_size", op)), return_indices)
     return tuple(_from_2d(o) for o in out) if return_indices else _from_2d(out)
 
 
@@ -102,11 +102,11 @@ def _combine_indices(plane_idx: Tensor, depth_idx: Tensor, h: int, w: int) -> Te
     return Tensor._from_array(d_idx * (h * w) + hw, device=plane_idx.device)
 
 
-def max_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,  # noqa: A002
                ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """Max pooling over (N, C, D, H, W): the maximum of maxima, over (H, W) then over D."""
     op = "max_pool3d"
-    x, unbatched = _as_5d(op, x)
+    x, unbatched = _as_5d(op, input)
     k = _triple(kernel_size, "kernel_size", op)
     s = k if stride is None or stride == () else _triple(stride, "stride", op)
     p, d = _triple(padding, "padding", op), _triple(dilation, "dilation", op)
@@ -119,12 +119,12 @@ def max_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0
     return deep.squeeze(0) if unbatched else deep
 
 
-def avg_pool3d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
+               ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
     """Average pooling over (N, C, D, H, W): over (H, W) then over D (the divisor is a product of
     per-axis counts, so the passes are exact)."""
     op = "avg_pool3d"
-    x, unbatched = _as_5d(op, x)
+    x, unbatched = _as_5d(op, input)
     k = _triple(kernel_size, "kernel_size", op)
     s = k if stride is None or stride == () else _triple(stride, "stride", op)
     p = _triple(padding, "padding", op)
@@ -149,17 +149,17 @@ def _adaptive_3d(op: str, x: Tensor, output_size: Any) -> tuple[Tensor, bool, tu
     return x, unbatched, out  # type: ignore[return-value]
 
 
-def adaptive_avg_pool3d(x: Tensor, output_size: Any) -> Tensor:
+def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A002
     """Average pooling to a fixed (OD, OH, OW) with PyTorch's adaptive windows, axis by axis."""
-    x, unbatched, (od, oh, ow) = _adaptive_3d("adaptive_avg_pool3d", x, output_size)
+    x, unbatched, (od, oh, ow) = _adaptive_3d("adaptive_avg_pool3d", input, output_size)
     plane = _plane_pass(adaptive_avg_pool2d, x, (oh, ow))
     out = _depth_pass(adaptive_avg_pool2d, plane, (1, od))
     return out.squeeze(0) if unbatched else out
 
 
-def adaptive_max_pool3d(x: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:  # noqa: A002
     """Max pooling to a fixed (OD, OH, OW) with PyTorch's adaptive windows, axis by axis."""
-    x, unbatched, (od, oh, ow) = _adaptive_3d("adaptive_max_pool3d", x, output_size)
+    x, unbatched, (od, oh, ow) = _adaptive_3d("adaptive_max_pool3d", input, output_size)
     plane = _plane_pass(adaptive_max_pool2d, x, (oh, ow), True)
     deep = _depth_pass(adaptive_max_pool2d, plane[0], (1, od), True)
     out = (deep[0], _combine_indices(plane[1], deep[1], x.shape[3], x.shape[4])) if return_indices else deep[0]
