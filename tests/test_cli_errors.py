@@ -58,7 +58,7 @@ def _error_line(err: str, command: str = "train") -> str:
     (["train", "m", "--device", "cuda:x"], "argument --device: unknown device 'cuda:x'"),
     (["eval", "m", "--checkpoint", "c", "--device", "tpu"], "argument --device: unknown device 'tpu'"),
     (["sample", "--checkpoint", "c", "--temperature", "nan"], "argument --temperature: must be a finite number >= 0, got nan"),
-    (["sample", "--checkpoint", "c", "--temperature", "-1"], "argument --temperature: must be a finite number >= 0"),
+    (["sample", "--checkpoint", "c", "--temperature", "-1"], "argument --temperature: must be >= 0, got -1"),
     (["sample", "--checkpoint", "c", "--temperature", "inf"], "argument --temperature: must be a finite number >= 0"),
     (["data", "pack", "a", "b", "--size", "0"], "argument --size: must be >= 1, got 0"),
 ])  # fmt: skip
@@ -153,11 +153,16 @@ def test_a_full_disk_while_writing_the_metrics_is_one_line(tiny: Path, tmp_path:
 def test_an_impossible_checkpoint_dir_is_one_line(tiny: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     a_file = tmp_path / "f"
     a_file.write_text("not a directory")
-    for run in (a_file, a_file / "run"):
-        assert _train(tiny, run) == 1
+    for run, why in ((a_file, f"{str(a_file)!r} is a file, not a folder"),
+                     (a_file / "run", f"{str(a_file / 'run')!r} cannot be created: {str(a_file)!r} is a file")):
+        with pytest.raises(SystemExit) as exit_:  # refused with the options, before any work
+            _train(tiny, run)
+        assert exit_.value.code == 2
         line = _error_line(capsys.readouterr().err)
-        assert line == (f"tinyflow train: error: checkpoint directory {str(run)!r} cannot be created "
-                        f"({str(a_file)!r} is a file); pass another --checkpoint-dir")
+        assert line == f"tinyflow train: error: argument --checkpoint-dir: {why}"
+    # The default folder (runs/MODEL) is not an option value: the Checkpointer says it, as before.
+    with pytest.raises(serialization.CheckpointWriteError, match=r"checkpoint directory .* cannot be created \('.*f' is a file\); pass another"):
+        ckpts.Checkpointer(a_file / "run")
 
     def refuse(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         raise PermissionError(errno.EACCES, "Permission denied", str(self))

@@ -1,21 +1,24 @@
 """The ``tinyflow`` command: ``tinyflow train | eval | data | sample | bench | sweep | launch``.
 
 Each subcommand lives in ``tinyflow/commands/<name>.py`` with ``register(subparsers)`` (which
-adds its parser and sets ``func``) and ``run(args) -> int``.
+adds its parser and sets ``func``) and ``run(args) -> int``. Every parser is an options.Parser: a bad
+option value is one line naming the flag and exit status 2 before any work (the checks are declared
+with the options, see tinyflow/commands/options.py).
 """
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
+
+from tinyflow.commands.options import Parser
 
 COMMANDS = ("train", "eval", "data", "sample", "bench", "sweep", "launch")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     from tinyflow import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tinyflow",
         description="tinyflow: train and benchmark AlexNet-style CNNs and LSTMs, on one or many workers.",
     )

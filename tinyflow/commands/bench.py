@@ -267,10 +267,9 @@ def _argv(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Measure, then (rank 0) print the table and write the files."""
+    from tinyflow.parallel.allreduce import ALGORITHM_CHOICES
     from tinyflow.parallel.benchmark import parse_sizes, run_allreduce_bench
     from tinyflow.parallel.world import launched_by_mpi
-
-    from tinyflow.parallel.allreduce import ALGORITHM_CHOICES
 
     # Every option is checked here, before mpirun starts N workers that would each fail alike.
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]

@@ -6,8 +6,9 @@ launcher started, the user's own ``mpirun -H host1,host2 ...`` included, joins t
 instead). lstm-lm trains with tinyflow/recipes/language_model.py. Options that the two families
 share but set differently (learning rate, weight decay, clipping), and those that a resumed run
 continues with unless given again (``RESUMED_OPTIONS``: epochs, batch size, optimizer, ...), are
-left at None by the parser and filled here once, by ``fill_defaults``, which also records which
-ones the command line gave (``args.given``).
+left at None by the parser and filled here once, by ``fill_defaults``. Which options the command
+line gave (``args.given``, that a resume reconciles with its checkpoint) the option layer records
+(tinyflow/commands/options.py, where every option's check is declared).
 
 Stopping: within the command SIGTERM and SIGUSR1 count as Ctrl-C (tinyflow.recipes.loop); with
 ``--nproc N`` this process forwards Ctrl-C and SIGTERM to every worker (tinyflow.parallel.launch).
@@ -19,7 +20,17 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from tinyflow.commands.options import device, nonnegative_int, positive_int
+from tinyflow.commands.options import (
+    Number,
+    device,
+    input_path,
+    nonnegative_float,
+    nonnegative_int,
+    output_dir,
+    output_file,
+    positive_int,
+    text,
+)
 from tinyflow.recipes.checkpoint import RESUMED_OPTIONS
 from tinyflow.recipes.loop import DIVERGENCE_FACTOR, DIVERGENCE_FLOOR, LOG_EVERY
 from tinyflow.recipes.vision import AUGMENTATIONS, default_image_size
@@ -58,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"the loss becomes NaN or infinite, or diverges: when a step's loss exceeds both "
         f"{DIVERGENCE_FACTOR:g} times the run's first loss and {DIVERGENCE_FLOOR:g}.",
     )
-    parser.add_argument("model", help="model name, e.g. alexnet or lstm-lm")
+    parser.add_argument("model", type=text, help="model name, e.g. alexnet or lstm-lm")
 
     training = parser.add_argument_group("training")
     training.add_argument("--epochs", type=positive_int, default=None,
@@ -69,11 +80,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           "goes on from the same sample)")
     training.add_argument("--optimizer", choices=("sgd", "adam"), default=None,
                           help="default: adam (resumed: the run's own; another one is an error)")
-    training.add_argument("--lr", type=float, default=None,
+    training.add_argument("--lr", type=nonnegative_float, default=None,
                           help="learning rate (default: 3e-4 for adam, 0.02 for sgd; lstm-lm: 2e-3 for adam, 1.0 "
                           "for sgd; resumed: the run's own, or this one from the epoch resumed)")
-    training.add_argument("--momentum", type=float, default=None, help="SGD momentum (default: 0.9)")
-    training.add_argument("--weight-decay", type=float, default=None,
+    training.add_argument("--momentum", type=nonnegative_float, default=None, help="SGD momentum (default: 0.9)")
+    training.add_argument("--weight-decay", type=nonnegative_float, default=None,
                           help="L2 penalty (default: 5e-4 for sgd, 0 for adam; lstm-lm: 0)")
     training.add_argument("--schedule", choices=("cosine", "constant"), default=None,
                           help="learning-rate schedule over the epochs, image models (default: cosine)")
@@ -84,9 +95,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     training.add_argument("--device", type=device, default="cpu", help="cpu or cuda:N (default: %(default)s)")
     training.add_argument("--seed", type=nonnegative_int, default=0,
                           help="seed of weights, shuffling and augmentation (default: %(default)s)")
-    training.add_argument("--checkpoint-dir", default=None, help="checkpoints, metrics.jsonl and metrics.png "
+    training.add_argument("--checkpoint-dir", type=output_dir, default=None, help="checkpoints, metrics.jsonl and metrics.png "
                           "(default: runs/MODEL)")
-    training.add_argument("--resume", nargs="?", const="auto", default=None, metavar="CHECKPOINT",
+    training.add_argument("--resume", type=input_path, nargs="?", const="auto", default=None, metavar="CHECKPOINT",
                           help="continue from CHECKPOINT (default: CHECKPOINT_DIR/last.ckpt) with its options, "
                           "except those given again (--epochs, --lr, --schedule, --batch-size, ...: the resume "
                           "line says what changed)")
@@ -100,13 +111,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           "the device (steps in between never wait for it; default: %(default)s)")
 
     images = parser.add_argument_group("image models")
-    images.add_argument("--data", default=None, help="image folder (DIR/train + DIR/val, or DIR/<class>/...) "
+    images.add_argument("--data", type=input_path, default=None, help="image folder (DIR/train + DIR/val, or DIR/<class>/...) "
                         "or packed folder; default: the embedded synthetic data set")
     images.add_argument("--image-size", type=positive_int, default=None, help="square input side (default: the model's)")
     images.add_argument("--augment", choices=AUGMENTATIONS, default="auto",
                         help="training augmentation: random resized crops, pad-and-crop, or none; auto = "
                         "pad-crop for the synthetic and packed sets, resized-crop otherwise (default: auto)")
-    images.add_argument("--crop-scale", type=float, default=0.35,
+    images.add_argument("--crop-scale", type=Number(0.0, 1.0, above=True), default=0.35,
                         help="smallest area fraction of the random resized crops (default: %(default)s)")
     images.add_argument("--workers", type=nonnegative_int, default=min(2, max(0, (os.cpu_count() or 1) - 1)),
                         help="data-loading processes, 0 = in the training process (default: %(default)s)")
@@ -114,14 +125,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="refuse a class folder without images (default: a warning; the class keeps its index)")
 
     lm = parser.add_argument_group("language model (lstm-lm)")
-    lm.add_argument("--text", default=None, help="training text file (default: an embedded corpus)")
+    lm.add_argument("--text", type=input_path, default=None, help="training text file (default: an embedded corpus)")
     lm.add_argument("--seq-len", type=positive_int, default=None, help="truncated-BPTT segment length")
-    lm.add_argument("--clip", type=float, default=None, help="clip the gradient norm to this value (default: 1.0)")
+    lm.add_argument("--clip", type=nonnegative_float, default=None, help="clip the gradient norm to this value (default: 1.0)")
     lm.add_argument("--level", choices=("char", "word"), default=None, help="tokens: characters or words (default: char)")
-    lm.add_argument("--embedding-dim", type=int, default=None, help="embedding size (default: the preset's)")
-    lm.add_argument("--hidden-size", type=int, default=None, help="LSTM hidden size (default: the preset's)")
-    lm.add_argument("--num-layers", type=int, default=None, help="LSTM layers (default: the preset's)")
-    lm.add_argument("--dropout", type=float, default=None, help="dropout between LSTM layers")
+    lm.add_argument("--embedding-dim", type=positive_int, default=None, help="embedding size (default: the preset's)")
+    lm.add_argument("--hidden-size", type=positive_int, default=None, help="LSTM hidden size (default: the preset's)")
+    lm.add_argument("--num-layers", type=positive_int, default=None, help="LSTM layers (default: the preset's)")
+    lm.add_argument("--dropout", type=Number(0.0, 1.0), default=None, help="dropout between LSTM layers")
     lm.add_argument("--tie-weights", action="store_true", default=None,
                     help="share the embedding and output weights (needs embedding-dim == hidden-size)")
 
@@ -131,17 +142,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="all-reduce algorithm for the gradients; auto picks ring, tree or MPI's own per "
                          "bucket size from a cost model timed once at start-up, size by a fixed rule with "
                          "no timing (DataParallel's own default) (default: %(default)s)")
-    dp.add_argument("--trace", default=None, help="write a Chrome-trace timeline of compute and all-reduce")
+    dp.add_argument("--trace", type=output_file, default=None, help="write a Chrome-trace timeline of compute and all-reduce")
     parser.set_defaults(func=run)
 
 
 def fill_defaults(args: argparse.Namespace) -> argparse.Namespace:
-    """Fill the options left at None with the defaults of MODEL's family (once, before training);
-    ``args.given``: the RESUMED_OPTIONS that the command line gave (a resumed run takes the others
-    from its checkpoint)."""
+    """Fill the options left at None with the defaults of MODEL's family (once, before training).
+    ``args.given``: the options the command line gave, as the option layer recorded them (a resumed
+    run takes the others from its checkpoint); for ``args`` made by hand, those it sets of RESUMED_OPTIONS."""
     language_model = args.model in LANGUAGE_MODELS
     family = LANGUAGE_MODEL_DEFAULTS if language_model else IMAGE_DEFAULTS
-    args.given = frozenset(name for name in RESUMED_OPTIONS if getattr(args, name, None) is not None)
+    given = getattr(args, "given", None)
+    if given is None:
+        given = {name for name in RESUMED_OPTIONS if getattr(args, name, None) is not None}
+    args.given = frozenset(given)
     for name, value in COMMON_DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, value)

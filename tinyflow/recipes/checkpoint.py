@@ -7,8 +7,10 @@
 - ``Checkpointer``: one run's checkpoints, last.ckpt and best.ckpt in its directory, the one to
   resume from, and whether this process writes (in a data-parallel run only rank 0 does);
 - ``resume_path``: the checkpoint that ``--resume`` names;
-- ``resume_options``: the command line's options against those of the run resumed (what it
-  leaves out continues, what it changes is listed; another optimizer or too few epochs is an error).
+- ``resume_options``: the command line's options against those the run resumed recorded: what it
+  leaves out is taken from the checkpoint, what it changes is listed where it may change (epochs,
+  learning rate and schedule, batch size, workers, ...), and another value of one that shaped the
+  run (optimizer, precision, seed, data and model settings) is an error naming both.
 
 What a checkpoint holds is the loop's business (tinyflow.recipes.loop.fit): the model, the
 optimizer, the RNG states, the position in the epoch and the epoch's running sums, so that a
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import random
 import shutil
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +33,8 @@ import numpy as np
 
 __all__ = ["CheckpointMismatchError", "ResumeError", "save_checkpoint", "load_checkpoint", "load_model_state",
            "rng_state", "set_rng_state", "Checkpointer", "resume_path", "resume_options", "check_epochs",
-           "options_of", "RESUMED_OPTIONS", "LAST", "BEST"]
+           "options_of", "recorded_options", "Resumed", "check_world_size", "RESUMED_OPTIONS", "MAY_CHANGE",
+           "LAST", "BEST"]
 
 CHECKPOINT_FORMAT = "tinyflow-train-v1"
 LAST = "last.ckpt"
@@ -54,12 +59,11 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> None:
 
 def load_checkpoint(path: str | os.PathLike, model_name: str | None = None) -> dict[str, Any]:
     """Read a training checkpoint; with ``model_name``, refuse one written for another model."""
-    import tinyflow
 
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint {path!r} does not exist")
-    state = tinyflow.load(path, map_location="cpu")
+    state = _load(path)
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointMismatchError(f"{path!r} is not a tinyflow training checkpoint (written by `tinyflow train`)")
     if model_name is not None and state.get("model_name") != model_name:
@@ -68,6 +72,25 @@ def load_checkpoint(path: str | os.PathLike, model_name: str | None = None) -> d
             f"pass the matching model name or another --checkpoint"
         )
     return state
+
+
+def _load(path: str) -> Any:
+    """tf.load(path) on the CPU; a file that holds a pickled whole object (tf.save(model)) is a
+    CheckpointMismatchError saying what it holds and how to load it (the command line does not
+    unpickle: that runs code from the file)."""
+    import tinyflow
+    from tinyflow.serialization import WeightsOnlyUnpicklingError
+
+    try:
+        return tinyflow.load(path, map_location="cpu")
+    except WeightsOnlyUnpicklingError as exc:
+        what = getattr(exc, "pickled_class", None) or "Python object"
+        raise CheckpointMismatchError(
+            f"{path!r} holds a pickled {what} (a whole object saved with tf.save(model)), not a checkpoint "
+            f"written by `tinyflow train`, and the command line does not unpickle objects (that runs code from "
+            f"the file); load it in Python with tinyflow.load({path!r}, weights_only=False) if you trust the "
+            "file, or save model.state_dict() instead, which tinyflow.load reads without unpickling"
+        ) from None
 
 
 def load_model_state(model: Any, state_dict: dict[str, Any], path: str) -> None:
@@ -149,7 +172,7 @@ class Checkpointer:
         self.meta = dict(meta or {})
         self.resume = os.fspath(resume) if resume is not None else None
         self.writer = writer
-        self.changes: list[str] = []  # what the resumed run changes ("--lr 0.001 -> 0.01"), for its resume line
+        self.resumed = Resumed()  # what the resumed run takes, changes and cannot check, for its resume line
         self._resumed: dict[str, Any] | None = None
         if self.directory is not None and writer:
             self._make_directory()
@@ -157,6 +180,7 @@ class Checkpointer:
     def _make_directory(self) -> None:
         """Create the directory (one clear error if it cannot be) and remove the temporaries that
         a save killed half-way left there (saying so)."""
+        from tinyflow.commands.options import unwritable
         from tinyflow.serialization import CheckpointWriteError, clean_stale_temporaries
 
         assert self.directory is not None
@@ -169,6 +193,9 @@ class Checkpointer:
                 reason = f"{str(in_the_way)!r} is a file"
             raise CheckpointWriteError(exc.errno, f"checkpoint directory {str(self.directory)!r} cannot be "
                                        f"created ({reason}); pass another --checkpoint-dir") from exc
+        problem = unwritable(self.directory)
+        if problem:  # an existing folder: refused now, not at the first save an epoch later
+            raise CheckpointWriteError(errno.EACCES, f"checkpoint directory {problem}; pass another --checkpoint-dir")
         removed = clean_stale_temporaries(self.directory)
         if removed:
             names = ", ".join(os.path.basename(p) for p in removed[:3]) + (", ..." if len(removed) > 3 else "")
@@ -195,13 +222,26 @@ class Checkpointer:
             _link_or_copy(path, self.directory / BEST)
 
 
-# The options of `tinyflow train` that a checkpoint records and a resumed run continues with.
+# The options of `tinyflow train` that a checkpoint records (meta["options"]) and a resume
+# reconciles with the command line (``resume_options``): those that shaped what the run learned
+# (its optimizer, precision, seed, data and model settings) must stay; those in MAY_CHANGE may be
+# given again with another value, which the resume line names. Each recipe lists its own (its
+# RUN_OPTIONS); these are the ones every recipe has.
 RESUMED_OPTIONS = ("optimizer", "epochs", "batch_size", "lr", "schedule", "momentum", "weight_decay")
+MAY_CHANGE = frozenset({"epochs", "batch_size", "lr", "schedule", "momentum", "weight_decay", "clip", "workers",
+                        "data", "text"})
+# Where the data lives may change (its classes or vocabulary are checked against the checkpoint's);
+# paths are recorded absolute, so a resume from another working directory is no change.
+PATH_OPTIONS = frozenset({"data", "text"})
 
 
 def options_of(args: argparse.Namespace, names: tuple[str, ...] = RESUMED_OPTIONS) -> dict[str, Any]:
     """The options ``names`` present on ``args``, to record in checkpoints (meta["options"])."""
-    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+    return {name: _normal(name, getattr(args, name)) for name in names if hasattr(args, name)}
+
+
+def _normal(name: str, value: Any) -> Any:
+    return os.path.abspath(value) if name in PATH_OPTIONS and isinstance(value, str) else value
 
 
 def _flag(name: str) -> str:
@@ -210,6 +250,13 @@ def _flag(name: str) -> str:
 
 def _shown(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _setting(name: str, value: Any) -> str:
+    """How the command line says it: "--lr 0.01", "--tie-weights", "no --amp"."""
+    if value is None or value is False:
+        return f"no {_flag(name)}"
+    return _flag(name) if value is True else f"{_flag(name)} {_shown(value)}"
 
 
 def trained_so_far(state: dict[str, Any]) -> str:
@@ -239,34 +286,89 @@ def _options_of_optimizer(state: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def resume_options(args: argparse.Namespace, state: dict[str, Any], path: str | None,
-                   names: tuple[str, ...] = RESUMED_OPTIONS) -> list[str]:
-    """Set the options ``names`` of the resumed run on ``args``: each one the command line left
-    out takes the checkpoint's value; one given with another value is a change, returned as
-    "--lr 0.001 -> 0.01" (the loop applies it: the schedule over the new --epochs, the new --lr
-    from the epoch resumed, the same sample under another --batch-size).
+def recorded_options(state: dict[str, Any]) -> dict[str, Any]:
+    """The options a checkpoint records, completed for one written before it recorded them all by
+    what its other fields tell (the optimizer's hyper-parameters, the seed, the image size, the
+    language model's config, fp16's loss scaler)."""
+    found = _options_of_optimizer(state)
+    found.update({k: state[k] for k in ("seed", "image_size", "batch_size", "level") if state.get(k) is not None})
+    found.update({k: v for k, v in (state.get("model_config") or {}).items()
+                  if k in ("seq_len", "embedding_dim", "hidden_size", "num_layers", "dropout", "tie_weights")})
+    if state.get("scaler") is not None:  # only fp16 scales the loss
+        found["amp"] = "fp16"
+    found.update(state.get("options") or {})
+    return found
 
-    ``args.given`` names the options given on the command line (commands/train.py sets it);
-    without it every option on ``args`` counts as given. Another --optimizer (its state cannot
-    carry over) and --epochs not beyond what was trained are ResumeErrors.
+
+@dataclass
+class Resumed:
+    """What ``resume_options`` found: the settings taken from the checkpoint ("--amp fp16"), those
+    changed ("--lr 0.001 -> 0.01") and the options an older checkpoint does not record."""
+
+    taken: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+
+
+def resume_options(args: argparse.Namespace, state: dict[str, Any], path: str | None,
+                   names: tuple[str, ...] = RESUMED_OPTIONS, resolved: dict[str, Any] | None = None) -> Resumed:
+    """Reconcile the options ``names`` of the command line with those of the run resumed, on ``args``:
+
+    - one the command line left out takes the checkpoint's value (listed in ``taken`` where that is
+      not what this command line would have used: its default, or ``resolved[name]``);
+    - one given with another value is a change if it is in MAY_CHANGE (the loop applies it: the
+      schedule over the new --epochs, the new --lr from the epoch resumed, the same sample under
+      another --batch-size), else a ResumeError naming both values;
+    - one the checkpoint does not record (written by an older tinyflow) keeps this command line's
+      value and is listed in ``unchecked``.
+
+    ``args.given`` names the options given on the command line (the option layer records it);
+    without it every option on ``args`` counts as given. ``--epochs`` not beyond what was trained
+    is a ResumeError too.
     """
-    saved = state.get("options") or _options_of_optimizer(state)
+    saved = recorded_options(state)
     given = getattr(args, "given", None)
-    changes = []
+    resolved = resolved or {}
+    found = Resumed()
     for name in names:
-        if name not in saved or not hasattr(args, name):
+        if not hasattr(args, name):
             continue
-        old, new = saved[name], getattr(args, name)
+        if name not in saved:
+            found.unchecked.append(_flag(name))
+            continue
+        old, new = saved[name], _normal(name, resolved.get(name, getattr(args, name)))
         if given is not None and name not in given:
             setattr(args, name, old)
+            if old != new:
+                found.taken.append(_setting(name, old))
         elif new != old:
-            if name == "optimizer":
-                raise ResumeError(f"--optimizer {new}: checkpoint {path!r} was trained with --optimizer {old}, "
-                                  f"whose state cannot carry over to {new}; resume with --optimizer {old} (or "
-                                  "leave it out), or start a new run in another --checkpoint-dir")
-            changes.append(f"{_flag(name)} {_shown(old)} -> {_shown(new)}")
+            if name not in MAY_CHANGE:
+                raise ResumeError(_conflict(name, old, new, path))
+            found.changes.append(f"{_flag(name)} {_shown(old)} -> {_shown(new)}")
     check_epochs(state, args.epochs, path)
-    return changes
+    return found
+
+
+def _conflict(name: str, old: Any, new: Any, path: str | None) -> str:
+    """The error for an option given with another value than the run resumed had, naming both."""
+    if name == "optimizer":
+        return (f"--optimizer {new}: checkpoint {path!r} was trained with --optimizer {old}, whose state cannot "
+                f"carry over to {new}; resume with --optimizer {old} (or leave it out), or start a new run in "
+                "another --checkpoint-dir")
+    keep = f"leave {_flag(name)} out" + (f" (or give {_setting(name, old)})" if old not in (None, False) else "")
+    return (f"{_setting(name, new)}: checkpoint {path!r} was trained with {_setting(name, old)}, which shaped "
+            f"what it learned and stays for the rest of the run; {keep} to resume it, or start a new run "
+            "in another --checkpoint-dir")
+
+
+def check_world_size(state: dict[str, Any], size: int, path: str | None) -> None:
+    """Refuse to resume a run on another number of workers (each one's shard and the global batch
+    would change under it); a checkpoint that does not say was trained by one."""
+    saved = int(state.get("world_size") or 1)
+    if saved != size:
+        raise ResumeError(f"checkpoint {path!r} was trained by {saved} worker{'s' if saved != 1 else ''} "
+                          f"(--nproc {saved}), this run has {size}: resume it with --nproc {saved}, or start a "
+                          "new run in another --checkpoint-dir")
 
 
 def resume_path(args: argparse.Namespace) -> str | None:

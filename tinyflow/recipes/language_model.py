@@ -165,16 +165,21 @@ def language_model_step(segments: Segments) -> Callable[[Any, Any], StepOutput]:
 
 
 MODEL_OPTIONS = ("seq_len", "embedding_dim", "hidden_size", "num_layers", "dropout", "tie_weights")
-RESUMED_OPTIONS = ("optimizer", "epochs", "batch_size", "lr", "momentum", "weight_decay")  # no --schedule here
+# The options that shaped a language model's run, recorded in its checkpoints and reconciled on
+# resume (tinyflow.recipes.checkpoint.resume_options; no --schedule here).
+RUN_OPTIONS = ("optimizer", "epochs", "batch_size", "lr", "momentum", "weight_decay", "clip", "amp", "seed", "text",
+               "level", *MODEL_OPTIONS)
 
 
-def train_language_model(args: argparse.Namespace, text: str, source: str, progress: bool = True,
-                         guard: InterruptGuard | None = None,
+def train_language_model(args: argparse.Namespace, text: str | None = None, source: str | None = None,
+                         progress: bool = True, guard: InterruptGuard | None = None,
                          on_step: Callable[[int, int, Any], None] | None = None) -> dict[str, Any]:  # fmt: skip
     """Build the corpus and model, train for ``args.epochs`` and return the last epoch's record.
 
+    ``text`` (and where it came from, ``source``): the training text; None reads ``args.text``
+    (once a resumed run has taken it from its checkpoint when the command line leaves it out).
     Model sizes come from the ``lstm-lm`` preset, overridden by any of ``MODEL_OPTIONS`` set on
-    ``args``. A Ctrl-C (or ``guard.request()``) saves a checkpoint after the current segment and
+    ``args``; a resumed run keeps its own (another value given is a ResumeError). A Ctrl-C (or ``guard.request()``) saves a checkpoint after the current segment and
     returns ``{"interrupted": True, ...}``; ``on_step(epoch, step, loss)`` runs after each step
     (the loss a 0-d Tensor on the device). The losses are read to the host every
     ``args.log_every`` segments and at the end of the epoch (see ``tinyflow.recipes.loop.fit``:
@@ -188,12 +193,17 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
     checkpoints = Checkpointer(args.checkpoint_dir, {"model_name": MODEL_NAME}, resume=resume_path(args))
     state = checkpoints.resume_state()
     if state is not None:  # the vocabulary and model sizes of the run resumed, its options where not given
-        checkpoints.changes = resume_options(args, state, checkpoints.resume, RESUMED_OPTIONS)
+        preset = models.get_config(MODEL_NAME)
+        resolved = {"level": level, **{k: getattr(preset, k) for k in MODEL_OPTIONS
+                                       if getattr(args, k, None) is None and hasattr(preset, k)}}
+        checkpoints.resumed = resume_options(args, state, checkpoints.resume, RUN_OPTIONS, resolved)
         vocab, level = Vocab(state["vocab"]), state["level"]
         config = models.get_config(MODEL_NAME, **state["model_config"])
     else:
         vocab = None
         config = None
+    if text is None:
+        text, source = read_text(getattr(args, "text", None))
     corpus = Corpus(text, level=level, vocab=vocab, valid_fraction=0.1)
     if config is None:
         overrides: dict[str, Any] = {"vocab_size": len(corpus.vocab)}
@@ -207,9 +217,10 @@ def train_language_model(args: argparse.Namespace, text: str, source: str, progr
     tinyflow.manual_seed(args.seed)
     model = models.build(MODEL_NAME, config).to(device)
     optimizer = make_optimizer(args.optimizer, list(model.parameters()), args.lr, args.momentum, args.weight_decay)
+    run_options = {**options_of(args, RUN_OPTIONS), "level": level,
+                   **{k: getattr(config, k) for k in MODEL_OPTIONS if hasattr(config, k)}}  # as trained, not as given
     checkpoints.meta.update({"model_config": asdict(config), "vocab": corpus.vocab.itos, "level": level,
-                             "seed": args.seed, "source": source,
-                             "options": options_of(args, RESUMED_OPTIONS)})  # fmt: skip
+                             "seed": args.seed, "source": source, "options": run_options})  # fmt: skip
     segments = Segments(TruncatedBPTT(train_streams, seq_len, device=device), device)
     print(f"data: {source}: {len(corpus.train)} train / {len(corpus.valid)} valid {level} tokens, vocabulary "
           f"{len(corpus.vocab)}; model: {config}", file=sys.stderr)  # fmt: skip
@@ -231,7 +242,9 @@ def run_train(args: argparse.Namespace) -> int:
     from tinyflow.serialization import CheckpointWriteError
 
     try:
-        text, source = read_text(getattr(args, "text", None))
+        # A fresh run's text is read first (a bad --text fails before anything is written); a
+        # resumed run's once its checkpoint has said which.
+        text, source = (None, None) if resume_path(args) else read_text(getattr(args, "text", None))
         record = train_language_model(args, text, source, progress=not getattr(args, "quiet", False))
     except (CheckpointMismatchError, FileNotFoundError, ValueError) as exc:
         print(f"tinyflow train: error: {exc}", file=sys.stderr)

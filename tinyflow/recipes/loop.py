@@ -184,6 +184,11 @@ class _Loop:
         self.log = MetricsLog(self.checkpoints.directory, enabled=self.writer)
         self.first_loss: float | None = None  # the run's first training loss: the divergence test's reference
         self.start_sample: int | None = None  # resumed under another batch size: where the epoch goes on
+        # The epoch's training seconds before this process took it up (resumed mid-epoch; None: a
+        # checkpoint that does not say) and its items then: the record's time and throughput count both.
+        self.earlier_s: float | None = 0.0
+        self.earlier_items = 0.0
+        self.epoch_start = time.perf_counter()
         self.graphed = self.graphed_step() if self.options.cuda_graph else None
 
     def graphed_step(self) -> Any:
@@ -205,10 +210,10 @@ class _Loop:
                 if self.stop_requested():  # Ctrl-C came during the last evaluation: its checkpoint is saved
                     result.interrupted = True
                     return result
-                t0 = time.perf_counter()
+                self.epoch_start = time.perf_counter()
                 lr = float(self.optimizer.param_groups[0]["lr"])
                 if self.train_epoch(epoch, epochs):  # stopped by Ctrl-C: save where it is
-                    result.checkpoint = self.checkpoint(epoch)
+                    result.checkpoint = self.checkpoint(epoch, self.epoch_seconds())
                     if self.options.allreduce_sum is not None:  # no rank exits before rank 0 has saved
                         self.reduce([0.0])
                     result.interrupted, result.epoch, result.step = True, epoch, self.step
@@ -216,17 +221,39 @@ class _Loop:
                         print(f"saved {result.checkpoint} (epoch {epoch + 1}, batch {self.step}); "
                               f"continue with --resume", file=sys.stderr)
                     return result
-                elapsed = time.perf_counter() - t0
+                timing = self.epoch_timing()
                 if self.scheduler is not None:
                     self.scheduler.step()
                 record: dict[str, Any] = {"epoch": epoch + 1, **self.metrics.summary(self.reduce(self.sums.values()), "train")}
                 if self.evaluate is not None:
                     record.update(self.metrics.summary(self.reduce(self.evaluate(self.model)), "val"))
-                record.update({"lr": lr, "time_s": round(elapsed, 3),
-                               f"{self.metrics.items}_per_s": round(self.sums["count"] / max(elapsed, 1e-9), 2)})
+                record.update({"lr": lr, "time_s": timing[0], f"{self.metrics.items}_per_s": timing[1]})
                 result.checkpoint = self.end_epoch(epoch, record)
                 result.epoch, result.step = epoch + 1, 0
         return result
+
+    def epoch_seconds(self) -> float | None:
+        """The epoch's training seconds so far, over every process that trained it (None: unknown)."""
+        if self.earlier_s is None:
+            return None
+        return self.earlier_s + time.perf_counter() - self.epoch_start
+
+    def epoch_timing(self) -> tuple[float | None, float | None]:
+        """The finished epoch's record of (seconds, items per second). An epoch resumed from a
+        checkpoint counts the time trained before the resume; from one that does not record that
+        time, the throughput is this process's share and the epoch's time is unknown (None), never
+        a time of 0 s or a rate of the whole epoch's items over a few seconds."""
+        now = time.perf_counter() - self.epoch_start
+        count = self.sums["count"]
+        total = self.epoch_seconds()
+        if total is None:
+            items = count - self.earlier_items
+            rate = round(items / now, 2) if items > 0 and now > 0 else None
+            seconds = None
+        else:
+            seconds, rate = round(total, 3), (round(count / total, 2) if total > 0 else None)
+        self.earlier_s, self.earlier_items = 0.0, 0.0  # the next epoch starts here
+        return seconds, rate
 
     def train_epoch(self, epoch: int, epochs: int) -> bool:
         """The steps of one epoch (from ``self.step`` on, when resuming); True when Ctrl-C stopped it."""
@@ -308,24 +335,45 @@ class _Loop:
             for _ in range(self.epoch):
                 self.scheduler.step()
         set_rng_state(state["rng"])
-        if state.get("scaler") is not None:
-            self.scaler.load_state_dict(state["scaler"])
+        self.resume_scaler(state, path)
         if hasattr(self.loader, "load_state_dict"):
             self.loader.load_state_dict(state)
         sample = self.resume_batch_size(state)
         if self.writer:  # the sums saved are those of all ranks: one rank carries them on
             self.sums.update({k: float(v) for k, v in state["sums"].items() if k in self.sums})
+        self.earlier_s = state.get("epoch_time_s", 0.0 if not self.step else None)
+        self.earlier_items = self.sums["count"]
         self.best = state.get("best", self.best)
         self.first_loss = state.get("first_loss")
         self.log.records[:] = state["history"]
         if self.writer:
-            where = f"epoch {self.epoch + 1}" + (f", batch {self.step + 1}" if self.step or sample else "")
-            if sample:
-                where += f" (sample {sample + 1} of the epoch)"
-            changes = self.checkpoints.changes
-            note = (f"; changed {', '.join(changes)}: learning rate "
-                    f"{float(self.optimizer.param_groups[0]['lr']):.4g} from here") if changes else ""
-            print(f"resuming from {path} at {where}{note}", file=sys.stderr)
+            self.say_resumed(path, sample)
+
+    def say_resumed(self, path: str | None, sample: int | None) -> None:
+        """The resume line: where, the settings taken from the checkpoint, what changed; and a note
+        naming what an older checkpoint does not record (so could not be checked)."""
+        resumed = self.checkpoints.resumed
+        where = f"epoch {self.epoch + 1}" + (f", batch {self.step + 1}" if self.step or sample else "")
+        if sample:
+            where += f" (sample {sample + 1} of the epoch)"
+        taken = f"; the run's own {', '.join(resumed.taken)}" if resumed.taken else ""
+        changes = (f"; changed {', '.join(resumed.changes)}: learning rate "
+                   f"{float(self.optimizer.param_groups[0]['lr']):.4g} from here") if resumed.changes else ""
+        print(f"resuming from {path} at {where}{taken}{changes}", file=sys.stderr)
+        if resumed.unchecked:
+            print(f"note: {path} was written before checkpoints recorded {', '.join(resumed.unchecked)}: "
+                  "this command line's values are used, unchecked against the run's", file=sys.stderr)
+
+    def resume_scaler(self, state: dict[str, Any], path: str | None) -> None:
+        """fp16's loss scale goes on from the checkpoint's; a run of another precision than the
+        checkpoint's is a ResumeError (its scaler state would be dropped, or be missing)."""
+        saved = state.get("amp", "fp16" if state.get("scaler") is not None else self.options.amp)
+        if saved != self.options.amp:
+            shown = lambda amp: f"amp={amp!r}" if amp else "no amp (float32)"  # noqa: E731
+            raise ResumeError(f"checkpoint {path!r} was trained with {shown(saved)}, this run has "
+                              f"{shown(self.options.amp)}: resume with the same precision (--amp)")
+        if state.get("scaler") is not None:
+            self.scaler.load_state_dict(state["scaler"])
 
     def load_optimizer(self, state: dict[str, Any], path: str | None) -> None:
         """The optimizer's buffers (momentum, Adam's moments) from the checkpoint; its hyper-parameters
@@ -358,16 +406,17 @@ class _Loop:
             self.start_sample = position
         return position
 
-    def checkpoint(self, epoch: int) -> str | None:
-        """Save last.ckpt at ``epoch`` (and this run's step in it); its path, or None.
-        Every rank calls it: the epoch's sums so far are added over the ranks."""
+    def checkpoint(self, epoch: int, seconds: float | None = 0.0) -> str | None:
+        """Save last.ckpt at ``epoch`` (and this run's step in it, after ``seconds`` of the epoch's
+        training); its path, or None. Every rank calls it: the epoch's sums so far are added over the ranks."""
         sums = dict(zip(self.sums, self.reduce(self.sums.values()).tolist()))
         return self.checkpoints.save({
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "rng": rng_state(),
-            "scaler": self.scaler.state_dict() if self.scaler.enabled else None,
+            "scaler": self.scaler.state_dict() if self.scaler.enabled else None, "amp": self.options.amp,
+            "epoch_time_s": seconds,
             "optimizer_name": type(self.optimizer).__name__,
             "batch_size": getattr(self.loader, "batch_size", None),
             "epoch": epoch, "step": self.step, "global_step": self.global_step,

@@ -38,8 +38,10 @@ from tinyflow.data import (
 )
 from tinyflow.data import transforms as T
 from tinyflow.recipes.checkpoint import (
+    RESUMED_OPTIONS,
     Checkpointer,
     CheckpointMismatchError,
+    check_world_size,
     load_checkpoint,
     load_model_state,
     options_of,
@@ -56,6 +58,12 @@ STD = (0.229, 0.224, 0.225)
 
 class InputMismatchError(ValueError):
     """Images that do not fit the model (channels or size)."""
+
+
+# The options of `tinyflow train MODEL` that shaped an image classifier's run, recorded in its
+# checkpoints and reconciled on resume (tinyflow.recipes.checkpoint.resume_options; with the number
+# of workers, the classes and the model's config, checked by check_resumed_model).
+RUN_OPTIONS = (*RESUMED_OPTIONS, "amp", "seed", "data", "image_size", "augment", "crop_scale", "workers")
 
 
 # ----------------------------------------------------------------------------- data
@@ -357,9 +365,9 @@ def train_classifier(model: Any, model_name: str, data: VisionData, args: argpar
     scheduler = optim.CosineAnnealingLR(optimizer, T_max=max(args.epochs, 1)) if args.schedule == "cosine" else None
     meta = {"model_name": model_name, "model_config": model_config(model), "classes": data.classes,
             "num_classes": len(data.classes), "image_size": args.image_size, "seed": args.seed,
-            "options": options_of(args)}
+            "options": options_of(args, RUN_OPTIONS), "world_size": replicas.size}
     if replicas.parallel:
-        meta.update(world_size=replicas.size, allreduce=args.allreduce)
+        meta.update(allreduce=args.allreduce)
     if checkpoints is None:
         checkpoints = Checkpointer(args.checkpoint_dir, resume=resume_path(args), writer=replicas.writer)
     checkpoints.meta.update(meta)
@@ -374,6 +382,33 @@ def train_classifier(model: Any, model_name: str, data: VisionData, args: argpar
                    hooks=replicas.hooks())
     finally:
         replicas.close()
+
+
+def check_resumed_model(state: dict[str, Any], model: Any, data: VisionData, path: str | None) -> None:
+    """The model and classes of a resumed run must be those of its checkpoint: another class list
+    (the data's folders) or model configuration is a CheckpointMismatchError naming both."""
+    classes = state.get("classes")
+    if classes is not None and list(classes) != list(data.classes):
+        raise CheckpointMismatchError(
+            f"checkpoint {path!r} was trained on classes {_few(classes)} but {data.source} has classes "
+            f"{_few(data.classes)}: resume on data with the same class folders")
+    saved, built = state.get("model_config") or {}, model_config(model)
+    differ = [k for k in saved if k in built and _plain(saved[k]) != _plain(built[k])]
+    if differ:
+        k = differ[0]
+        raise CheckpointMismatchError(
+            f"checkpoint {path!r} holds a model with {k}={saved[k]!r}, but this one has {k}={built[k]!r}: "
+            "resume with the model configuration the run was trained with")
+
+
+def _few(names: Any) -> str:
+    names = list(names)
+    return str(names[:5])[:-1] + (", ...]" if len(names) > 5 else "]")
+
+
+def _plain(value: Any) -> Any:
+    """Lists and tuples alike (a checkpoint's round trip may turn one into the other)."""
+    return list(value) if isinstance(value, (list, tuple)) else value
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -395,8 +430,9 @@ def run_train(args: argparse.Namespace) -> int:
         checkpoints = Checkpointer(args.checkpoint_dir, {"model_name": args.model}, resume=resume_path(args),
                                    writer=replicas.writer)
         state = checkpoints.resume_state()
-        if state is not None:  # its options where the command line leaves them out
-            checkpoints.changes = resume_options(args, state, checkpoints.resume)
+        if state is not None:  # its options where the command line leaves them out; no conflicting one
+            checkpoints.resumed = resume_options(args, state, checkpoints.resume, RUN_OPTIONS)
+            check_world_size(state, replicas.size, checkpoints.resume)
         data = replicas.rank0_first(lambda: warnings_as_lines(
             lambda: build_data(args.data, args.image_size, seed=args.seed, crop_scale=args.crop_scale,
                                augment=args.augment, strict=getattr(args, "strict", False)),
@@ -408,6 +444,8 @@ def run_train(args: argparse.Namespace) -> int:
                   f"{len(data.classes)} classes, {args.image_size}x{args.image_size}{workers}", file=sys.stderr, flush=True)
         tinyflow.manual_seed(args.seed)
         model = build_model(args.model, num_classes=len(data.classes))
+        if state is not None:
+            check_resumed_model(state, model, data, checkpoints.resume)
         result = train_classifier(model, args.model, data, args, replicas, progress=not args.quiet,
                                   checkpoints=checkpoints)
         replicas.report()
@@ -415,12 +453,12 @@ def run_train(args: argparse.Namespace) -> int:
         msg = str(exc) if "batch size" in str(exc) else out_of_memory_message(args.batch_size, f"model {args.model}")
         print(f"tinyflow train: error: {msg}", file=sys.stderr)
         return 1
+    except (FloatingPointError, CheckpointWriteError, DataLoaderWorkerError) as exc:  # diverged, disk full, worker failed
+        print(f"tinyflow train: error: {one_line(exc)}", file=sys.stderr)  # before ValueError: a worker's may be one
+        return 1
     except (EmptyDatasetError, InputMismatchError, CheckpointMismatchError, FileNotFoundError, ValueError) as exc:
         print(f"tinyflow train: error: {exc}", file=sys.stderr)
         return 2
-    except (FloatingPointError, CheckpointWriteError, DataLoaderWorkerError) as exc:  # diverged, disk full, worker died
-        print(f"tinyflow train: error: {one_line(exc)}", file=sys.stderr)
-        return 1
     except CommError as exc:
         print(f"tinyflow train: error on rank {replicas.rank}: {exc}", file=sys.stderr, flush=True)
         replicas.abort()
@@ -461,11 +499,11 @@ def run_eval(args: argparse.Namespace) -> int:
     except MemoryError:
         print(f"tinyflow eval: error: {out_of_memory_message(args.batch_size, f'evaluating {args.model}')}", file=sys.stderr)
         return 1
+    except DataLoaderWorkerError as exc:  # before ValueError: a worker's ValueError is both
+        print(f"tinyflow eval: error: {one_line(exc)}", file=sys.stderr)
+        return 1
     except (EmptyDatasetError, InputMismatchError, CheckpointMismatchError, FileNotFoundError, ValueError) as exc:
         print(f"tinyflow eval: error: {exc}", file=sys.stderr)
         return 2
-    except DataLoaderWorkerError as exc:
-        print(f"tinyflow eval: error: {one_line(exc)}", file=sys.stderr)
-        return 1
     print(json.dumps({"model": args.model, "checkpoint": str(Path(args.checkpoint)), "images": len(dataset), **metrics}))
     return 0
