@@ -97,11 +97,14 @@ SHARED_MEMORY_PER_BLOCK = 227 * 1024
 that the twins plan their launches as they would there."""
 
 
-TRACE_FLAGS = ["-g", "-fsanitize=thread"]
+TRACE_FLAGS = ["-g", "-fsanitize=thread", "-DTINYFLOW_EMU_TRACE"]
 """How the instrumented variant compiles the kernels (``build(instrument=True)``): g++'s
 ThreadSanitizer pass at compile time only, which puts a ``__tsan_read4(addr)``-style call before
 every load and store; the library links without libtsan and csrc/emu_trace.h answers the calls
-(the coalescing report, tinyflow_cuda/coalescing.py). ``-g`` lets addr2line name the access sites."""
+(the coalescing report, tinyflow_cuda/coalescing.py; the bank-conflict report,
+tinyflow_cuda/bank_conflicts.py). ``-g`` lets addr2line name the access sites;
+TINYFLOW_EMU_TRACE makes plain ``__shared__`` arrays thread-locals, where the recorder finds them
+(csrc/emu.h)."""
 
 
 class TraceRow(ctypes.Structure):
@@ -112,9 +115,21 @@ class TraceRow(ctypes.Structure):
                 ("sectors", ctypes.c_uint64), ("minimal", ctypes.c_uint64), ("bytes", ctypes.c_uint64)]
 
 
+class BankRow(ctypes.Structure):
+    """Sums over the warp-wide shared-memory requests of one access site of a launch
+    (csrc/emu_trace.h's BankRow)."""
+
+    _fields_ = [("site", ctypes.c_uint64), ("write", ctypes.c_uint32), ("unused", ctypes.c_uint32),
+                ("requests", ctypes.c_uint64), ("lanes", ctypes.c_uint64),
+                ("wavefronts", ctypes.c_uint64), ("ideal", ctypes.c_uint64)]
+
+
 TraceSink = Callable[[str, list[str], list[TraceRow]], None]
 """Receives each traced launch: kernel name, its pointer parameters' names (a row's ``arg``
 indexes them) and the rows."""
+
+BankSink = Callable[[str, list[BankRow]], None]
+"""Receives each launch traced for shared memory: kernel name and its rows."""
 
 
 class EmulatorRuntime:
@@ -140,6 +155,7 @@ class EmulatorRuntime:
         self.instrumented = hasattr(library, "emu_trace_begin")
         self.library_path = Path(library._name)
         self.trace_sink: TraceSink | None = None
+        self.bank_sink: BankSink | None = None  # shared-memory requests (bank_conflicts.py)
 
     @classmethod
     def build(cls, csrc: Path = CSRC, cache_dir: Path | None = None,
@@ -228,6 +244,7 @@ class EmulatorRuntime:
                                                  ctypes.c_int]
         runtime._lib.emu_trace_end.restype = ctypes.c_int
         runtime._lib.emu_trace_base.restype = ctypes.c_ulonglong
+        runtime._lib.emu_trace_bank_count.restype = ctypes.c_int
         return runtime
 
     def trace_base(self) -> int:
@@ -257,14 +274,15 @@ class EmulatorRuntime:
         with self._lock:
             self.launches.append(name)
             self._lib.emu_set_dynamic_shared(ctypes.c_ulonglong(shared_mem))
-            if self.trace_sink is not None and self.instrumented:
+            if (self.trace_sink is not None or self.bank_sink is not None) and self.instrumented:
                 self._traced_launch(info, dim3(grid), dim3(block), args, converted)
             else:
                 self._fns[name](*dim3(grid), *dim3(block), *converted)
 
     def _traced_launch(self, info: KernelInfo, grid: tuple[int, int, int],
                        block: tuple[int, int, int], args: Sequence[Any], converted: list[Any]) -> None:
-        """Run a launch recording the accesses to its pointer arguments; hand them to trace_sink."""
+        """Run a launch recording the accesses to its pointer arguments (and to shared memory
+        where bank_sink is set); hand them to trace_sink (and bank_sink)."""
         names, ranges = [], []
         for param, value in zip(info.params, args):
             if param.ctype == "pointer" and value is not None and value.nbytes > 0:
@@ -273,14 +291,20 @@ class EmulatorRuntime:
         table = (ctypes.c_ulonglong * max(1, len(ranges)))(*ranges)
         fold_by_block = 0 if _mode(info) == 2 else 1  # persistent kernels interleave their blocks
         self._lib.emu_trace_begin(table, len(names), fold_by_block)
+        self._lib.emu_trace_shared(int(self.bank_sink is not None))
         try:
             self._fns[info.name](*grid, *block, *converted)
         finally:
             count = self._lib.emu_trace_end()
-        rows = (TraceRow * max(1, count))()
-        self._lib.emu_trace_rows(rows)
-        assert self.trace_sink is not None
-        self.trace_sink(info.name, names, list(rows[:count]))
+        if self.trace_sink is not None:
+            rows = (TraceRow * max(1, count))()
+            self._lib.emu_trace_rows(rows)
+            self.trace_sink(info.name, names, list(rows[:count]))
+        if self.bank_sink is not None:
+            banks = self._lib.emu_trace_bank_count()
+            bank_rows = (BankRow * max(1, banks))()
+            self._lib.emu_trace_bank_rows(bank_rows)
+            self.bank_sink(info.name, list(bank_rows[:banks]))
 
     def shared_memory_per_block(self) -> int:
         return SHARED_MEMORY_PER_BLOCK

@@ -50,7 +50,15 @@ inline dim3 gridDim;
 #define __device__
 #define __host__
 #define __forceinline__ inline
+// A plain __shared__ array is a static (per block only where blocks run in turn, see the top); in
+// the instrumented build (emulator.py, TRACE_FLAGS) a thread-local one, the same thing for the
+// fibers of the launching thread, but where the bank-conflict recorder (emu_trace.h) can tell it
+// apart from the library's other data: the thread-local block holds nothing else of the kernels'.
+#ifdef TINYFLOW_EMU_TRACE
+#define __shared__ static thread_local
+#else
 #define __shared__ static
+#endif
 #define __launch_bounds__(...)
 #define TINYFLOW_EMULATOR 1
 
@@ -223,6 +231,7 @@ inline std::size_t pending_dynamic_shared = 0;  // set by emulator.py right befo
 inline std::size_t dynamic_shared_bytes = 0;  // of the launch in progress
 inline std::vector<std::unique_ptr<unsigned char[]>> arenas;  // one per running block
 inline std::size_t arena_dynamic = 0;  // the static_offset() the arenas were cut for
+inline unsigned arenas_alive = 0;  // the arenas of the launch running (none between launches)
 
 inline std::size_t reserve_static_shared(std::size_t bytes, std::size_t align) {
     std::lock_guard<std::mutex> lock(shared_mutex);
@@ -340,9 +349,13 @@ inline void launch(dim3 grid, dim3 block, int mode, const std::function<void()>&
     pending_dynamic_shared = 0;
     const unsigned alive = mode == kGridThreads ? blocks : 1;  // blocks with an arena at once
     prepare_arenas(alive);
+    arenas_alive = alive;
     struct Check {  // the canaries, however the launch below returns
         unsigned alive;
-        ~Check() { check_arenas(alive); }
+        ~Check() {
+            arenas_alive = 0;
+            check_arenas(alive);
+        }
     } check{alive};
     if (mode == kSequential) {
         for (unsigned b = 0; b < blocks; ++b)

@@ -1,4 +1,5 @@
-// The memory-access recorder behind the emulator's coalescing report (tinyflow_cuda/coalescing.py).
+// The memory-access recorder behind the emulator's coalescing report (tinyflow_cuda/coalescing.py)
+// and its bank-conflict report (tinyflow_cuda/bank_conflicts.py).
 //
 // emulator.py's instrumented build compiles the kernels (with emu.h) using g++'s
 // `-fsanitize=thread` at compile time only: every load and store of the kernel code becomes a call
@@ -8,22 +9,36 @@
 // untouched: the same .cu files, the same emu.h.
 //
 // What is recorded, per launch (emu_trace_begin .. emu_trace_end):
-// - only accesses inside the launch's pointer arguments (ranges emulator.py passes in); the
-//   emulator's own state, the stack and __shared__ (static) are left out;
+// - global memory: only accesses inside the launch's pointer arguments (ranges emulator.py passes
+//   in); the emulator's own state and the stack are left out;
+// - shared memory, where emu_trace_shared(1) asks for it: accesses inside the blocks' arenas
+//   (TF_SHARED, TF_DYNAMIC_SHARED: csrc/emu.h) and to plain `__shared__` arrays, which the
+//   instrumented build declares `static thread_local` (emu.h, TINYFLOW_EMU_TRACE) so that they
+//   are the only kernel data in the library's thread-local block besides emu.h's own
+//   (threadIdx, blockIdx, the scheduler), which are left out;
 // - each access as (site = the return address of the callback, i.e. the instruction right after
 //   the call, which is the access itself; the CUDA thread (threadIdx/blockIdx, read from emu.h's
-//   thread-locals); the n-th time this thread has executed this site; the 32-byte sector, counted
-//   from the start of its argument, which is taken as aligned as cudaMalloc's; the bytes of it).
+//   thread-locals); the n-th time this thread has executed this site; for global memory the
+//   32-byte sector, counted from the start of its argument, which is taken as aligned as
+//   cudaMalloc's, and the bytes of it; for shared memory the address and size).
 // Accesses are grouped as a GPU issues them: one request per (site, load or store, block, warp of
-// 32 consecutive linear thread ids, occurrence). Per request: `sectors` = distinct 32-byte sectors
-// touched; `minimal` = ceil(distinct bytes / 32), the fewest sectors those bytes could occupy if
-// contiguous and aligned. Per (site, kind) the sums come back to Python (emu_trace_rows).
+// 32 consecutive linear thread ids, occurrence).
+// - Global, per request: `sectors` = distinct 32-byte sectors touched; `minimal` = ceil(distinct
+//   bytes / 32), the fewest sectors those bytes could occupy if contiguous and aligned.
+// - Shared, per request: the wavefronts the 32 banks of 4 bytes serve it in, as the hardware
+//   splits it: a request of 1-4 byte accesses is one phase of 32 lanes, of 8-byte accesses two
+//   phases of 16 lanes (half warps), of 16-byte accesses four of 8 (quarter warps); a phase takes
+//   as many wavefronts as the most distinct 4-byte words any one bank holds among its lanes'
+//   accesses (lanes reading the same word share it: a broadcast is free). `ideal` = the phases
+//   with an active lane: one wavefront each.
+// Per (site, kind) the sums come back to Python (emu_trace_rows, emu_trace_bank_rows).
 //
 // Blocks run in turn in the sequential and block-threads modes, so the events are folded into the
 // sums block by block (bounded memory); in the grid-threads mode (persistent kernels) at the end.
 #pragma once
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -34,6 +49,7 @@ namespace emu_trace {
 
 constexpr unsigned kSectorBytes = 32;
 constexpr unsigned kWarp = 32;
+constexpr unsigned kBanks = 32;  // of shared memory, 4 bytes each
 constexpr std::size_t kFoldAt = 1u << 20;  // fold buffered events at a block boundary past this
 
 struct Event {
@@ -59,6 +75,31 @@ struct Row {
     std::uint64_t bytes;     // distinct bytes, summed over requests
 };
 
+// One lane's access to shared memory.
+struct SharedEvent {
+    std::uint64_t address;  // its first byte
+    std::uint32_t site, block, thread, occurrence;
+    std::uint16_t size;  // bytes
+    std::uint16_t write;
+};
+
+// The sums per (site, kind) of shared-memory requests (layout mirrored in emulator.py's BankRow).
+struct BankRow {
+    std::uint64_t site;
+    std::uint32_t write;
+    std::uint32_t unused;
+    std::uint64_t requests;    // warp-wide accesses
+    std::uint64_t lanes;       // threads taking part, summed over requests
+    std::uint64_t wavefronts;  // what the banks serve them in, summed over requests
+    std::uint64_t ideal;       // one a phase with an active lane, summed over requests
+};
+
+// A byte range [lo, hi).
+struct Range {
+    std::uintptr_t lo = 0, hi = 0;
+    bool holds(std::uintptr_t a) const { return a >= lo && a < hi; }
+};
+
 struct State {
     bool on = false;
     bool fold_by_block = true;
@@ -70,6 +111,13 @@ struct State {
     std::unordered_map<std::uint64_t, std::size_t> row_index;  // (site, write, arg) -> rows
     std::vector<Row> rows;
     std::uint32_t last_block = 0xffffffffu;
+    // shared memory (emu_trace_shared)
+    bool shared = false;
+    Range tls;  // the library's thread-local block: plain __shared__ arrays, and emu.h's own
+    std::vector<Range> not_shared;  // emu.h's thread-locals inside it
+    std::vector<SharedEvent> shared_events;
+    std::unordered_map<std::uint64_t, std::size_t> bank_row_index;  // (site, write) -> bank_rows
+    std::vector<BankRow> bank_rows;
 };
 inline State state;
 
@@ -87,6 +135,78 @@ inline Row& row_for(std::uint32_t site, std::uint32_t write, std::uint32_t arg) 
     state.row_index.emplace(key, state.rows.size());
     state.rows.push_back(Row{state.sites[site], write, arg, 0, 0, 0, 0, 0});
     return state.rows.back();
+}
+
+inline BankRow& bank_row_for(std::uint32_t site, std::uint32_t write) {
+    const std::uint64_t key = (std::uint64_t(site) << 1) | write;
+    auto found = state.bank_row_index.find(key);
+    if (found != state.bank_row_index.end()) return state.bank_rows[found->second];
+    state.bank_row_index.emplace(key, state.bank_rows.size());
+    state.bank_rows.push_back(BankRow{state.sites[site], write, 0, 0, 0, 0, 0});
+    return state.bank_rows.back();
+}
+
+// The wavefronts of one phase: the most distinct 4-byte words in any one bank. `words` holds
+// (bank, word) pairs of the phase's lanes (sorted and made unique here).
+inline std::uint64_t phase_wavefronts(std::vector<std::pair<unsigned, std::uint64_t>>& words) {
+    std::sort(words.begin(), words.end());
+    words.erase(std::unique(words.begin(), words.end()), words.end());
+    std::uint64_t most = 0, run = 0;
+    for (std::size_t i = 0; i < words.size(); ++i) {
+        run = (i > 0 && words[i].first == words[i - 1].first) ? run + 1 : 1;
+        most = std::max(most, run);
+    }
+    return most;
+}
+
+// Group the buffered shared-memory events into warp-wide requests and add them to the bank rows.
+inline void fold_shared() {
+    auto& ev = state.shared_events;
+    auto request_less = [](const SharedEvent& a, const SharedEvent& b) {
+        if (a.site != b.site) return a.site < b.site;
+        if (a.write != b.write) return a.write < b.write;
+        if (a.block != b.block) return a.block < b.block;
+        if (a.thread / kWarp != b.thread / kWarp) return a.thread / kWarp < b.thread / kWarp;
+        if (a.occurrence != b.occurrence) return a.occurrence < b.occurrence;
+        return a.thread < b.thread;
+    };
+    auto same_request = [](const SharedEvent& a, const SharedEvent& b) {
+        return a.site == b.site && a.write == b.write && a.block == b.block &&
+               a.thread / kWarp == b.thread / kWarp && a.occurrence == b.occurrence;
+    };
+    std::sort(ev.begin(), ev.end(), request_less);
+    std::vector<std::pair<unsigned, std::uint64_t>> words;
+    for (std::size_t begin = 0; begin < ev.size();) {
+        std::size_t end = begin + 1;
+        while (end < ev.size() && same_request(ev[begin], ev[end])) ++end;
+        unsigned size = 0;
+        std::uint32_t lanes = 0;  // one bit per lane of the warp that took part
+        for (std::size_t i = begin; i < end; ++i) {
+            size = std::max<unsigned>(size, ev[i].size);
+            lanes |= 1u << (ev[i].thread % kWarp);
+        }
+        const unsigned phases = size >= 16 ? 4 : size >= 8 ? 2 : 1;
+        const unsigned width = kWarp / phases;  // lanes a phase
+        std::uint64_t wavefronts = 0, ideal = 0;
+        for (unsigned p = 0; p < phases; ++p) {
+            words.clear();
+            for (std::size_t i = begin; i < end; ++i) {
+                if ((ev[i].thread % kWarp) / width != p) continue;
+                const std::uint64_t first = ev[i].address / 4, last = (ev[i].address + ev[i].size - 1) / 4;
+                for (std::uint64_t w = first; w <= last; ++w) words.emplace_back(unsigned(w % kBanks), w);
+            }
+            if (words.empty()) continue;
+            wavefronts += phase_wavefronts(words);
+            ideal += 1;
+        }
+        BankRow& row = bank_row_for(ev[begin].site, ev[begin].write);
+        row.requests += 1;
+        row.lanes += __builtin_popcount(lanes);
+        row.wavefronts += wavefronts;
+        row.ideal += ideal;
+        begin = end;
+    }
+    ev.clear();
 }
 
 // Group the buffered events into warp-wide requests and add them to the rows.
@@ -130,25 +250,57 @@ inline void fold() {
         begin = end;
     }
     ev.clear();
+    fold_shared();
     state.occurrences.clear();  // folded blocks never run again
+}
+
+// Whether addr is block-shared memory: a block's arena (TF_SHARED, TF_DYNAMIC_SHARED) or a plain
+// __shared__ array (in the thread-local block, outside emu.h's own thread-locals).
+inline bool is_shared(std::uintptr_t addr) {
+    if (state.tls.holds(addr)) {
+        for (const Range& r : state.not_shared)
+            if (r.holds(addr)) return false;
+        return true;
+    }
+    // the arenas of the running launch only: emu.h cuts and checks them around it (the vector
+    // holding them may be mid-update then)
+    const std::size_t arena_bytes = emu::static_offset() + emu::kStaticShared;
+    for (unsigned b = 0; b < emu::arenas_alive; ++b) {
+        const auto lo = reinterpret_cast<std::uintptr_t>(emu::arenas[b].get());
+        if (addr >= lo && addr < lo + arena_bytes) return true;
+    }
+    return false;
+}
+
+// The site's index, and the count of this thread's earlier executions of it (then one more).
+inline std::pair<std::uint32_t, std::uint32_t> site_and_occurrence(void* site, std::uint32_t block,
+                                                                   std::uint32_t thread) {
+    if (block != state.last_block) {
+        const std::size_t buffered = state.events.size() + state.shared_events.size();
+        if (state.fold_by_block && buffered >= kFoldAt) fold();  // earlier blocks are done
+        state.last_block = block;
+    }
+    auto [it, added] = state.site_index.emplace(reinterpret_cast<std::uintptr_t>(site), state.sites.size());
+    if (added) state.sites.push_back(reinterpret_cast<std::uintptr_t>(site));
+    const std::uint32_t site_id = it->second;
+    const std::uint64_t key = (std::uint64_t(block) << 32) | (std::uint64_t(thread) << 16) | site_id;
+    return {site_id, state.occurrences[key]++};
 }
 
 inline void record(std::uintptr_t addr, std::uint32_t size, std::uint32_t write, void* site) {
     if (!state.on) return;
     std::size_t arg = 0;
     while (arg < state.lo.size() && !(addr >= state.lo[arg] && addr < state.hi[arg])) ++arg;
-    if (arg == state.lo.size()) return;  // not a kernel argument's memory
-    const std::uint32_t block = linear_block();
-    if (block != state.last_block) {
-        if (state.fold_by_block && state.events.size() >= kFoldAt) fold();  // earlier blocks are done
-        state.last_block = block;
+    const std::uint32_t block = linear_block(), thread = linear_thread();
+    if (arg == state.lo.size()) {  // not a kernel argument's memory: shared, or not recorded
+        if (!state.shared || !is_shared(addr)) return;
+        const auto [site_id, occurrence] = site_and_occurrence(site, block, thread);
+        state.shared_events.push_back(SharedEvent{addr, site_id, block, thread, occurrence,
+                                                  static_cast<std::uint16_t>(size),
+                                                  static_cast<std::uint16_t>(write)});
+        return;
     }
-    auto [it, added] = state.site_index.emplace(reinterpret_cast<std::uintptr_t>(site), state.sites.size());
-    if (added) state.sites.push_back(reinterpret_cast<std::uintptr_t>(site));
-    const std::uint32_t site_id = it->second;
-    const std::uint32_t thread = linear_thread();
-    const std::uint64_t key = (std::uint64_t(block) << 32) | (std::uint64_t(thread) << 16) | site_id;
-    const std::uint32_t occurrence = state.occurrences[key]++;
+    const auto [site_id, occurrence] = site_and_occurrence(site, block, thread);
     std::uint64_t offset = addr - state.lo[arg];
     while (size > 0) {  // split at sector boundaries (an unaligned or range access)
         const std::uint32_t in_sector = offset % kSectorBytes;
@@ -178,9 +330,55 @@ void emu_trace_begin(const unsigned long long* ranges, int count, int fold_by_bl
     state.occurrences.clear();
     state.rows.clear();
     state.row_index.clear();
+    state.shared = false;
+    state.shared_events.clear();
+    state.bank_rows.clear();
+    state.bank_row_index.clear();
     state.last_block = 0xffffffffu;
     state.fold_by_block = fold_by_block != 0;
     state.on = true;
+}
+
+// Where the library is loaded: site - base is the address addr2line understands.
+unsigned long long emu_trace_base() {
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(&emu_trace_base), &info) == 0) return 0;
+    return reinterpret_cast<unsigned long long>(info.dli_fbase);
+}
+
+// Record shared-memory accesses too, in the launch that emu_trace_begin started (call it on the
+// launching thread: the thread-local block of plain __shared__ arrays is that thread's).
+void emu_trace_shared(int on) {
+    using emu_trace::Range;
+    using emu_trace::state;
+    state.shared = on != 0;
+    state.tls = Range{};
+    state.not_shared.clear();
+    if (!on) return;
+    auto range_of = [](const void* p, std::size_t n) {
+        return Range{reinterpret_cast<std::uintptr_t>(p), reinterpret_cast<std::uintptr_t>(p) + n};
+    };
+    // emu.h's thread-locals (touching them also makes the loader allocate this thread's block)
+    state.not_shared = {range_of(&threadIdx, sizeof threadIdx), range_of(&blockIdx, sizeof blockIdx),
+                        range_of(&emu::scheduler, sizeof emu::scheduler),
+                        range_of(&emu::stacks, sizeof emu::stacks)};
+    struct Search {
+        std::uintptr_t base;
+        Range found;
+    } search{static_cast<std::uintptr_t>(emu_trace_base()), {}};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* data) {
+            auto* s = static_cast<Search*>(data);
+            if (info->dlpi_addr != s->base || info->dlpi_tls_data == nullptr) return 0;
+            for (int i = 0; i < info->dlpi_phnum; ++i)
+                if (info->dlpi_phdr[i].p_type == PT_TLS) {
+                    const auto lo = reinterpret_cast<std::uintptr_t>(info->dlpi_tls_data);
+                    s->found = Range{lo, lo + info->dlpi_phdr[i].p_memsz};
+                }
+            return 1;
+        },
+        &search);
+    state.tls = search.found;
 }
 
 // Stop recording, fold what is left; the number of rows emu_trace_rows will copy.
@@ -194,28 +392,28 @@ void emu_trace_rows(emu_trace::Row* out) {
     std::copy(emu_trace::state.rows.begin(), emu_trace::state.rows.end(), out);
 }
 
-// Where the library is loaded: site - base is the address addr2line understands.
-unsigned long long emu_trace_base() {
-    Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(&emu_trace_base), &info) == 0) return 0;
-    return reinterpret_cast<unsigned long long>(info.dli_fbase);
+// After emu_trace_end: the number of shared-memory rows, and the rows.
+int emu_trace_bank_count() { return static_cast<int>(emu_trace::state.bank_rows.size()); }
+
+void emu_trace_bank_rows(emu_trace::BankRow* out) {
+    std::copy(emu_trace::state.bank_rows.begin(), emu_trace::state.bank_rows.end(), out);
 }
 
 // ThreadSanitizer's compile-time ABI. Plain accesses are recorded; function entry/exit and
 // initialisation are no-ops; atomics do their operation (sequentially consistent) and record it.
-#define EMU_TRACE_ACCESS(n)                                                                          \
-    void __tsan_read##n(void* p) { emu_trace::record((std::uintptr_t)p, n, 0, __builtin_return_address(0)); } \
-    void __tsan_write##n(void* p) { emu_trace::record((std::uintptr_t)p, n, 1, __builtin_return_address(0)); } \
-    void __tsan_unaligned_read##n(void* p) { emu_trace::record((std::uintptr_t)p, n, 0, __builtin_return_address(0)); } \
-    void __tsan_unaligned_write##n(void* p) { emu_trace::record((std::uintptr_t)p, n, 1, __builtin_return_address(0)); } \
-    void __tsan_volatile_read##n(void* p) { emu_trace::record((std::uintptr_t)p, n, 0, __builtin_return_address(0)); } \
-    void __tsan_volatile_write##n(void* p) { emu_trace::record((std::uintptr_t)p, n, 1, __builtin_return_address(0)); }
+#define EMU_TRACE_HOOK(name, n, write) \
+    void name(void* p) { emu_trace::record((std::uintptr_t)p, n, write, __builtin_return_address(0)); }
+#define EMU_TRACE_ACCESS(n)                                                              \
+    EMU_TRACE_HOOK(__tsan_read##n, n, 0) EMU_TRACE_HOOK(__tsan_write##n, n, 1)           \
+    EMU_TRACE_HOOK(__tsan_unaligned_read##n, n, 0) EMU_TRACE_HOOK(__tsan_unaligned_write##n, n, 1) \
+    EMU_TRACE_HOOK(__tsan_volatile_read##n, n, 0) EMU_TRACE_HOOK(__tsan_volatile_write##n, n, 1)
 EMU_TRACE_ACCESS(1)
 EMU_TRACE_ACCESS(2)
 EMU_TRACE_ACCESS(4)
 EMU_TRACE_ACCESS(8)
 EMU_TRACE_ACCESS(16)
 #undef EMU_TRACE_ACCESS
+#undef EMU_TRACE_HOOK
 
 void __tsan_read_range(void* p, unsigned long size) {
     emu_trace::record((std::uintptr_t)p, (std::uint32_t)size, 0, __builtin_return_address(0));
@@ -229,61 +427,49 @@ void __tsan_func_exit() {}
 void __tsan_vptr_update(void**, void*) {}
 void __tsan_vptr_read(void**) {}
 
-#define EMU_TRACE_ATOMICS(bits, T)                                                                   \
-    T __tsan_atomic##bits##_load(const volatile T* a, int) {                                         \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 0, __builtin_return_address(0));             \
-        return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                 \
-    }                                                                                                \
-    void __tsan_atomic##bits##_store(volatile T* a, T v, int) {                                      \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 1, __builtin_return_address(0));             \
-        __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                    \
-    }                                                                                                \
-    T __tsan_atomic##bits##_exchange(volatile T* a, T v, int) {                                      \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 1, __builtin_return_address(0));             \
-        return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                          \
-    }                                                                                                \
-    T __tsan_atomic##bits##_fetch_add(volatile T* a, T v, int) {                                     \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 1, __builtin_return_address(0));             \
-        return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                           \
-    }                                                                                                \
-    T __tsan_atomic##bits##_fetch_sub(volatile T* a, T v, int) {                                     \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 1, __builtin_return_address(0));             \
-        return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                           \
-    }                                                                                                \
-    T __tsan_atomic##bits##_fetch_and(volatile T* a, T v, int) {                                     \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 1, __builtin_return_address(0));             \
-        return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                           \
-    }                                                                                                \
-    T __tsan_atomic##bits##_fetch_or(volatile T* a, T v, int) {                                      \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 1, __builtin_return_address(0));             \
-        return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                            \
-    }                                                                                                \
-    T __tsan_atomic##bits##_fetch_xor(volatile T* a, T v, int) {                                     \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 1, __builtin_return_address(0));             \
-        return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                           \
-    }                                                                                                \
-    T __tsan_atomic##bits##_fetch_nand(volatile T* a, T v, int) {                                    \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 1, __builtin_return_address(0));             \
-        return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST);                                          \
-    }                                                                                                \
-    int __tsan_atomic##bits##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {          \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 1, __builtin_return_address(0));             \
-        return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);      \
-    }                                                                                                \
-    int __tsan_atomic##bits##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {            \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 1, __builtin_return_address(0));             \
-        return __atomic_compare_exchange_n(a, c, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);       \
-    }                                                                                                \
-    T __tsan_atomic##bits##_compare_exchange_val(volatile T* a, T c, T v, int, int) {                \
-        emu_trace::record((std::uintptr_t)a, sizeof(T), 1, __builtin_return_address(0));             \
-        __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);            \
-        return c;                                                                                    \
+// The atomics: record the access (a store for every read-modify-write), then do it.
+#define EMU_TRACE_RECORD(a, write) \
+    emu_trace::record((std::uintptr_t)(a), sizeof(*(a)), write, __builtin_return_address(0))
+#define EMU_TRACE_RMW(bits, T, op)                                        \
+    T __tsan_atomic##bits##_##op(volatile T* a, T v, int) {               \
+        EMU_TRACE_RECORD(a, 1);                                           \
+        return __atomic_##op(a, v, __ATOMIC_SEQ_CST);                     \
+    }
+#define EMU_TRACE_CAS(bits, T, kind, weak)                                                   \
+    int __tsan_atomic##bits##_compare_exchange_##kind(volatile T* a, T* c, T v, int, int) { \
+        EMU_TRACE_RECORD(a, 1);                                                              \
+        return __atomic_compare_exchange_n(a, c, v, weak, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+    }
+#define EMU_TRACE_ATOMICS(bits, T)                                                              \
+    T __tsan_atomic##bits##_load(const volatile T* a, int) {                                    \
+        EMU_TRACE_RECORD(a, 0);                                                                 \
+        return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                            \
+    }                                                                                           \
+    void __tsan_atomic##bits##_store(volatile T* a, T v, int) {                                 \
+        EMU_TRACE_RECORD(a, 1);                                                                 \
+        __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                               \
+    }                                                                                           \
+    T __tsan_atomic##bits##_exchange(volatile T* a, T v, int) {                                 \
+        EMU_TRACE_RECORD(a, 1);                                                                 \
+        return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                     \
+    }                                                                                           \
+    EMU_TRACE_RMW(bits, T, fetch_add) EMU_TRACE_RMW(bits, T, fetch_sub)                         \
+    EMU_TRACE_RMW(bits, T, fetch_and) EMU_TRACE_RMW(bits, T, fetch_or)                          \
+    EMU_TRACE_RMW(bits, T, fetch_xor) EMU_TRACE_RMW(bits, T, fetch_nand)                        \
+    EMU_TRACE_CAS(bits, T, strong, false) EMU_TRACE_CAS(bits, T, weak, true)                    \
+    T __tsan_atomic##bits##_compare_exchange_val(volatile T* a, T c, T v, int, int) {           \
+        EMU_TRACE_RECORD(a, 1);                                                                 \
+        __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);       \
+        return c;                                                                               \
     }
 EMU_TRACE_ATOMICS(8, unsigned char)
 EMU_TRACE_ATOMICS(16, unsigned short)
 EMU_TRACE_ATOMICS(32, unsigned int)
 EMU_TRACE_ATOMICS(64, unsigned long long)
 #undef EMU_TRACE_ATOMICS
+#undef EMU_TRACE_CAS
+#undef EMU_TRACE_RMW
+#undef EMU_TRACE_RECORD
 
 void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }

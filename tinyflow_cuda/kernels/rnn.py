@@ -231,13 +231,80 @@ def _shared_limit(runtime: Any) -> int:
     return int(limit()) if limit is not None else DEFAULT_SHARED_MEMORY
 
 
+@dataclass(frozen=True)
+class _Probe:
+    """Plan for this machine's figures, and launch only the plan's first block (``probe_block``)."""
+
+    blocks_available: int
+    shared_limit: int
+
+
+_PROBE: _Probe | None = None
+
+
 def _plan(call: KernelCall, gates: int, hidden: int, batch: int, backward: bool,
           lstm: bool) -> SequencePlan | None:
     """``plan_sequence`` for this launch's runtime (its resident blocks and shared memory)."""
+    if _PROBE is not None:
+        blocks, limit = _PROBE.blocks_available, _PROBE.shared_limit
+    else:
+        blocks, limit = call.runtime.resident_blocks(call.kernel, THREADS), _shared_limit(call.runtime)
     return plan_sequence(gates, hidden, batch, np.dtype(call.anchor.dtype).itemsize, backward=backward,
-                         lstm=lstm, blocks_available=call.runtime.resident_blocks(call.kernel, THREADS),
-                         shared_limit=_shared_limit(call.runtime),
+                         lstm=lstm, blocks_available=blocks, shared_limit=limit,
                          tensor_cores=call.name.endswith("_tc"))
+
+
+H100_SMS = 132
+"""An H100's SMs: the resident blocks of a persistent launch there (one a SM)."""
+
+
+def probe_block(layer: str, hidden: int, batch: int, dtype: Any, *, backward: bool,
+                tensor_cores: bool, rng: np.random.Generator | None = None,
+                blocks_available: int = H100_SMS,
+                shared_limit: int = DEFAULT_SHARED_MEMORY) -> SequencePlan | None:
+    """Launch the first block of the plan a machine with ``blocks_available`` SMs and
+    ``shared_limit`` bytes a block would run, for one time step of ``layer`` ("lstm" or "gru"),
+    forward or backward, on random inputs; returns the plan (None: the per-step path, no launch).
+
+    For the emulator's reports (tinyflow_cuda/bank_conflicts.py): the blocks of a plan are alike,
+    so one shows the shared-memory layout and the access pattern of all, at the H100's cut, where
+    running all 128 blocks of 1024 threads would take the emulator far too long. Its results are
+    the first block's units only (the others are not computed) and are not returned."""
+    global _PROBE, TENSOR_CORES
+    rng = np.random.default_rng(0) if rng is None else rng
+    gates = 4 if layer == "lstm" else 3
+    steps = 1
+
+    def rand(*shape: int) -> Array:
+        return (0.5 * rng.standard_normal(shape)).astype(dtype)
+
+    w_hh = rand(gates * hidden, hidden)
+    saved = _PROBE, TENSOR_CORES
+    _PROBE, TENSOR_CORES = _Probe(blocks_available, shared_limit), tensor_cores
+    try:
+        kernel = _sequence_call(f"{layer}_sequence_{'backward' if backward else 'forward'}",
+                                f"{layer}_sequence_{'backward' if backward else 'forward'}_tc",
+                                w_hh, op=layer)
+        plan = _plan(kernel, gates, hidden, batch, backward=backward, lstm=layer == "lstm")
+        if plan is None:
+            return None
+        if not backward:
+            proj, h0 = rand(gates * hidden, steps, batch), rand(hidden, batch)
+            if layer == "lstm":
+                lstm_sequence_forward(proj, w_hh, h0, rand(hidden, batch))
+            else:
+                gru_sequence_forward(proj, w_hh, rand(gates * hidden), h0)
+        else:
+            dout, dh_n = rand(steps, hidden, batch), rand(hidden, batch)
+            acts, states = rand(steps, gates * hidden, batch), rand(steps + 1, hidden, batch)
+            if layer == "lstm":
+                lstm_sequence_backward(dout, dh_n, rand(hidden, batch), w_hh, acts, states)
+            else:
+                gru_sequence_backward(dout, dh_n, w_hh, acts, rand(steps, gates * hidden, batch),
+                                      states)
+        return plan
+    finally:
+        _PROBE, TENSOR_CORES = saved
 
 
 def _state(call: KernelCall, a: Array | None, dtype: Any) -> Array | None:
@@ -247,7 +314,8 @@ def _state(call: KernelCall, a: Array | None, dtype: Any) -> Array | None:
 
 def _launch_persistent(call: KernelCall, plan: SequencePlan, args: list[Any]) -> None:
     """One cooperative launch for all T steps, cut as ``plan`` says."""
-    call.runtime.launch(call.kernel, plan.blocks, plan.threads,
+    blocks = 1 if _PROBE is not None else plan.blocks  # probe_block: the first block only
+    call.runtime.launch(call.kernel, blocks, plan.threads,
                         [*args, plan.per, plan.chunk, plan.split], shared_mem=plan.shared_mem)
 
 
