@@ -269,8 +269,28 @@ def test_a_failing_loader_worker_is_one_line(tiny: Path, tmp_path: Path, monkeyp
     monkeypatch.setattr(vision._WithTransform, "__getitem__", broken)
     assert _train(tiny, tmp_path, "--workers", "1") == 1
     line = _error_line(capsys.readouterr().err)
-    assert line.startswith("tinyflow train: error: DataLoader worker failed on a batch with indices")
-    assert line.endswith("RuntimeError: decoder crashed (rerun with --workers 0 to see the traceback)")
+    assert line.startswith("tinyflow train: error: Caught RuntimeError in DataLoader worker process 0 while loading "
+                           "a batch with indices [")
+    assert line.endswith("]: decoder crashed (rerun with --workers 0 to see the traceback)")
+
+
+def test_a_loader_worker_raising_a_value_error_is_one_line_not_a_bad_option(tiny: Path, tmp_path: Path, monkeypatch,
+                                                                          capsys) -> None:
+    """A worker's ValueError comes back as a ValueError (PyTorch's behaviour) and is still the loader's
+    failure (exit 1, one line), not taken for a bad option (exit 2, the whole traceback printed)."""
+    real = vision._WithTransform.__getitem__
+
+    def broken(self, i):  # noqa: ANN001, ANN202
+        if os.getpid() != parent:
+            raise ValueError("pixel values out of range")
+        return real(self, i)
+
+    parent = os.getpid()
+    monkeypatch.setattr(vision._WithTransform, "__getitem__", broken)
+    assert _train(tiny, tmp_path, "--workers", "1") == 1
+    line = _error_line(capsys.readouterr().err)
+    assert line.startswith("tinyflow train: error: Caught ValueError in DataLoader worker process 0")
+    assert line.endswith(": pixel values out of range (rerun with --workers 0 to see the traceback)")
 
 
 def test_other_warnings_pass_through() -> None:

@@ -55,17 +55,47 @@ def _value(text: str) -> Any:
 
 
 def parse_grid(text: str) -> dict[str, list[Any]]:
-    """``"lr=0.01,0.1 batch_size=32,64"`` -> {"lr": [0.01, 0.1], "batch_size": [32, 64]}."""
+    """``"lr=0.01,0.1 batch_size=32,64"`` -> {"lr": [0.01, 0.1], "batch_size": [32, 64]}.
+    An option named twice, or a value given twice for one option, is an error (see ``check_grid``)."""
     grid: dict[str, list[Any]] = {}
     for part in text.split():
         key, sep, values = part.partition("=")
         key = key.strip().lstrip("-").replace("-", "_")
         if not sep or not key or not values:
             raise ValueError(f"bad --grid entry {part!r}: use OPTION=V1,V2,... e.g. lr=0.01,0.1")
+        if key in grid:
+            raise ValueError(f"--grid names {key} twice: give all its values in one entry, {key}=V1,V2,...")
         grid[key] = [_value(v) for v in values.split(",") if v.strip()]
     if not grid:
         raise ValueError("--grid is empty: give OPTION=V1,V2 ... e.g. 'lr=0.01,0.1 batch_size=32,64'")
+    check_grid(grid)
     return grid
+
+
+def check_grid(grid: dict[str, list[Any]]) -> None:
+    """Refuse a grid with a repeated point: a value listed twice for one option (``lr=0.1,0.1``,
+    or ``lr=0.1,1e-1``, the same number), or two points whose runs would share one folder
+    (``run_name`` maps both to it). Two runs of one point would train in the same checkpoint folder
+    at once, and the sweep would report one of them still running after it exited. Refused rather
+    than merged: a repeated value is nearly always a typo for another one, and nothing has started."""
+    for key, values in grid.items():
+        if not values:
+            raise ValueError(f"grid option {key} has no values: give {key}=V1,V2,...")
+        seen: dict[tuple, Any] = {}
+        for value in values:
+            same = seen.get(_point_key(value))
+            if same is not None:
+                twice = f"{same} twice" if str(same) == str(value) else f"{same} and {value} (the same value)"
+                raise ValueError(f"grid option {key} lists {twice}: each grid point must be run once; "
+                                 "remove the repeat (or give the value you meant)")
+            seen[_point_key(value)] = value
+    names: dict[str, dict[str, Any]] = {}
+    for params in expand(grid):
+        name = run_name(params)
+        if name in names:
+            raise ValueError(f"grid points {names[name]} and {params} would both run in the folder {name!r}: "
+                             "give values that differ in more than punctuation")
+        names[name] = params
 
 
 @dataclass
@@ -99,7 +129,20 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
         raise ValueError(f"{path}: unknown key(s) {unknown}; expected model, metric, mode, [options], [grid]")
     grid = {k.replace("-", "_"): (v if isinstance(v, list) else [v]) for k, v in data.get("grid", {}).items()}
     options = {k.replace("-", "_"): v for k, v in data.get("options", {}).items()}
+    try:
+        check_grid(grid)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
     return SweepConfig(data.get("model"), options, grid, data.get("metric"), data.get("mode"))
+
+
+def _point_key(value: Any) -> tuple:
+    """What makes two grid values the same option value: numbers by value (1 and 1.0), the rest as they are."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("number", float(value))
+    return (type(value).__name__, str(value))
 
 
 def expand(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -266,6 +309,11 @@ class Sweep:
                  on_change: Callable[[Sweep], None] | None = None, epochs: int | None = None):
         if not slots:
             raise ValueError("a sweep needs at least one slot")
+        for key in ("name", "dir"):
+            values = [getattr(r, key) for r in runs]
+            repeated = sorted({v for v in values if values.count(v) > 1})
+            if repeated:  # two processes in one checkpoint folder, one of them reported as running for good
+                raise ValueError(f"a sweep runs each grid point once: the runs' {key}s {repeated} repeat")
         self.runs, self.slots, self.launcher = runs, slots, launcher
         self.out = Path(out)
         self.metric, self.mode = metric, mode

@@ -110,6 +110,74 @@ def test_worker_errors_carry_the_worker_traceback() -> None:
         list(DataLoader(Broken(8), batch_size=2, as_tensors=False))
 
 
+class Raises(NoisyDataset):
+    """Sample 3 raises ``error`` (the same in a worker as in this process)."""
+
+    def __init__(self, n: int, error: Exception):
+        super().__init__(n)
+        self.error = error
+
+    def __getitem__(self, i: int):
+        if i == 3:
+            raise self.error
+        return super().__getitem__(i)
+
+
+class NeedsTwoArguments(Exception):
+    def __init__(self, code: int, detail: str):
+        super().__init__(code, detail)
+
+
+@pytest.mark.parametrize("error", [ValueError("sample three is bad"), KeyError("sample three"),
+                                   FileNotFoundError(2, "No such file", "three.jpg")])
+def test_a_workers_exception_is_raised_again_with_its_type_and_traceback(error: Exception) -> None:
+    """As PyTorch: `except ValueError` catches a worker's ValueError; the message says which worker
+    and carries the worker's traceback; it is a DataLoaderWorkerError too (tinyflow's commands catch that)."""
+    from tinyflow.data import DataLoaderWorkerError
+
+    with pytest.raises(type(error)) as info:
+        list(DataLoader(Raises(8, error), batch_size=2, num_workers=2, as_tensors=False))
+    exc = info.value
+    assert isinstance(exc, DataLoaderWorkerError) and type(exc).__name__ == type(error).__name__
+    text = str(exc)
+    first, _, rest = text.partition("\n")
+    assert first.startswith(f"Caught {type(error).__name__} in DataLoader worker process ")
+    assert first.endswith(f"while loading a batch with indices [2, 3]: {error}")
+    assert rest.startswith("Original Traceback (most recent call last):")
+    assert "in __getitem__\n    raise self.error" in rest and rest.endswith(f"{type(error).__name__}: {error}")
+    if isinstance(error, KeyError):
+        assert "\\n" not in text  # shown as text, not as the repr KeyError gives its argument
+
+
+def test_a_workers_exception_that_cannot_be_rebuilt_is_the_loaders_error() -> None:
+    from tinyflow.data import DataLoaderWorkerError
+
+    class Local(Exception):  # defined in a function: it does not pickle, so only its name comes back
+        pass
+
+    for error in (NeedsTwoArguments(7, "bad header"), Local("local trouble")):
+        with pytest.raises(DataLoaderWorkerError) as info:
+            list(DataLoader(Raises(8, error), batch_size=2, num_workers=1, as_tensors=False))
+        assert type(info.value) is DataLoaderWorkerError
+        assert str(info.value).startswith(f"Caught {type(error).__name__} in DataLoader worker process 0")
+        assert "Original Traceback" in str(info.value)
+
+
+def test_a_failing_worker_init_fn_is_named_as_such() -> None:
+    """Not "a worker process died (killed by the system, e.g. out of memory)": the worker_init_fn's
+    own exception, with its type, the worker's id and the traceback."""
+    def init(worker_id: int) -> None:
+        if worker_id == 0:
+            raise ZeroDivisionError(f"worker {worker_id} cannot start")
+
+    with pytest.raises(ZeroDivisionError) as info:
+        list(DataLoader(NoisyDataset(8), batch_size=2, num_workers=1, worker_init_fn=init, as_tensors=False))
+    first, _, rest = str(info.value).partition("\n")
+    assert first == ("Caught ZeroDivisionError in the worker_init_fn of DataLoader worker process 0: worker 0 "
+                     "cannot start")
+    assert "in init\n" in rest and "killed" not in str(info.value)
+
+
 def test_a_worker_that_dies_is_an_error_not_a_hang() -> None:
     import os
 

@@ -38,6 +38,7 @@ from typing import Any
 RESULT_MARK = "TINYFLOW_BENCH_RESULT "
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 # ---- the arithmetic of the table ---------------------------------------------------------------
@@ -322,6 +323,25 @@ class BenchSettings:
     overrides: dict[str, Any] = field(default_factory=dict)
     image_size: int | None = None
     cuda_graph: bool = False  # tinyflow's one-worker step replayed as a CUDA graph (cuda devices)
+
+    def __post_init__(self) -> None:
+        """Refuse settings that no measurement can come from (a negative step count would give a
+        negative throughput marked ok, zero steps a division by zero, zero runs a cell failed for no
+        reason). `tinyflow bench train` checks its options when it parses them; this guards a
+        program's own settings, with the same words."""
+        for name, least in (("steps", 1), ("runs", 1), ("rounds", 1), ("warmup", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < least:
+                raise ValueError(f"--{name}: must be >= {least}, got {value!r}")
+        for name, values in (("batch-sizes", self.batch_sizes), ("nproc", self.workers)):
+            if not values or any(not isinstance(v, int) or v < 1 for v in values):
+                raise ValueError(f"--{name}: expected a comma list of whole numbers >= 1, got {values!r}")
+        for name, values, known in (("precision", self.precisions, PRECISIONS), ("compare", self.compare, ("torch",))):
+            unknown = [v for v in values if v not in known]
+            if unknown or (name == "precision" and not values):
+                raise ValueError(f"--{name}: unknown {unknown or values!r}: choose a comma list of {', '.join(known)}")
+        if self.timeout <= 0 or self.bucket_mb <= 0:
+            raise ValueError(f"--timeout and --bucket-mb must be > 0, got {self.timeout} and {self.bucket_mb}")
 
     def spec(self, framework: str, precision: str, workers: int, batch: int) -> dict[str, Any]:
         return {"framework": framework, "model": self.model, "batch": batch, "overrides": self.overrides,

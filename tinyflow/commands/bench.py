@@ -19,6 +19,45 @@ import subprocess
 import sys
 import time
 
+from tinyflow.commands.options import (
+    ChoiceList,
+    IntList,
+    KeyValue,
+    OutputPath,
+    Parsed,
+    device,
+    input_path,
+    nonnegative_int,
+    output_dir,
+    output_file,
+    positive_float,
+    positive_int,
+    text,
+)
+
+PRECISIONS = ("fp32", "bf16", "fp16")  # as tinyflow/bench/train.py's (not imported here: it loads on first use)
+SCALING_ALGORITHMS = ("ring", "tree", "naive", "native", "auto")
+
+
+def _algorithm_choices() -> tuple[str, ...]:
+    """What `bench allreduce --algorithms` takes (read when the option is parsed)."""
+    from tinyflow.parallel.allreduce import ALGORITHM_CHOICES
+
+    return ALGORITHM_CHOICES
+
+
+def _sizes(text: str) -> list[int]:
+    """``--sizes``: parse_sizes' bytes, each > 0."""
+    from tinyflow.parallel.benchmark import parse_sizes
+
+    sizes = parse_sizes(text)
+    if not sizes or min(sizes) <= 0:
+        raise ValueError(f"sizes must be > 0 bytes, got {text!r}")
+    return sizes
+
+
+json_output = OutputPath("file", stdout=True)  # a file, or '-' for standard output
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `bench` command and its `allreduce` sub-command."""
@@ -34,42 +73,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Time ring, tree, naive and native all-reduce over N workers for a range of "
         "buffer sizes; print size, time, algbw and busbw (= algbw * 2(N-1)/N), and plot busbw.",
     )
-    ar.add_argument("--nproc", type=int, default=4, help="number of workers (default: %(default)s)")
-    ar.add_argument("--algorithms", default="ring,tree,naive,native",
+    ar.add_argument("--nproc", type=positive_int, default=4, help="number of workers (default: %(default)s)")
+    ar.add_argument("--algorithms", type=ChoiceList(_algorithm_choices), default="ring,tree,naive,native",
                     help="comma-separated subset of ring,tree,naive,native,auto; auto (ring, tree or native "
                     "per size from a cost model fitted first) is compared with the best of the others at each "
                     "size (default: %(default)s)")
-    ar.add_argument("--sizes", default="4K:64M",
+    ar.add_argument("--sizes", type=Parsed(_sizes, ("", "x", "0", "64M:4K", "4K,")), default="4K:64M",
                     help="MIN:MAX (doubling), a comma list, or one size; K/M/G suffixes (default: %(default)s)")
-    ar.add_argument("--iters", type=int, default=5, help="timed iterations per point (default: %(default)s)")
-    ar.add_argument("--warmup", type=int, default=1, help="untimed iterations first (default: %(default)s)")
+    ar.add_argument("--iters", type=positive_int, default=5, help="timed iterations per point (default: %(default)s)")
+    ar.add_argument("--warmup", type=nonnegative_int, default=1, help="untimed iterations first (default: %(default)s)")
     ar.add_argument("--transport", choices=("mpi", "local"), default="mpi",
                     help="mpi processes or threads of one process (default: %(default)s)")
-    ar.add_argument("--out", default=None, help="folder for the table (.md), raw rows (.json) and plot (.png)")
-    ar.add_argument("--plot", default=None, help="PNG path of the busbw plot (default: OUT/allreduce_npN_T.png)")
-    ar.add_argument("--timeout", type=float, default=120.0, help="seconds before a silent rank is an error")
+    ar.add_argument("--out", type=output_dir, default=None, help="folder for the table (.md), raw rows (.json) and plot (.png)")
+    ar.add_argument("--plot", type=output_file, default=None, help="PNG path of the busbw plot (default: OUT/allreduce_npN_T.png)")
+    ar.add_argument("--timeout", type=positive_float, default=120.0, help="seconds before a silent rank is an error")
     ar.set_defaults(func=run)
     _register_train(sub)
     _register_scaling(sub)
 
 
-def _csv(text: str, kind: type = str) -> list:
-    return [kind(x.strip()) for x in text.split(",") if x.strip()]
-
-
 def _model_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="a model of the zoo: alexnet, alexnet-224, alexnet-2012, resnet20, resnet56, "
+    p.add_argument("model", type=text, help="a model of the zoo: alexnet, alexnet-224, alexnet-2012, resnet20, resnet56, "
                    "resnet18, fcn-r, lstm-lm")
-    p.add_argument("--device", default="cpu", help="cpu or cuda:N (default: %(default)s)")
-    p.add_argument("--config", action="append", default=[], metavar="FIELD=VALUE",
+    p.add_argument("--device", type=device, default="cpu", help="cpu or cuda:N (default: %(default)s)")
+    p.add_argument("--config", type=KeyValue(), action="append", default=[], metavar="FIELD=VALUE",
                    help="override a field of the model's config (repeatable), e.g. --config hidden_size=512")
-    p.add_argument("--image-size", type=int, default=None, help="square input side (default: the model's)")
-    p.add_argument("--steps", type=int, default=5, help="steps per timed run (default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: %(default)s)")
-    p.add_argument("--runs", type=int, default=3, help="timed runs per process; the median is reported "
+    p.add_argument("--image-size", type=positive_int, default=None, help="square input side (default: the model's)")
+    p.add_argument("--steps", type=positive_int, default=5, help="steps per timed run (default: %(default)s)")
+    p.add_argument("--warmup", type=nonnegative_int, default=2, help="untimed steps first (default: %(default)s)")
+    p.add_argument("--runs", type=positive_int, default=3, help="timed runs per process; the median is reported "
                    "(default: %(default)s)")
-    p.add_argument("--bucket-mb", type=float, default=25.0, help="DataParallel bucket size (default: %(default)s)")
-    p.add_argument("--timeout", type=float, default=900.0, help="seconds per cell before it is marked "
+    p.add_argument("--bucket-mb", type=positive_float, default=25.0, help="DataParallel bucket size (default: %(default)s)")
+    p.add_argument("--timeout", type=positive_float, default=900.0, help="seconds per cell before it is marked "
                    "'timeout' (default: %(default)s)")
 
 
@@ -84,25 +119,27 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
         "process, same threads, alternating rounds) and the ratio.",
     )
     _model_options(p)
-    p.add_argument("--batch-sizes", default="16,32,64", help="comma list of batch sizes per worker "
+    p.add_argument("--batch-sizes", type=IntList(1), default="16,32,64", help="comma list of batch sizes per worker "
                    "(default: %(default)s)")
-    p.add_argument("--nproc", default="1", help="comma list of worker counts, e.g. 1,2,4 (default: %(default)s)")
-    p.add_argument("--precision", default="fp32", help="comma list of fp32, bf16, fp16 (autocast; default: "
+    p.add_argument("--nproc", type=IntList(1), default="1", help="comma list of worker counts, e.g. 1,2,4 (default: %(default)s)")
+    p.add_argument("--precision", type=ChoiceList(PRECISIONS), default="fp32", help="comma list of fp32, bf16, fp16 (autocast; default: "
                    "%(default)s)")
-    p.add_argument("--compare", default="", help="torch: also time the PyTorch twin (one worker)")
-    p.add_argument("--rounds", type=int, default=1, help="alternating rounds of fresh processes per cell "
+    p.add_argument("--compare", type=ChoiceList(("torch",)), default=[],
+                   help="torch: also time the PyTorch twin (one worker)")
+    p.add_argument("--rounds", type=positive_int, default=1, help="alternating rounds of fresh processes per cell "
                    "(default: %(default)s)")
     p.add_argument("--breakdown", action="store_true", help="also forward and forward+backward ms per batch, "
                    "and the all-reduce ms per step for several workers")
     p.add_argument("--allreduce", default="auto", choices=("auto", "ring", "tree", "naive", "native"),
                    help="gradient all-reduce of the multi-worker cells (default: %(default)s)")
-    p.add_argument("--threads", type=int, default=None, help="threads per worker (default: cores // workers)")
+    p.add_argument("--threads", type=positive_int, default=None, help="threads per worker (default: cores // workers)")
     p.add_argument("--cuda-graph", action="store_true",
                    help="replay tinyflow's one-worker step as a CUDA graph captured after the warm-up (cuda devices; "
                    "PyTorch stays eager; data-parallel cells run eagerly)")
-    p.add_argument("--json", default=None, metavar="PATH", help="write every cell as JSON ('-': stdout)")
-    p.add_argument("--plot", default=None, metavar="PNG", help="plot throughput against batch size")
-    p.add_argument("--out", default=None, metavar="DIR", help="write the table (.md), JSON and plot there")
+    p.add_argument("--json", type=json_output, default=None, metavar="PATH",
+                   help="write every cell as JSON ('-': stdout)")
+    p.add_argument("--plot", type=output_file, default=None, metavar="PNG", help="plot throughput against batch size")
+    p.add_argument("--out", type=output_dir, default=None, metavar="DIR", help="write the table (.md), JSON and plot there")
     p.set_defaults(func=run_train)
 
 
@@ -117,27 +154,28 @@ def _register_scaling(sub: argparse._SubParsersAction) -> None:
         "those worker counts with `bench train` and prints how far off the prediction is.",
     )
     _model_options(p)
-    p.add_argument("--batch-size", type=int, default=64, help="batch per worker (default: %(default)s)")
-    p.add_argument("--workers", default="1,2,4,8,16,32,64,128", help="comma list (default: %(default)s)")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="batch per worker (default: %(default)s)")
+    p.add_argument("--workers", type=IntList(1), default="1,2,4,8,16,32,64,128", help="comma list (default: %(default)s)")
     p.add_argument("--link", default="pcie3", choices=("pcie3", "nvlink", "ib", "measured"),
                    help="link presets, or measured on this host (default: %(default)s)")
-    p.add_argument("--algorithms", default="ring,tree,naive", help="comma list of ring, tree, naive, native, "
+    p.add_argument("--algorithms", type=ChoiceList(SCALING_ALGORITHMS), default="ring,tree,naive", help="comma list of ring, tree, naive, native, "
                    "auto (default: %(default)s)")
-    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
-    p.add_argument("--tflops", type=float, default=None, help="price compute at this sustained TFLOPS instead "
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    p.add_argument("--tflops", type=positive_float, default=None, help="price compute at this sustained TFLOPS instead "
                    "of the time measured here (what a faster device would see)")
-    p.add_argument("--validate", default="", help="worker counts to measure under MPI here, e.g. 1,2,4")
-    p.add_argument("--rounds", type=int, default=2, help="alternating rounds of the validation runs "
+    p.add_argument("--validate", type=IntList(1), default=[], help="worker counts to measure under MPI here, e.g. 1,2,4")
+    p.add_argument("--rounds", type=positive_int, default=2, help="alternating rounds of the validation runs "
                    "(default: %(default)s)")
-    p.add_argument("--allreduce-json", action="append", default=[], metavar="FILE",
+    p.add_argument("--allreduce-json", type=input_path, action="append", default=[], metavar="FILE",
                    help="with --link measured: fit to these `bench allreduce --out` JSON files instead of "
                    "measuring (repeatable)")
-    p.add_argument("--cores", type=int, default=None, help="cores the workers share with --link measured "
+    p.add_argument("--cores", type=positive_int, default=None, help="cores the workers share with --link measured "
                    "(default: this host's)")
-    p.add_argument("--profile-json", default=None, metavar="FILE", help="take the one-worker profile from an "
+    p.add_argument("--profile-json", type=input_path, default=None, metavar="FILE", help="take the one-worker profile from an "
                    "earlier --json output instead of measuring it again (e.g. to try other links)")
-    p.add_argument("--json", default=None, metavar="PATH", help="write the prediction as JSON ('-': stdout)")
-    p.add_argument("--plot", default=None, metavar="PNG", help="plot predicted (and measured) speedup")
+    p.add_argument("--json", type=json_output, default=None, metavar="PATH",
+                   help="write the prediction as JSON ('-': stdout)")
+    p.add_argument("--plot", type=output_file, default=None, metavar="PNG", help="plot predicted (and measured) speedup")
     p.set_defaults(func=run_scaling)
 
 
@@ -147,26 +185,23 @@ def _fail(command: str, message: str, code: int = 2) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    """`tinyflow bench train`: run every cell, print the tables, write JSON / plot."""
+    """`tinyflow bench train`: run every cell, print the tables, write JSON / plot. The options were
+    checked when parsed (counts >= 1, known precisions, writable outputs); the model is checked here."""
     from tinyflow.bench import train as bt
     from tinyflow.bench.workloads import parse_overrides, workload
 
     try:
         settings = bt.BenchSettings(
-            model=args.model, batch_sizes=_csv(args.batch_sizes, int), workers=_csv(args.nproc, int),
-            precisions=_csv(args.precision), device=args.device, steps=args.steps, warmup=args.warmup,
-            runs=args.runs, rounds=max(1, args.rounds), compare=_csv(args.compare), breakdown=args.breakdown,
-            allreduce=args.allreduce, bucket_mb=args.bucket_mb, threads=args.threads, timeout=args.timeout,
-            overrides=parse_overrides(args.config), image_size=args.image_size, cuda_graph=args.cuda_graph)
+            model=args.model, batch_sizes=args.batch_sizes, workers=args.nproc, precisions=args.precision,
+            device=args.device, steps=args.steps, warmup=args.warmup, runs=args.runs, rounds=args.rounds,
+            compare=args.compare, breakdown=args.breakdown, allreduce=args.allreduce, bucket_mb=args.bucket_mb,
+            threads=args.threads, timeout=args.timeout, overrides=parse_overrides(args.config),
+            image_size=args.image_size, cuda_graph=args.cuda_graph)
         workload(settings.model, 1, settings.overrides, settings.image_size)  # an unknown model fails here
     except ValueError as exc:
         return _fail("train", str(exc))
     if args.cuda_graph and not args.device.startswith("cuda"):
         return _fail("train", f"--cuda-graph needs a CUDA device (--device cuda:0), not --device {args.device}")
-    bad = [p for p in settings.precisions if p not in ("fp32", "bf16", "fp16")]
-    bad += [c for c in settings.compare if c != "torch"]
-    if bad or not settings.batch_sizes or not settings.workers or min(settings.workers) < 1:
-        return _fail("train", f"bad --precision / --compare / --nproc / --batch-sizes value(s) {bad or ''}")
     if max(settings.workers) > 1:
         from tinyflow.parallel.launch import find_mpirun
 
@@ -186,17 +221,28 @@ def run_train(args: argparse.Namespace) -> int:
                     + tables)
     json_path = args.json or (os.path.join(args.out, stem + ".json") if args.out else None)
     if json_path:
-        text = bt.to_json(cells, settings, **meta)
-        if json_path == "-":
-            print(text)
-        else:
-            with open(json_path, "w") as f:
-                f.write(text)
+        _write(json_path, bt.to_json(cells, settings, **meta))
     plot_path = args.plot or (os.path.join(args.out, stem + ".png") if args.out else None)
     if plot_path:
+        _make_parent(plot_path)
         bt.plot(cells, settings, plot_path)
         print(f"wrote {plot_path}", file=sys.stderr)
     return 0 if any(c.ok for c in cells) else 1
+
+
+def _make_parent(path: str) -> None:
+    """Create the folder a file option names (checked writable when the option was parsed)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+
+def _write(path: str, text: str) -> None:
+    """``text`` to the file ``path``, or to standard output for ``-``."""
+    if path == "-":
+        print(text)
+        return
+    _make_parent(path)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def run_scaling(args: argparse.Namespace) -> int:
@@ -206,35 +252,26 @@ def run_scaling(args: argparse.Namespace) -> int:
 
     try:
         settings = bs.ScalingSettings(
-            model=args.model, batch=args.batch_size, workers=_csv(args.workers, int), link=args.link,
-            algorithms=_csv(args.algorithms), bucket_mb=args.bucket_mb, device=args.device,
-            precision=args.precision, tflops=args.tflops, validate=_csv(args.validate, int),
+            model=args.model, batch=args.batch_size, workers=args.workers, link=args.link,
+            algorithms=args.algorithms, bucket_mb=args.bucket_mb, device=args.device,
+            precision=args.precision, tflops=args.tflops, validate=args.validate,
             allreduce_json=args.allreduce_json, steps=args.steps, warmup=args.warmup, runs=args.runs,
             timeout=args.timeout, overrides=parse_overrides(args.config), image_size=args.image_size,
-            rounds=max(1, args.rounds))
+            rounds=args.rounds)
         if args.cores:
             settings.cores = args.cores
         if args.profile_json:
             with open(args.profile_json) as f:
                 settings.profile_record = json.load(f)["profile_record"]
         workload(settings.model, settings.batch, settings.overrides, settings.image_size)
-        bad = [a for a in settings.algorithms if a not in ("ring", "tree", "naive", "native", "auto")]
-        if bad:
-            raise ValueError(f"unknown algorithm(s) {bad}: choose from ring, tree, naive, native, auto")
-        if not settings.workers or min(settings.workers) < 1:
-            raise ValueError("--workers needs worker counts >= 1")
         result = bs.run_scaling(settings, log=lambda line: print(line, file=sys.stderr, flush=True))
     except (ValueError, RuntimeError, OSError, KeyError) as exc:
         return _fail("scaling", str(exc), 1 if isinstance(exc, RuntimeError) else 2)
     print(bs.format_result(result, settings), end="")
     if args.json:
-        text = bs.to_json(result, settings)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text)
+        _write(args.json, bs.to_json(result, settings))
     if args.plot:
+        _make_parent(args.plot)
         bs.plot_result(result, settings, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
@@ -255,8 +292,8 @@ def _host() -> str:
 
 def _argv(args: argparse.Namespace) -> list[str]:
     """The same `bench allreduce` command line, for the relaunch under mpirun."""
-    argv = ["bench", "allreduce", "--nproc", str(args.nproc), "--algorithms", args.algorithms,
-            "--sizes", args.sizes, "--iters", str(args.iters), "--warmup", str(args.warmup),
+    argv = ["bench", "allreduce", "--nproc", str(args.nproc), "--algorithms", ",".join(args.algorithms),
+            "--sizes", ",".join(map(str, args.sizes)), "--iters", str(args.iters), "--warmup", str(args.warmup),
             "--transport", args.transport, "--timeout", str(args.timeout)]
     if args.out:
         argv += ["--out", os.path.abspath(args.out)]
@@ -267,26 +304,11 @@ def _argv(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Measure, then (rank 0) print the table and write the files."""
-    from tinyflow.parallel.allreduce import ALGORITHM_CHOICES
-    from tinyflow.parallel.benchmark import parse_sizes, run_allreduce_bench
+    from tinyflow.parallel.benchmark import run_allreduce_bench
     from tinyflow.parallel.world import launched_by_mpi
 
-    # Every option is checked here, before mpirun starts N workers that would each fail alike.
-    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-    unknown = [a for a in algorithms if a not in ALGORITHM_CHOICES]
-    if unknown or not algorithms:
-        problem = f"unknown {', '.join(map(repr, unknown))}" if unknown else "no algorithm given"
-        return _fail("allreduce", f"--algorithms {args.algorithms!r}: {problem}; "
-                     f"choose a comma list of {', '.join(ALGORITHM_CHOICES)}")
-    try:
-        sizes = parse_sizes(args.sizes)
-    except ValueError as exc:
-        return _fail("allreduce", str(exc))
-    for flag, value, least in (("--nproc", args.nproc, 1), ("--iters", args.iters, 1), ("--warmup", args.warmup, 0)):
-        if value < least:
-            return _fail("allreduce", f"{flag} must be >= {least}, got {value}")
-    if args.timeout <= 0:
-        return _fail("allreduce", f"--timeout must be > 0 seconds, got {args.timeout}")
+    # Every option was checked when parsed, before mpirun starts N workers that would each fail alike.
+    algorithms, sizes = args.algorithms, args.sizes
 
     if args.transport == "local":
         from tinyflow.parallel.local import run_local
@@ -352,5 +374,6 @@ def _report(rows: list, nproc: int, transport: str, args: argparse.Namespace) ->
             f.write(rows_to_json(rows, nproc=nproc, transport=transport))
     path = args.plot or (os.path.join(args.out, stem + ".png") if args.out else None)
     if path:
+        _make_parent(path)
         plot(rows, path, f"all-reduce busbw, {nproc} ranks ({transport})")
         print(f"wrote {path}", file=sys.stderr)

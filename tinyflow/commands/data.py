@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from tinyflow.commands.options import nonnegative_int, positive_int
+from tinyflow.commands.options import input_path, nonnegative_int, output_dir, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,8 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "images.npy (N, S, S, 3) uint8 memory-mapped, labels.npy and meta.json, so that training "
         "epochs skip JPEG decoding. Each image is resized (shorter side S) and centre-cropped.",
     )
-    pack.add_argument("src", help="image folder: SRC/<class>/<image>, or SRC/train + SRC/val")
-    pack.add_argument("dst", help="output folder (must not exist or be empty)")
+    pack.add_argument("src", type=input_path, help="image folder: SRC/<class>/<image>, or SRC/train + SRC/val")
+    pack.add_argument("dst", type=output_dir, help="output folder (must not exist or be empty)")
     pack.add_argument("--size", type=positive_int, required=True, help="side S of the stored square images")
     pack.add_argument("--workers", type=nonnegative_int, default=min(4, os.cpu_count() or 1),
                       help="decoding processes (default: %(default)s)")
@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     synth.add_argument("--train-per-class", type=positive_int, default=300)
     synth.add_argument("--val-per-class", type=nonnegative_int, default=60)
     synth.add_argument("--seed", type=nonnegative_int, default=0)
-    synth.add_argument("--out", default=None, help="cache folder (default: $TINYFLOW_HOME/datasets "
+    synth.add_argument("--out", type=output_dir, default=None, help="cache folder (default: $TINYFLOW_HOME/datasets "
                        "or $XDG_CACHE_HOME/tinyflow/datasets or ~/.cache/tinyflow/datasets)")
     parser.set_defaults(func=run)
 

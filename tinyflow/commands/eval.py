@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from tinyflow.commands.options import device, nonnegative_int, positive_int
+from tinyflow.commands.options import device, input_path, nonnegative_int, positive_int, text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,9 +14,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "default: the synthetic data set's val split). Prints one JSON line with the loss and the "
         "top-1 / top-5 accuracy.",
     )
-    parser.add_argument("model", help="model name the checkpoint was trained as, e.g. alexnet")
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by `tinyflow train`")
-    parser.add_argument("--data", default=None, help="image folder or packed folder (default: synthetic)")
+    parser.add_argument("model", type=text, help="model name the checkpoint was trained as, e.g. alexnet")
+    parser.add_argument("--checkpoint", type=input_path, required=True, help="a checkpoint written by `tinyflow train`")
+    parser.add_argument("--data", type=input_path, default=None, help="image folder or packed folder (default: synthetic)")
     parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.add_argument("--image-size", type=positive_int, default=None, help="default: the checkpoint's")
     parser.add_argument("--device", type=device, default="cpu")

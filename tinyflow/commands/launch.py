@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tinyflow.commands.options import positive_int, text
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `launch` command."""
@@ -18,10 +20,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "with oversubscription allowed. A PROGRAM ending in .py runs with this Python; use "
         "-m MODULE for a module. Exits with mpirun's status.",
     )
-    parser.add_argument("--nproc", type=int, required=True, help="number of workers")
-    parser.add_argument("--mpirun-arg", action="append", default=[], metavar="ARG",
+    parser.add_argument("--nproc", type=positive_int, required=True, help="number of workers")
+    parser.add_argument("--mpirun-arg", type=text, action="append", default=[], metavar="ARG",
                         help="extra argument for mpirun (repeatable), e.g. --mpirun-arg=-H --mpirun-arg=a,b")
-    parser.add_argument("program", help="script.py, -m, or an executable")
+    parser.add_argument("program", type=text, help="script.py, -m, or an executable")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the program")
     parser.set_defaults(func=run)
 

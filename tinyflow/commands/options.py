@@ -209,7 +209,8 @@ class ChoiceList(Check):
         items = _items(text, f"names out of {', '.join(known)}")
         unknown = [item for item in items if item not in known]
         if unknown:
-            self.fail(f"unknown {', '.join(map(repr, unknown))}: choose a comma list of {', '.join(known)}")
+            listed = f"a comma list of {', '.join(known)}" if len(known) > 1 else known[0]
+            self.fail(f"unknown {', '.join(map(repr, unknown))}: choose {listed}")
         _no_repeats(items, text)
         return items
 

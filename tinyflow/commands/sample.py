@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tinyflow.commands.options import device, nonnegative_float, nonnegative_int
+from tinyflow.commands.options import Text, device, input_path, nonnegative_float, nonnegative_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,8 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "LENGTH sampled tokens. Lower temperatures give safer, more repetitive text; 0 always "
         "picks the most likely token.",
     )
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint written by `tinyflow train lstm-lm`")
-    parser.add_argument("--prompt", default="", help="text to continue (default: start of a line)")
+    parser.add_argument("--checkpoint", type=input_path, required=True, help="a checkpoint written by `tinyflow train lstm-lm`")
+    parser.add_argument("--prompt", type=Text(empty=True), default="", help="text to continue (default: start of a line)")
     parser.add_argument("--length", type=nonnegative_int, default=300, help="tokens to generate (default: %(default)s)")
     parser.add_argument("--temperature", type=nonnegative_float, default=0.8,
                         help="softmax temperature, >= 0 (default: %(default)s)")

@@ -9,13 +9,18 @@ resumed at batch ``k`` (``set_epoch(e, start_batch=k)``).
 Workers. With ``num_workers > 0`` a pool of processes decodes and collates whole batches
 (so JPEG decoding overlaps the training step in the main process); at most
 ``num_workers * prefetch_factor`` batches are in flight and they are handed out in order.
+An exception raised in a worker (by the dataset, the collate_fn or the worker_init_fn) is raised
+again in the caller with its own type where that can be rebuilt, as PyTorch does, and with the
+worker's traceback in its message; a worker that dies is a DataLoaderWorkerError saying how.
 """
 from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import multiprocessing
 import numbers
+import pickle
 import signal
 import time
 import traceback
@@ -39,7 +44,68 @@ class SkippedSampleWarning(UserWarning):
 
 
 class DataLoaderWorkerError(RuntimeError):
-    """A worker process failed; the message carries the worker's traceback."""
+    """A DataLoader worker failed: it died, or raised an exception.
+
+    An exception raised in a worker reaches the caller as its own type where that type can be
+    rebuilt from a message (PyTorch re-raises ``exc_type(message)`` too): as an instance of a class
+    derived from both that type and this one and named as that type, so ``except ValueError`` and
+    ``except DataLoaderWorkerError`` both catch it (a RuntimeError comes as this class). Its message is "Caught ValueError in DataLoader
+    worker process 0 while loading ...: <the message>", then "Original Traceback (most recent call
+    last): ..." (the worker's). A type that cannot be rebuilt (it needs other arguments, or does not
+    pickle) comes as this class itself, with the same message."""
+
+
+class _KeyErrorMessage(str):
+    """A KeyError's str() is the repr of its argument: this one shows the message as it is (PyTorch's KeyErrorMessage)."""
+
+    def __repr__(self) -> str:
+        return self
+
+
+@functools.cache
+def _worker_error_class(exc_type: type) -> type:
+    """``exc_type`` and DataLoaderWorkerError in one class, named as ``exc_type`` (whose ``__init__``
+    and ``__str__`` it keeps). RuntimeError and its bases: DataLoaderWorkerError itself is one."""
+    if issubclass(exc_type, DataLoaderWorkerError) or issubclass(DataLoaderWorkerError, exc_type):
+        return DataLoaderWorkerError if issubclass(DataLoaderWorkerError, exc_type) else exc_type
+    return type(exc_type.__name__, (exc_type, DataLoaderWorkerError),
+                {"__module__": exc_type.__module__, "__qualname__": exc_type.__qualname__,
+                 "__doc__": f"{exc_type.__name__} raised in a DataLoader worker (see DataLoaderWorkerError)."})
+
+
+class _WorkerFailure(Exception):
+    """An exception raised in a worker, on its way to the caller: its type (None where the type does
+    not pickle) and the message with the worker's traceback. ``rebuilt()`` is what the caller gets."""
+
+    def __init__(self, exc_type: type | None, message: str):
+        super().__init__(exc_type, message)
+        self.exc_type, self.message = exc_type, message
+
+    def rebuilt(self) -> DataLoaderWorkerError:
+        """The worker's exception type (and DataLoaderWorkerError) with the message, where it can be
+        built from the message alone and shows it; else a DataLoaderWorkerError with the message."""
+        if self.exc_type is not None and issubclass(self.exc_type, Exception):
+            message = _KeyErrorMessage(self.message) if issubclass(self.exc_type, KeyError) else self.message
+            try:
+                exc = _worker_error_class(self.exc_type)(message)
+                if str(exc) == self.message:
+                    return exc
+            except Exception:  # noqa: BLE001 - a type built otherwise: the loader's own error carries the message
+                pass
+        return DataLoaderWorkerError(self.message)
+
+
+def _worker_failure(exc: Exception, where: str) -> _WorkerFailure:
+    """``exc``, raised in a worker (``where``: "DataLoader worker process 0 while loading ..."), as it
+    travels to the caller, with the traceback being handled."""
+    exc_type: type | None = type(exc)
+    try:
+        pickle.dumps(exc_type)
+    except Exception:  # noqa: BLE001 - a class defined inside a function, ...: sent by name only
+        exc_type = None
+    first = str(exc).partition("\n")[0] if not isinstance(exc, KeyError) else str(exc)
+    head = f"Caught {type(exc).__name__} in {where}" + (f": {first}" if first else "")
+    return _WorkerFailure(exc_type, f"{head}\nOriginal {traceback.format_exc().rstrip()}")
 
 
 def default_collate(samples: Sequence[Any]) -> Any:
@@ -91,41 +157,55 @@ def _load_batch(
     return (collate_fn(samples) if samples else None), skipped
 
 
-# Per-worker state, set once by the pool initializer (inherited through fork, no pickling).
+# Per-worker state, set once by the pool initializer (inherited through fork, no pickling): the
+# dataset and collate_fn, this worker's id (0, 1, ... in the order the workers start) and what its
+# worker_init_fn raised, if it did.
 _worker_state: tuple[Dataset, Callable] | None = None
+_worker_id = 0
+_init_failure: _WorkerFailure | None = None
 
 
 def _worker_init(dataset: Dataset, collate_fn: Callable, worker_init_fn: Callable[[int], None] | None = None,
                  counter: Any = None) -> None:
-    global _worker_state
+    """The pool's initializer. A worker_init_fn that raises does not end the worker (the pool would
+    see a worker that died, as if killed): its exception comes back with the worker's first batch."""
+    global _worker_state, _worker_id, _init_failure
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's business
     if hasattr(signal, "SIGUSR1"):
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # so is the stop request mpirun forwards (tinyflow train --nproc)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the training loop's handler: the pool ends its workers with it
     _worker_state = (dataset, collate_fn)
+    if counter is not None:
+        with counter.get_lock():
+            _worker_id, counter.value = counter.value, counter.value + 1
     if worker_init_fn is not None:
-        with counter.get_lock():  # the workers' ids: 0, 1, ... in the order they start
-            worker_id, counter.value = counter.value, counter.value + 1
-        worker_init_fn(worker_id)
+        try:
+            worker_init_fn(_worker_id)
+        except Exception as exc:  # noqa: BLE001 - sent to the caller with the first batch
+            _init_failure = _worker_failure(exc, f"the worker_init_fn of DataLoader worker process {_worker_id}")
 
 
 def _worker_load(indices: Sequence[int], seed: int, epoch: int, refill: bool) -> tuple[Any, list[tuple[str, str]]]:
     assert _worker_state is not None
+    if _init_failure is not None:
+        raise _init_failure
     dataset, collate_fn = _worker_state
     try:
         return _load_batch(dataset, collate_fn, indices, seed, epoch, refill)
-    except Exception as exc:  # re-raised in the main process with the worker's traceback
-        raise DataLoaderWorkerError(
-            f"DataLoader worker failed on a batch with indices {list(indices)[:8]}...: "
-            f"{type(exc).__name__}: {exc}\n--- worker traceback ---\n{traceback.format_exc()}"
-        ) from None
+    except Exception as exc:  # raised again in the caller, as its own type, with this traceback
+        shown = f"{list(indices)[:8]}" if len(indices) <= 8 else f"{list(indices)[:8]}"[:-1] + ", ...]"
+        raise _worker_failure(exc, f"DataLoader worker process {_worker_id} while loading a batch with "
+                                   f"indices {shown}") from None
 
 
 @contextlib.contextmanager
 def _worker_deaths(epoch: int, workers: dict[int, Any]) -> Iterator[None]:
-    """Turn BrokenProcessPool (a worker process died) into the loader's own error, naming how."""
+    """Turn BrokenProcessPool (a worker process died) into the loader's own error, naming how; an
+    exception a worker raised comes out as the worker raised it (``_WorkerFailure.rebuilt``)."""
     try:
         yield
+    except _WorkerFailure as failure:  # an exception raised in a worker: its own type again
+        raise failure.rebuilt() from None
     except BrokenProcessPool:
         raise DataLoaderWorkerError(
             f"a DataLoader worker process died{_how_workers_died(workers)} while loading epoch {epoch + 1} "
@@ -344,8 +424,7 @@ class DataLoader:
         # futures then raise BrokenProcessPool instead of waiting forever for a lost batch, and
         # so does every later submit(); both go through _worker_deaths.
         pool = ProcessPoolExecutor(self.num_workers, mp_context=ctx, initializer=_worker_init,
-                                   initargs=(self.dataset, self.collate_fn, self.worker_init_fn,
-                                             ctx.Value("i", 0) if self.worker_init_fn else None))
+                                   initargs=(self.dataset, self.collate_fn, self.worker_init_fn, ctx.Value("i", 0)))
         workers: dict[int, Any] = {}  # pid -> Process, every worker this pool started
         try:
             pending: collections.deque = collections.deque()
