@@ -229,3 +229,33 @@ def test_cli_resume_of_a_checkpoint_without_options_keeps_its_optimizer_settings
                 "weight_decay": 5e-4}
     assert {k: resumed["options"][k] for k in recorded} == recorded
     assert [r["lr"] for r in resumed["history"]] == pytest.approx([0.05, 0.025])
+
+
+def test_an_epoch_finished_before_the_resume_keeps_its_time_and_throughput(tmp_path: Path) -> None:
+    """Ctrl-C after the last batch of an epoch, before its record: the resumed process trains no batch
+    of it. Its record counts the time trained before the resume (not time_s 0 and the epoch's images
+    over a few milliseconds); from a checkpoint that does not record that time, both are unknown (None)."""
+    def ctrl_c_at(where):  # noqa: ANN001, ANN202
+        def press(epoch: int, step: int, loss) -> None:  # noqa: ANN001
+            if (epoch, step) == where:
+                os.kill(os.getpid(), signal.SIGINT)
+        return press
+
+    for recorded in (True, False):
+        run = tmp_path / f"recorded={recorded}"
+        _, cut = _fit(run, epochs=1, on_step=ctrl_c_at((0, 8)))  # Blobs(64) in batches of 8: the epoch's last
+        assert cut.interrupted and cut.step == 8
+        state = ckpts.load_checkpoint(run / "last.ckpt")
+        trained_s = state["epoch_time_s"]
+        assert trained_s > 0 and state["history"] == []
+        if not recorded:  # as an older tinyflow wrote it
+            ckpts.save_checkpoint(run / "last.ckpt", {k: v for k, v in state.items()
+                                                      if k not in ("format", "epoch_time_s")})
+        _, res = _fit(run, epochs=1, resume=True)
+        record = res.history[0]
+        if recorded:
+            assert record["time_s"] >= round(trained_s, 3)
+            assert record["images_per_s"] == pytest.approx(64 / record["time_s"], rel=0.05)  # time_s is rounded
+        else:
+            assert record["time_s"] is None and record["images_per_s"] is None
+        assert record["epoch"] == 1 and len(res.history) == 1
