@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,13 +62,43 @@ def _error_line(err: str, command: str = "train") -> str:
     (["sample", "--checkpoint", "c", "--temperature", "-1"], "argument --temperature: must be >= 0, got -1"),
     (["sample", "--checkpoint", "c", "--temperature", "inf"], "argument --temperature: must be a finite number >= 0"),
     (["data", "pack", "a", "b", "--size", "0"], "argument --size: must be >= 1, got 0"),
+    # bench train once printed a negative images/s marked ok (exit 0), divided by zero, failed a cell
+    # for no reason, or listed no "bad values"; now each is refused as train refuses its own.
+    (["bench", "train", "alexnet", "--steps", "-1"], "argument --steps: must be >= 1, got -1"),
+    (["bench", "train", "alexnet", "--steps", "0"], "argument --steps: must be >= 1, got 0"),
+    (["bench", "train", "alexnet", "--runs", "0"], "argument --runs: must be >= 1, got 0"),
+    (["bench", "train", "alexnet", "--batch-sizes", "16,x"], "argument --batch-sizes: 'x' in '16,x' is not a whole number"),
+    (["bench", "train", "alexnet", "--nproc", ""], "argument --nproc: expected a comma list of whole numbers, got ''"),
+    (["bench", "train", "alexnet", "--nproc", "1,1"], "argument --nproc: 1 appears twice in '1,1'"),
+    (["bench", "train", "alexnet", "--device", ""], "argument --device: expected a device: 'cpu', 'cuda' or 'cuda:N'"),
+    (["bench", "train", "alexnet", "--precision", "fp8"], "argument --precision: unknown 'fp8': choose a comma list "
+                                                          "of fp32, bf16, fp16"),
+    (["bench", "train", "alexnet", "--compare", "pytorch"], "argument --compare: unknown 'pytorch': choose torch"),
+    (["bench", "scaling", "alexnet", "--workers", "0,2"], "argument --workers: every value must be >= 1, got 0"),
+    (["bench", "scaling", "alexnet", "--algorithms", "ring,"], "argument --algorithms: 'ring,' has an empty item"),
+    (["bench", "allreduce", "--sizes", "64M:4K"], "argument --sizes: bad size range '64M:4K': need 0 < min <= max"),
+    (["bench", "allreduce", "--algorithms", "rng"], "argument --algorithms: unknown 'rng': choose a comma list of"),
+    (["launch", "--nproc", "0", "x.py"], "argument --nproc: must be >= 1, got 0"),
 ])  # fmt: skip
 def test_bad_option_values_are_refused_in_one_line(argv: list[str], message: str, capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         cli.main(argv)
     assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert message in _error_line(err, " ".join(argv[:2]) if argv[0] == "data" else argv[0])
+    assert message in _error_line(err, " ".join(argv[:2]) if argv[0] in ("data", "bench") else argv[0])
+    assert len(err.splitlines()) == 1  # the error alone: `tinyflow COMMAND --help` has the usage
+
+
+def test_bench_settings_of_a_program_are_checked_too() -> None:
+    from tinyflow.bench.train import BenchSettings
+
+    good = {"model": "alexnet", "batch_sizes": [8], "workers": [1], "precisions": ["fp32"]}
+    BenchSettings(**good)
+    for bad, message in (({"steps": -1}, "--steps: must be >= 1, got -1"), ({"runs": 0}, "--runs: must be >= 1"),
+                         ({"batch_sizes": []}, "--batch-sizes: expected a comma list"),
+                         ({"precisions": ["fp8"]}, "--precision: unknown ['fp8']")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            BenchSettings(**{**good, **bad})
 
 
 def test_a_cuda_device_without_cupy_is_refused_in_one_line(capsys) -> None:

@@ -146,3 +146,51 @@ def test_a_2x2_sweep_on_the_cpu_with_2_slots(tmp_path, capsys):
     assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"
     for r in results["runs"]:
         assert (Path(r["dir"]) / "last.ckpt").exists() and "--checkpoint-dir" in (Path(r["dir"]) / "train.log").read_text()
+
+
+def test_a_repeated_grid_point_is_refused_in_one_line(tmp_path, capsys):
+    """Two runs of one grid point would train in one folder at once, and the sweep would show one
+    as running after it exited: refused (a repeat is a typo for another value) before anything starts."""
+    from tinyflow import cli
+
+    with pytest.raises(ValueError, match="grid option lr lists 0.1 twice"):
+        sw.parse_grid("lr=0.1,0.10 batch_size=8")
+    with pytest.raises(ValueError, match=r"grid option lr lists 1 and 1.0 \(the same value\)"):
+        sw.parse_grid("lr=1,1.0")
+    with pytest.raises(ValueError, match="--grid names lr twice"):
+        sw.parse_grid("lr=0.1 lr=0.2")
+    with pytest.raises(ValueError, match=r"would both run in the folder 'data=a-b'"):
+        sw.parse_grid("data=a/b,a-b")
+    runs = [sw.Run("lr=0.1", {"lr": 0.1}, str(tmp_path / "lr=0.1"))] * 2
+    with pytest.raises(ValueError, match=r"a sweep runs each grid point once: the runs' names \['lr=0.1'\] repeat"):
+        sw.Sweep(runs, sw.cpu_slots(1, cpus=[0]), launcher=None, out=tmp_path)
+
+    out = tmp_path / "sweep"
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["sweep", "--grid", "lr=0.1,0.1", "lstm-lm", "--out", str(out)])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == ("tinyflow sweep: error: argument --grid: grid option lr lists 0.1 twice: each "
+                                       "grid point must be run once; remove the repeat (or give the value you meant)\n")
+    config = tmp_path / "s.toml"
+    config.write_text('model = "lstm-lm"\n[grid]\nlr = [0.1, 0.1]\n')
+    assert cli.main(["sweep", str(config), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith(f"tinyflow sweep: error: {config}: grid option lr lists 0.1 twice")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--grid", "lr=abc", "lstm-lm"], "run lr=abc: argument --lr: expected a number, got 'abc' (as a `tinyflow "
+                                      "train` option)"),
+    (["--grid", "lrr=0.1", "lstm-lm"], "run lrr=0.1: unrecognized arguments: --lrr 0.1"),
+    (["--grid", "lr=0.1", "lstm-lm", "--epochs", "0"], "the train options: argument --epochs: must be >= 1, got 0"),
+    (["--grid", "lr=0.1", "no-such-model"], "unknown model 'no-such-model': choose one of "),
+    (["lstm-lm", "--grid", "lr=0.1", "--slots", "0"], "argument --slots: must be >= 1, got 0"),  # after the model too
+])  # fmt: skip
+def test_bad_train_options_of_a_sweep_are_refused_before_any_run(tmp_path, capsys, argv, message):
+    from tinyflow import cli
+
+    out = tmp_path / "sweep"
+    assert cli.main(["sweep", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tinyflow sweep: error: {message}") and err.count("\n") == 1, err
+    assert not out.exists()  # nothing started
