@@ -4,6 +4,7 @@ GPU; and the host side of the kernels (staged or direct, the 32/64-bit choice, f
 magic divisors are tested with csrc/fastdiv.cuh's other users."""
 from __future__ import annotations
 
+import contextlib
 import re
 from unittest import mock
 
@@ -52,7 +53,9 @@ def conv_cases(draw):
 def staging(on: bool):
     """The staged kernels where ``on`` (every case here fits them), else the direct ones: a
     stage of 0 bytes fits no tile."""
-    return mock.patch.object(twin, "STAGE_BYTES", twin.STAGE_BYTES if on else 0)
+    if on:
+        return contextlib.nullcontext()
+    return mock.patch.multiple(twin, STAGE_BYTES=0, STAGE_BYTES_PER_THREAD=0)
 
 
 @SETTINGS
@@ -104,15 +107,43 @@ def test_staged_kernels_across_tiles_rounds_and_leads(emu, dtype):
 
     shape, geom = (2, 3, 61, 47), ((4, 5), (3, 2), (2, 1), (2, 1))
     geo = twin._geometry(shape, *geom)
-    th, taps, pitch = twin.col2im_tile(geo, size)
-    small = 2 * pitch * size  # room for 2 taps' runs
-    th, taps, pitch = twin.col2im_tile(geo, size, small)
-    assert th < shape[2] and taps == 2
+    tile = twin.col2im_tile(geo, size)
+    small = 3 * (tile.pitch * size + twin.TAP_RUN_BYTES)  # room for 3 taps' runs
+    tile = twin.col2im_tile(geo, size, small)
+    assert tile.rows < shape[2] and tile.images == 1 and tile.taps == 3  # rounds of 3 over 4x5 taps
     col = rng.standard_normal((3 * 4 * 5, 2 * geo[12] * geo[13])).astype(dtype)
-    with mock.patch.object(twin, "STAGE_BYTES", small):
+    with mock.patch.object(twin, "col2im_tile", lambda geo, itemsize: tile):
         dx = run(emu, "col2im", col, shape, *geom)
     assert emu.launches == [f"col2im_{dtype_suffix(col)}"]
     assert_sum_close(dx, reference("col2im")(exact(col), shape, *geom), dtype, scale=float(np.abs(exact(col)).max()) * 20)
+
+
+@pytest.mark.parametrize("dtype", ALL_FLOATS, ids=lambda d: np.dtype(d).name)
+def test_col2im_tiles_of_whole_planes_across_images_rounds_and_folded_grids(emu, monkeypatch, dtype):
+    """Small planes: a block sums several whole planes of one channel (images of a group; the last
+    group shorter), over rounds of 4 taps that end inside a row of 3x3 taps (stride 1, padding 1,
+    where the first and last tap rows skip an output row of every image), and over 2x5 taps of a
+    strided, dilated kernel; grids folded to 2 in y and z so that blocks loop over channels and
+    image groups."""
+    rng = np.random.default_rng(11)
+    size = np.dtype(dtype).itemsize
+    monkeypatch.setattr(twin, "MAX_GRID_YZ", 2)
+    for shape, geom in [((11, 5, 7, 7), ((3, 3), (1, 1), (1, 1), (1, 1))),
+                        ((11, 3, 6, 9), ((2, 5), (1, 2), (0, 2), (2, 1)))]:
+        geo = twin._geometry(shape, *geom)
+        want_tile = twin.col2im_tile(geo, size)
+        assert want_tile.rows == shape[2] and want_tile.images > 1
+        four = twin.col2im_tile(geo, size, max_images=4)  # groups of 4, 4 and 3 images
+        tile = twin.col2im_tile(geo, size, 4 * (four.pitch * size + twin.TAP_RUN_BYTES), max_images=4)
+        assert (tile.images, tile.taps) == (4, 4)
+        k = shape[1] * geom[0][0] * geom[0][1]
+        col = rng.standard_normal((k, shape[0] * geo[12] * geo[13])).astype(dtype)
+        want = reference("col2im")(exact(col), shape, *geom)
+        for chosen in (want_tile, tile):
+            with mock.patch.object(twin, "col2im_tile", lambda geo, itemsize: chosen):
+                dx = run(emu, "col2im", col, shape, *geom)
+            assert emu.launches == [f"col2im_{dtype_suffix(col)}"]
+            assert_sum_close(dx, want, dtype, scale=float(np.abs(exact(col)).max()) * k)
 
 
 def test_the_staged_kernels_are_chosen_where_their_tiles_fit():
@@ -120,12 +151,14 @@ def test_the_staged_kernels_are_chosen_where_their_tiles_fit():
     apart; col2im where an image row fits a tile and a tap's run the stage; else the direct
     kernels. And the host's copy of the kernels' shared-memory sizes matches conv.cu's."""
     source = (CSRC / "conv.cu").read_text()
-    for name in ("STAGE_BYTES", "STAGE_ROWS", "COL2IM_PIXELS"):
+    for name in ("STAGE_BYTES", "STAGE_ROWS", "COL2IM_PIXELS", "COPY_BYTES"):
         assert int(re.search(rf"constexpr int {name} = (\d+);", source).group(1)) == getattr(twin, name)
+    assert "struct TapRun {\n    int src, packs, at;\n};" in source and twin.TAP_RUN_BYTES == 3 * 4
     geo = lambda x_shape, k, s, p: twin._geometry(x_shape, (k, k), (s, s), (p, p), (1, 1))  # noqa: E731
     conv1 = geo((128, 3, 224, 224), 11, 4, 2)  # AlexNet conv1: OW = 55
     assert twin.im2col_stage(conv1, 4) == 224  # 217 pixels a row + the sector lead, in warps
-    assert twin.col2im_tile(conv1, 4) == (4, 11, 64)  # 4 image rows, all 11 taps of a row a round
+    # 4 image rows; a tap's run is one output row (55 + 7 lead, in sectors: 64); 91 of 121 taps a round
+    assert twin.col2im_tile(conv1, 4) == twin.Col2imTile(4, 1, 91, 64, 256, 24400)
     for x_shape, k, s, p in [((128, 64, 27, 27), 5, 1, 2), ((128, 192, 13, 13), 3, 1, 1),
                              ((128, 16, 32, 32), 3, 2, 1), ((128, 64, 8, 8), 3, 1, 1)]:
         for size in (2, 4, 8):  # AlexNet conv2-5, ResNet-20's 3x3 / 2 and its last 8x8 maps
@@ -138,7 +171,49 @@ def test_the_staged_kernels_are_chosen_where_their_tiles_fit():
     assert twin.im2col_stage(geo((1, 8, 6, 6), 3, 1, 0), 4) is not None  # but only 4 there are
     assert twin.im2col_stage(geo((1, 1, 3, 9000), 3, 1, 1), 4) is None  # rows too wide to stage
     assert twin.col2im_tile(geo((1, 1, 3, 1100), 3, 1, 1), 4) is None  # an image row over a tile
-    assert twin.col2im_tile(geo((1, 1, 3, 1000), 3, 1, 1), 4) == (1, 3, 1024)
+    assert twin.col2im_tile(geo((1, 1, 3, 1000), 3, 1, 1), 4) == twin.Col2imTile(1, 1, 6, 1008, 256, 24272)
+
+
+@pytest.mark.parametrize("size", [2, 4, 8])
+@pytest.mark.parametrize("x_shape, k, s, p", [((128, 256, 13, 13), 3, 1, 1), ((128, 512, 7, 7), 3, 1, 1),
+                                              ((128, 64, 8, 8), 3, 1, 1), ((128, 64, 27, 27), 5, 1, 2),
+                                              ((128, 16, 32, 32), 3, 2, 1), ((64, 3, 224, 224), 11, 4, 2)])
+def test_col2im_blocks_have_128_to_256_busy_threads_and_a_stage_sized_to_the_launch(x_shape, k, s, p, size):
+    """Issue 33: no 64-thread blocks on small planes (several images a block instead), no thread
+    without a pixel but the last warp's tail and the lanes before the tile's first pixel (fewer
+    than a sector's elements: they make the stores start on a sector boundary), and the dynamic
+    shared memory the tile's taps need (not a fixed 24 KB), within what 8 blocks of 256 threads
+    share on an SM."""
+    geo = twin._geometry(x_shape, (k, k), (s, s), (p, p), (1, 1))
+    tile = twin.col2im_tile(geo, size)
+    assert 128 <= tile.threads <= 256 and tile.threads % 32 == 0
+    sector = 32 // size
+    pixels = tile.images * tile.rows * geo[3]
+    for lead in range(sector):  # thread tid sums pixels e*threads + tid - lead, e < COL2IM_PIXELS
+        slots = np.arange(twin.COL2IM_PIXELS)[:, None] * tile.threads + np.arange(tile.threads) - lead
+        busy = ((slots >= 0) & (slots < pixels)).any(axis=0)
+        assert ((slots >= 0) & (slots < pixels)).sum() == pixels  # every pixel has its thread
+        assert not busy[lead:tile.threads - 31].size or busy[lead:tile.threads - 31].all()
+    assert tile.shared_mem == -(-tile.taps * (tile.pitch * size + twin.TAP_RUN_BYTES) // 16) * 16
+    assert tile.shared_mem <= twin.STAGE_BYTES_PER_THREAD * tile.threads
+    run = (tile.images - 1) * geo[12] * geo[13] + min(geo[12], -(-tile.rows // s)) * geo[13]
+    assert tile.pitch % sector == 0 and run + sector - 1 <= tile.pitch < run + 2 * sector - 1
+
+
+@pytest.mark.parametrize("shape", [(128, 256, 13, 13), (128, 64, 7, 7), (1, 3, 5, 5), (2, 7, 1, 1)])
+def test_the_copies_around_the_gemm_use_every_thread_of_a_block(shape):
+    """conv_output / conv_output_grad: a channel's N*OH*OW columns a grid row, COPY_BYTES a thread,
+    so 13x13 planes fill 256-thread blocks (the 3-D grid over single planes idled 87 of 256)."""
+    n, o, oh, ow = shape
+    for size in (2, 4, 8):
+        per_thread = twin.COPY_BYTES // size
+        (tiles, rows), threads = twin._copy_grid(n * oh * ow, o, size)
+        assert rows == o and threads % 32 == 0 and threads <= 256
+        assert tiles * threads * per_thread >= n * oh * ow > (tiles - 1) * threads * per_thread
+        if tiles == 1:  # a single tile: no thread without a column beyond the last warp
+            assert threads - -(-(n * oh * ow) // per_thread) < 32
+        else:
+            assert threads == 256
 
 
 @pytest.mark.parametrize("dtype", ALL_FLOATS, ids=lambda d: np.dtype(d).name)
@@ -185,6 +260,7 @@ def test_wide_variants_and_folded_grids_match_reference(emu, monkeypatch, dtype)
     for limit, stage, suffix in ((2**31, twin.STAGE_BYTES, ""), (2**31, 0, "_direct"), (1, twin.STAGE_BYTES, "_wide")):
         monkeypatch.setattr(twin, "INDEX_LIMIT", limit)
         monkeypatch.setattr(twin, "STAGE_BYTES", stage)
+        monkeypatch.setattr(twin, "STAGE_BYTES_PER_THREAD", stage)
         got = run(emu, "im2col", x, *geom)
         assert emu.launches == [f"im2col{suffix}_{dtype_suffix(x)}"]
         np.testing.assert_array_equal(exact(got), exact(want))
@@ -193,8 +269,15 @@ def test_wide_variants_and_folded_grids_match_reference(emu, monkeypatch, dtype)
         assert_sum_close(dx, want_dx, dtype, scale=float(np.abs(exact(col)).max()) * 6)
     out = rng.standard_normal((15, 3 * 4)).astype(dtype)
     b = rng.standard_normal(15).astype(dtype)
-    np.testing.assert_array_equal(exact(run(emu, "conv_output", out, b, (3, 15, 2, 2), True)),
-                                  exact(reference("conv_output")(out, b, (3, 15, 2, 2), True)))
+    want = exact(reference("conv_output")(out, b, (3, 15, 2, 2), True))
+    np.testing.assert_array_equal(exact(emu.call("conv_output", out, b, (3, 15, 2, 2), True, expect_kernel=False)), want)
+    assert emu.launches == []  # past the limit, the copies run the reference's xp ops
+    monkeypatch.setattr(twin, "INDEX_LIMIT", 2**31)
+    np.testing.assert_array_equal(exact(run(emu, "conv_output", out, b, (3, 15, 2, 2), True)), want)
+    gy, gb = run(emu, "conv_output_grad", out.reshape(3, 15, 2, 2), None, True)  # 15 channels over 2 grid rows
+    want_gy, want_gb = reference("conv_output_grad")(out.reshape(3, 15, 2, 2), None, True)
+    np.testing.assert_array_equal(exact(gy), exact(want_gy))
+    assert_sum_close(gb, exact(want_gy).sum(axis=1), dtype, scale=float(np.abs(exact(out)).max()) * 12)
 
 
 def test_the_wide_kernels_are_chosen_from_2_to_the_31_elements():

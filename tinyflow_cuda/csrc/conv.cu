@@ -298,116 +298,179 @@ __device__ void im2col_wide_impl(const T* __restrict__ x, T* __restrict__ col, i
     }
 }
 
+// ---- col2im's stage --------------------------------------------------------------------------
+
+// Independent 16-byte loads a thread has in flight in a staging loop.
+constexpr int STAGE_UNROLL = 4;
+
+// One tap's run of col in a col2im round: where it starts in col and how long it is, in 16-byte
+// packs, whole 32-byte sectors from the boundary at or below its first element (two lanes a
+// sector: a request moves whole sectors, as the GPU does anyway), and the stage index of its
+// output position (oh, ow) = (0, 0) of the tile's first image.
+struct TapRun {
+    int src, packs, at;
+};
+
+// The run of tap f = (i, j) for the tile of rows [h0, h1) of images n0 .. n0+nb-1, staged as run
+// ``g`` of its round (at g * pitch). A tap whose rows all fall in the padding (no output row reads
+// the tile) has no packs: nothing is loaded for it.
+template <typename T>
+__device__ __forceinline__ TapRun tap_run(int g, int f, int c, int n0, int nb, int h0, int h1, int KH,
+                                          int KW, int SH, int PH, int DH, int OH, int OW, int L,
+                                          int NL, int pitch, FastDiv by_kw, FastDiv by_sh) {
+    constexpr int V = 16 / sizeof(T), SE = sector_elements<T>();
+    const int i = quotient(f, by_kw), j = f - i * KW;
+    const int lo = h0 + PH - i * DH, hi = h1 - 1 + PH - i * DH;  // oh*SH over the tile's rows
+    const int oa = lo <= 0 ? 0 : quotient(lo + SH - 1, by_sh);
+    const int ob = hi < 0 ? -1 : imin(OH - 1, quotient(hi, by_sh));
+    if (oa > ob) return TapRun{0, 0, 0};
+    const int start = ((c * KH + i) * KW + j) * NL + n0 * L + oa * OW;  // col index of its first element
+    const int len = (nb - 1) * L + (ob - oa + 1) * OW, skip = start & (SE - 1);
+    return TapRun{(start - skip) / V, (len + skip + SE - 1) / SE * (SE / V), g * pitch + skip - oa * OW};
+}
+
+// Copies the ``total`` packs of a round into the stage: pack p = g*packs + k is pack k of run g (a
+// run shorter than ``packs`` repeats its last pack into slots nobody reads). Consecutive threads
+// take consecutive packs, each thread STAGE_UNROLL of them blockDim apart, all loaded before any is
+// stored: that many independent 16-byte loads in flight, each warp-wide request a run of 512
+// bytes. A lane loads nothing past ``total`` (in the last round: the lanes of a warp that skip a
+// load skip every later one too, so each lane runs the loads of the others in the same order, see
+// load_chunk) and nothing for an empty run (whose slots nobody reads). No load passes ``last``,
+// src's last pack (a run's last sector may end past the array).
+template <typename T>
+__device__ __forceinline__ void stage_runs(Pack<T>* stage, const Pack<T>* __restrict__ src,
+                                           int last, const TapRun* runs, int total, int packs,
+                                           FastDiv by_packs) {
+    for (int p0 = threadIdx.x; p0 < total; p0 += STAGE_UNROLL * (int)blockDim.x) {
+        Pack<T> v[STAGE_UNROLL];
+#pragma unroll
+        for (int u = 0; u < STAGE_UNROLL; ++u) {
+            const int p = p0 + u * (int)blockDim.x, g = quotient(p, by_packs);
+            if (p >= total) break;
+            const TapRun r = runs[g];
+            if (r.packs > 0) v[u] = src[imin(r.src + imin(p - g * packs, r.packs - 1), last)];
+        }
+#pragma unroll
+        for (int u = 0; u < STAGE_UNROLL; ++u) {
+            const int p = p0 + u * (int)blockDim.x;
+            if (p < total) stage[p] = v[u];
+        }
+    }
+}
+
+// (q, r) with q*S + r = v, 0 <= r < S, moved to v - D where D = QD*S + RD (0 <= RD < S): the
+// output row (or column) and remainder of a pixel's next tap, without a division.
+__device__ __forceinline__ void step_tap(int& q, int& r, int QD, int RD, int S) {
+    q -= QD;
+    r -= RD;
+    if (r < 0) {
+        r += S;
+        --q;
+    }
+}
+
 // col2im, staged: the adjoint of im2col, every input pixel gathering the column entries that
 // copied it (no atomics, deterministic sums in acc_t, one rounding). A 3-D grid of (tile of TH
-// input rows, channel c, image n), y and z folded past 65535.
+// input rows, channel c, group of NB images), y and z folded past 65535. A tile is TH rows of one
+// image plane where planes are large, or NB whole planes (TH = H) of one channel where they are
+// small (AlexNet's 13x13, ResNet's 8x8 and 7x7): every block then has 128-256 threads' work.
 //
-// Tap row i maps the tile's rows [h0, h1) onto the output rows oh with oh*SH = h + PH - i*DH:
-// a range [oa, ob], so for each tap (i, j) the tile reads one run of col row (c, i, j): columns
-// n*L + oa*OW ... n*L + (ob+1)*OW - 1. The block stages G taps' runs at a time in shared memory,
-// each from the sector boundary at or below its start (consecutive threads on consecutive
-// addresses: coalesced at any stride; read straight from col, a strided layer's lanes fall on
-// SW different rows of col and every tap's run starts at its own misaligned column), then every
-// thread adds its pixels' taps from the stage. A pixel's tap (i, j) is whole where
-// h + PH - i*DH = oh*SH, which the thread tracks without a division: (oh, remainder) at i = 0 by
-// one magic division, then carried as i steps (DH = QDH*SH + RDH); columns the same way.
+// Tap (i, j) maps the tile's rows [h0, h1) onto the output rows oh with oh*SH = h + PH - i*DH: a
+// range [oa, ob], so for each tap the tile reads one run of col row (c, i, j), the columns
+// n0*L + oa*OW ... (n0+NB-1)*L + (ob+1)*OW - 1 (the images of a channel are adjacent in a row
+// of col). A round stages G taps' runs in the launch's dynamic shared memory (G * pitch
+// elements, the host sizes it per launch), each run from the sector boundary at or below its
+// start, as 16-byte packs: consecutive threads on consecutive packs, STAGE_UNROLL independent
+// loads in flight per thread. Then every thread adds its pixels' taps from the stage. A pixel's
+// tap (i, j) is whole where h + PH - i*DH = oh*SH, which the thread tracks without a division:
+// (oh, remainder) at tap (0, 0) by one magic division, then carried as j and i step (DW = QDW*SW +
+// RDW, DH = QDH*SH + RDH). Rounds run over the taps in row-major order, so a round may end and the
+// next begin inside a row of taps.
 //
 // Each thread sums COL2IM_PIXELS pixels blockDim apart, from ``lead`` pixels before the tile, so
-// that the warps' stores of dx start on a sector boundary. The host (kernels/conv.py col2im)
-// picks TH so that a tile is at most COL2IM_PIXELS * blockDim - SE + 1 pixels and one tap's run
-// fits the stage (``pitch`` elements a tap, G = STAGE_BYTES / pitch taps a round); where a single
-// image row is too wide for that, it launches col2im_direct.
+// that the warps' stores of dx start on a sector boundary. The host (kernels/conv.py col2im_tile)
+// picks the tile (at most COL2IM_PIXELS * blockDim - SE + 1 pixels), the pitch (a run of the
+// tile, its lead included, in whole packs) and G; it launches col2im_direct where a single image
+// row is too wide for a tile or col is not 16-byte aligned.
 template <typename T>
 __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N, int C, int H, int W,
                             int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OH,
-                            int OW, int TH, int G, int pitch, int QDH, int RDH, int QDW, int RDW,
-                            unsigned long long magic_w, unsigned long long magic_sh,
-                            unsigned long long magic_sw, unsigned long long magic_pitch) {
+                            int OW, int TH, int NB, int G, int pitch, int QDH, int RDH, int QDW,
+                            int RDW, unsigned long long magic_w, unsigned long long magic_plane,
+                            unsigned long long magic_kw, unsigned long long magic_sh,
+                            unsigned long long magic_sw, unsigned long long magic_packs) {
     using A = acc_t<T>;
-    constexpr int SE = sector_elements<T>(), P = COL2IM_PIXELS;
-    const int L = OH * OW, NL = N * L, HW = H * W;
-    const FastDiv by_w = fast_div(W, magic_w), by_sh = fast_div(SH, magic_sh);
-    const FastDiv by_sw = fast_div(SW, magic_sw), by_pitch = fast_div(pitch, magic_pitch);
-    __shared__ Pack<T> stage_packs[STAGE_BYTES / 16];  // (G, pitch): G taps' runs of col
-    T* stage = reinterpret_cast<T*>(stage_packs);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    constexpr int V = 16 / sizeof(T), SE = sector_elements<T>(), P = COL2IM_PIXELS;
+    const int L = OH * OW, NL = N * L, HW = H * W, KK = KH * KW, packs = pitch / V;
+    const FastDiv by_w = fast_div(W, magic_w), by_plane = fast_div(TH * W, magic_plane);
+    const FastDiv by_kw = fast_div(KW, magic_kw), by_sh = fast_div(SH, magic_sh);
+    const FastDiv by_sw = fast_div(SW, magic_sw), by_packs = fast_div(packs, magic_packs);
+    TF_DYNAMIC_SHARED(Pack<T>, stage_packs);  // (G, packs): G taps' runs of col, then their TapRuns
+    const T* stage = reinterpret_cast<const T*>(stage_packs);
+    TapRun* runs = reinterpret_cast<TapRun*>(stage_packs + G * packs);
+    const Pack<T>* __restrict__ col_packs = reinterpret_cast<const Pack<T>*>(col);  // 16-byte aligned
+    const int last_pack = (KK * C * NL - 1) / V;  // col's last pack (col has < 2^31 elements)
     const int h0 = blockIdx.x * TH, h1 = imin(H, h0 + TH);  // the tile's rows
-    const int pixels = (h1 - h0) * W;
     for (int c = blockIdx.y; c < C; c += gridDim.y) {
-        for (int n = blockIdx.z; n < N; n += gridDim.z) {
-            const int base = (n * C + c) * HW + h0 * W;  // dx index of the tile's first pixel
+        for (int n0 = blockIdx.z * NB; n0 < N; n0 += gridDim.z * NB) {
+            const int nb = imin(NB, N - n0), pixels = nb * (h1 - h0) * W;
+            const int base = (n0 * C + c) * HW + h0 * W;  // dx index of the tile's first pixel
             const int lead = base & (SE - 1);
-            // this thread's pixels t = e*blockDim + tid - lead of the tile, and for each the
-            // output row and column of tap (0, 0) with their remainders (h + PH = qh*SH + rh)
+            // this thread's pixels t = e*blockDim + tid - lead of the tile: image b, and the output
+            // row and column of tap (0, 0) with their remainders (h + PH = qh*SH + rh)
             A sum[P];
-            int qh[P], rh[P], qw0[P], rw0[P];
+            int qh[P], rh[P], qw0[P], rw0[P], qw[P], rw[P], image[P], out[P];
 #pragma unroll
             for (int e = 0; e < P; ++e) {
                 const int t = e * (int)blockDim.x + (int)threadIdx.x - lead;
                 const bool mine = t >= 0 && t < pixels;
-                const int tt = mine ? t : 0, hl = quotient(tt, by_w);
-                const int hp = h0 + hl + PH, wp = tt - hl * W + PW, q = quotient(hp, by_sh);
+                const int tt = mine ? t : 0, b = quotient(tt, by_plane), tp = tt - b * (TH * W);
+                const int hl = quotient(tp, by_w), hp = h0 + hl + PH, wp = tp - hl * W + PW;
+                const int q = quotient(hp, by_sh);
                 qh[e] = mine ? q : -OH - (KH - 1) * DH;  // not a pixel: never a tap (qh only falls)
                 rh[e] = hp - q * SH;
-                qw0[e] = quotient(wp, by_sw);
-                rw0[e] = wp - qw0[e] * SW;
+                qw[e] = qw0[e] = quotient(wp, by_sw);
+                rw[e] = rw0[e] = wp - qw0[e] * SW;
+                image[e] = b * L;          // where image b's columns start in a staged run
+                out[e] = b * C * HW + tp;  // dx index - base
                 sum[e] = A(0);
             }
-            for (int i = 0; i < KH; ++i) {
-                // the output rows [oa, ob] that tap row i maps the tile's rows onto
-                const int lo = h0 + PH - i * DH, hi = h1 - 1 + PH - i * DH;
-                const int oa = lo <= 0 ? 0 : quotient(lo + SH - 1, by_sh);
-                const int ob = hi < 0 ? -1 : imin(OH - 1, quotient(hi, by_sh));
-                if (oa <= ob) {  // uniform over the block, as every branch around a barrier here
-                    const int run = (ob - oa + 1) * OW;  // elements of each tap's run
-                    int qw[P], rw[P];
+            int j = 0;  // the tap column the sums are at (uniform over the block)
+            for (int f0 = 0; f0 < KK; f0 += G) {
+                const int taps = imin(G, KK - f0);
+                for (int g = threadIdx.x; g < taps; g += blockDim.x)
+                    runs[g] = tap_run<T>(g, f0 + g, c, n0, nb, h0, h1, KH, KW, SH, PH, DH, OH, OW, L, NL,
+                                         pitch, by_kw, by_sh);
+                __syncthreads();
+                stage_runs(stage_packs, col_packs, last_pack, runs, taps * packs, packs, by_packs);
+                __syncthreads();
+                for (int g = 0; g < taps; ++g) {
+                    const int at = runs[g].at;  // stage index of (oh, ow) = (0, 0) of image 0
 #pragma unroll
                     for (int e = 0; e < P; ++e) {
-                        qw[e] = qw0[e];
-                        rw[e] = rw0[e];
+                        if (rh[e] == 0 && rw[e] == 0 && (unsigned)qh[e] < (unsigned)OH &&
+                            (unsigned)qw[e] < (unsigned)OW)
+                            sum[e] += to_acc(stage[at + image[e] + qh[e] * OW + qw[e]]);
                     }
-                    for (int j0 = 0; j0 < KW; j0 += G) {
-                        const int taps = imin(G, KW - j0);
-                        const int start = ((c * KH + i) * KW + j0) * NL + n * L + oa * OW;  // col index
-                        for (int q = warp; q < taps * (pitch >> 5); q += warps) {  // see load_chunk
-                            const int e0 = q << 5, g = quotient(e0, by_pitch), off = e0 - g * pitch;
-                            const int first = start + g * NL, skip = first & (SE - 1);
-                            load_chunk(stage + e0, col + (first - skip), off, run + skip, lane);
-                        }
-                        __syncthreads();
-                        for (int g = 0; g < taps; ++g) {
-                            // stage index of (oh, ow) in tap g's run: at + oh*OW + ow
-                            const int at = g * pitch + ((start + g * NL) & (SE - 1)) - oa * OW;
+                    if (++j < KW) {
 #pragma unroll
-                            for (int e = 0; e < P; ++e) {
-                                if (rh[e] == 0 && rw[e] == 0 && (unsigned)qh[e] < (unsigned)OH &&
-                                    (unsigned)qw[e] < (unsigned)OW)
-                                    sum[e] += to_acc(stage[at + qh[e] * OW + qw[e]]);
-                                qw[e] -= QDW;  // the next tap column: w + PW - (j+1)*DW
-                                rw[e] -= RDW;
-                                if (rw[e] < 0) {
-                                    rw[e] += SW;
-                                    --qw[e];
-                                }
-                            }
+                        for (int e = 0; e < P; ++e) step_tap(qw[e], rw[e], QDW, RDW, SW);  // w + PW - (j+1)*DW
+                    } else {  // the next row of taps: h + PH - (i+1)*DH, from tap column 0
+                        j = 0;
+#pragma unroll
+                        for (int e = 0; e < P; ++e) {
+                            qw[e] = qw0[e];
+                            rw[e] = rw0[e];
+                            step_tap(qh[e], rh[e], QDH, RDH, SH);
                         }
-                        __syncthreads();  // the stage is refilled by the next round
                     }
                 }
-#pragma unroll
-                for (int e = 0; e < P; ++e) {  // the next tap row: h + PH - (i+1)*DH
-                    qh[e] -= QDH;
-                    rh[e] -= RDH;
-                    if (rh[e] < 0) {
-                        rh[e] += SH;
-                        --qh[e];
-                    }
-                }
+                __syncthreads();  // the next round rewrites the stage and the runs
             }
 #pragma unroll
             for (int e = 0; e < P; ++e) {
                 const int t = e * (int)blockDim.x + (int)threadIdx.x - lead;
-                if (t >= 0 && t < pixels) dx[base + t] = from_acc<T>(sum[e]);
+                if (t >= 0 && t < pixels) dx[base + out[e]] = from_acc<T>(sum[e]);
             }
         }
     }
@@ -478,106 +541,127 @@ __device__ void col2im_direct_impl(const T* __restrict__ col, T* __restrict__ dx
                     int j = j_lo, rw = rw_lo;
                     for (int ow = ow_lo; ow <= ow_hi; ++ow) {
                         if (rw == 0) sum += to_acc(taps[(I)j * NL + ow]);
-                        j -= SQW;
-                        rw -= SRW;
-                        if (rw < 0) {
-                            rw += DW;
-                            --j;
-                        }
+                        step_tap(j, rw, SQW, SRW, DW);
                     }
                 }
-                i -= SQH;
-                rh -= SRH;
-                if (rh < 0) {
-                    rh += DH;
-                    --i;
-                }
+                step_tap(i, rh, SQH, SRH, DH);
             }
             dx[((I)n * C + c) * HW + p] = from_acc<T>(sum);
         }
     }
 }
 
-// y (N, O, L) = out (O, N, L) + bias, ReLU'd when ``relu``: the GEMM output moved to NCHW in
-// the copy that had to be made anyway. A 3-D grid of (tile of L, channel o, image n), y and z
-// folded past 65535: both rows are contiguous runs of L, so there is no decoding at all. The
-// row pointers start at the block's (o, n) and step by whole rows (64-bit strides computed once,
-// pointer adds in the loops), offsets within a row are 32-bit.
+// The copies around the GEMM see the N*L columns of a channel o as one run: out[o] (O, N*L) is
+// contiguous, y[:, o] (N, O, L) is N runs of L. A 2-D grid of (tile of the columns, channel o), y
+// folded past 65535. Each thread takes COPY_BYTES / sizeof(T) columns blockDim apart, loaded
+// before any is stored: that many independent loads in flight, each warp-wide request one run
+// of consecutive columns. The column m = n*L + l is decoded by one magic division; the runs of L
+// of the other side are stored (or loaded) coalesced, a warp crossing at most one image boundary
+// per request. Blocks have as many threads as the columns need, up to 256 in whole warps, so no
+// thread idles beyond the last warp of a run (13x13 planes: every thread of a block has work).
+// Channel rows are reached by 64-bit pointer steps; offsets within them are 32-bit (the host runs
+// the reference past 2^31 elements).
+constexpr int COPY_BYTES = 16;
+
+template <typename T>
+__device__ __forceinline__ constexpr int copy_columns() {
+    return COPY_BYTES / (int)sizeof(T);
+}
+
+// y (N, O, L) = out (O, N, L) + bias, ReLU'd when ``relu``: the GEMM output moved to NCHW in the
+// copy that had to be made anyway. A thread's columns m = m0 + u*blockDim (u < U) before N*L.
 template <typename T>
 __device__ void conv_output_impl(const T* __restrict__ out, const T* __restrict__ bias,
-                                 T* __restrict__ y, int N, int O, int L, int relu) {
+                                 T* __restrict__ y, int N, int O, int L, int relu,
+                                 unsigned long long magic_l) {
     using A = acc_t<T>;
-    const int l = blockIdx.x * blockDim.x + threadIdx.x;
-    if (l >= L) return;
-    const long long src_n = (long long)gridDim.z * L, dst_n = (long long)gridDim.z * O * L;
-    const long long src_o = (long long)gridDim.y * N * L, dst_o = (long long)gridDim.y * L;
-    const T* src_row = out + ((long long)blockIdx.y * N + blockIdx.z) * L;  // out[o, n, :]
-    T* dst_row = y + ((long long)blockIdx.z * O + blockIdx.y) * L;           // y[n, o, :]
-    for (int o = blockIdx.y; o < O; o += gridDim.y, src_row += src_o, dst_row += dst_o) {
+    constexpr int U = copy_columns<T>();
+    const int NL = N * L, OL = O * L, m0 = blockIdx.x * (blockDim.x * U) + threadIdx.x;
+    const FastDiv by_l = fast_div(L, magic_l);
+    const T* src = out + (long long)blockIdx.y * NL;  // out[o, :]
+    T* dst = y + (long long)blockIdx.y * L;           // y[0, o, :]
+    const long long src_step = (long long)gridDim.y * NL, dst_step = (long long)gridDim.y * L;
+    for (int o = blockIdx.y; o < O; o += gridDim.y, src += src_step, dst += dst_step) {
+        T v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int m = m0 + u * (int)blockDim.x;
+            if (m >= NL) break;
+            v[u] = src[m];
+        }
         const A b = bias != nullptr ? to_acc(bias[o]) : A(0);
-        const T* src = src_row;
-        T* dst = dst_row;
-        for (int n = blockIdx.z; n < N; n += gridDim.z, src += src_n, dst += dst_n) {
-            const T v = src[l];
-            T r = v;  // a plain copy moves the bits
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int m = m0 + u * (int)blockDim.x;
+            if (m >= NL) break;
+            const int n = quotient(m, by_l);
+            T r = v[u];  // a plain copy moves the bits
             if (bias != nullptr || relu) {
-                const A a = to_acc(v) + b;
+                const A a = to_acc(r) + b;
                 r = (relu && a <= A(0)) ? zero<T>() : from_acc<T>(a);  // NaN passes, as max(NaN, 0)
             }
-            dst[l] = r;
+            dst[n * OL + (m - n * L)] = r;  // y[n, o, l]
         }
     }
 }
 
-// The way back: gy (O, N, L) = gout (N, O, L), zeroed where the fused ReLU's output y <= 0 (when
-// y is given), and each block's sum of its gy for the bias gradient in ``partial`` (when given):
-// partial[o, blockIdx.x, blockIdx.z] over the images n = blockIdx.z*NB ... (the host sums the
-// few partials of a channel). A 3-D grid of (tile of L, channel o, group of NB images); rows are
-// reached by pointer steps as in conv_output.
+// Sums the block's ``v`` (one per thread) into the returned total; every thread must call it.
+// blockDim.x is any multiple of 32 up to 256: a tree over the next power of two, in a fixed order.
+template <typename A>
+__device__ __forceinline__ A block_sum(A v, A* sums) {
+    const int tid = threadIdx.x, n = blockDim.x;
+    sums[tid] = v;
+    __syncthreads();
+    int half = 1;
+    while (2 * half < n) half *= 2;
+    for (; half > 0; half /= 2) {
+        if (tid < half && tid + half < n) sums[tid] += sums[tid + half];
+        __syncthreads();
+    }
+    const A total = sums[0];
+    __syncthreads();  // sums is reused by the next call
+    return total;
+}
+
+// The way back: gy (O, N*L) = gout (N, O, L), zeroed where the fused ReLU's output y <= 0 (when y
+// is given), and each block's sum of its gy for the bias gradient in ``partial`` (when given):
+// partial[o, blockIdx.x] over the block's columns (the host sums the row of a channel).
 template <typename T>
 __device__ void conv_output_grad_impl(const T* __restrict__ gout, const T* __restrict__ y,
                                       T* __restrict__ gy, acc_t<T>* __restrict__ partial, int N,
-                                      int O, int L, int NB) {
+                                      int O, int L, unsigned long long magic_l) {
     using A = acc_t<T>;
+    constexpr int U = copy_columns<T>();
     __shared__ A sums[256];
-    const int l = blockIdx.x * blockDim.x + threadIdx.x;
-    const int n0 = blockIdx.z * NB, n1 = imin(N, n0 + NB);
-    const long long src_n = (long long)O * L, src_o = (long long)gridDim.y * L;
-    const long long dst_o = (long long)gridDim.y * N * L;
-    const long long src_first = ((long long)n0 * O + blockIdx.y) * L;            // gout[n0, o, :]
-    const long long dst_first = ((long long)blockIdx.y * N + n0) * L;            // gy[o, n0, :]
-    const long long part_o = (long long)gridDim.y * gridDim.x * gridDim.z;
-    long long part = ((long long)blockIdx.y * gridDim.x + blockIdx.x) * gridDim.z + blockIdx.z;
-    const T* g_row = gout + src_first;
-    const T* y_row = y != nullptr ? y + src_first : nullptr;
-    T* d_row = gy + dst_first;
-    for (int o = blockIdx.y; o < O; o += gridDim.y, g_row += src_o, d_row += dst_o, part += part_o) {
+    const int NL = N * L, OL = O * L, m0 = blockIdx.x * (blockDim.x * U) + threadIdx.x;
+    const FastDiv by_l = fast_div(L, magic_l);
+    const T* src = gout + (long long)blockIdx.y * L;         // gout[0, o, :]
+    const T* relu_out = y != nullptr ? y + (long long)blockIdx.y * L : nullptr;
+    T* dst = gy + (long long)blockIdx.y * NL;               // gy[o, :]
+    const long long src_step = (long long)gridDim.y * L, dst_step = (long long)gridDim.y * NL;
+    for (int o = blockIdx.y; o < O; o += gridDim.y, src += src_step, dst += dst_step) {
+        T v[U], mask[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int m = m0 + u * (int)blockDim.x, n = quotient(m, by_l);
+            if (m >= NL) break;
+            const int at = n * OL + (m - n * L);  // (n, o, l)
+            v[u] = src[at];
+            if (relu_out != nullptr) mask[u] = relu_out[at];
+        }
         A sum = A(0);
-        if (l < L) {
-            const T* g = g_row;
-            const T* m = y_row;
-            T* d = d_row;
-#pragma unroll 1  // pointer steps, not base + n*stride products (unrolling made 64-bit multiplies)
-            for (int n = n0; n < n1; ++n, g += src_n, d += L) {
-                T v = g[l];
-                if (m != nullptr) {
-                    if (to_acc(m[l]) <= A(0)) v = zero<T>();
-                    m += src_n;
-                }
-                d[l] = v;
-                sum += to_acc(v);
-            }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int m = m0 + u * (int)blockDim.x;
+            if (m >= NL) break;
+            if (relu_out != nullptr && to_acc(mask[u]) <= A(0)) v[u] = zero<T>();
+            dst[m] = v[u];
+            sum += to_acc(v[u]);
         }
-        if (y_row != nullptr) y_row += src_o;
+        if (relu_out != nullptr) relu_out += src_step;
         if (partial == nullptr) continue;  // uniform over the grid: no thread skips a barrier alone
-        sums[threadIdx.x] = sum;
-        __syncthreads();
-        for (int half = blockDim.x / 2; half > 0; half /= 2) {  // blockDim.x is a power of two
-            if ((int)threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
-            __syncthreads();
-        }
-        if (threadIdx.x == 0) partial[part] = sums[0];
-        __syncthreads();  // sums is reused by the next channel
+        const A total = block_sum(sum, sums);
+        if (threadIdx.x == 0) partial[o * (int)gridDim.x + (int)blockIdx.x] = total;
     }
 }
 
@@ -615,12 +699,14 @@ __device__ void conv_output_grad_impl(const T* __restrict__ gout, const T* __res
 #define COL2IM(sfx, T)                                                                              \
     __global__ void col2im_##sfx(const T* col, T* dx, int N, int C, int H, int W, int KH, int KW,   \
                                  int SH, int SW, int PH, int PW, int DH, int DW, int OH, int OW,    \
-                                 int TH, int G, int pitch, int QDH, int RDH, int QDW, int RDW,     \
-                                 unsigned long long magic_w, unsigned long long magic_sh,          \
-                                 unsigned long long magic_sw, unsigned long long magic_pitch) {    \
+                                 int TH, int NB, int G, int pitch, int QDH, int RDH, int QDW,      \
+                                 int RDW, unsigned long long magic_w,                              \
+                                 unsigned long long magic_plane, unsigned long long magic_kw,      \
+                                 unsigned long long magic_sh, unsigned long long magic_sw,         \
+                                 unsigned long long magic_packs) {                                 \
         conv_detail::col2im_impl<T>(col, dx, N, C, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW,   \
-                                    TH, G, pitch, QDH, RDH, QDW, RDW, magic_w, magic_sh, magic_sw, \
-                                    magic_pitch);                                                   \
+                                    TH, NB, G, pitch, QDH, RDH, QDW, RDW, magic_w, magic_plane,    \
+                                    magic_kw, magic_sh, magic_sw, magic_packs);                    \
     }
 #define COL2IM_DIRECT(sfx, T)                                                                       \
     __global__ void col2im_direct_##sfx(const T* col, T* dx, int N, int C, int H, int W, int KH,    \
@@ -647,13 +733,13 @@ __device__ void conv_output_grad_impl(const T* __restrict__ gout, const T* __res
     }
 #define CONV_OUTPUT(sfx, T)                                                                         \
     __global__ void conv_output_##sfx(const T* out, const T* bias, T* y, int N, int O, int L,       \
-                                      int relu) {                                                   \
-        conv_detail::conv_output_impl<T>(out, bias, y, N, O, L, relu);                              \
+                                      int relu, unsigned long long magic_l) {                       \
+        conv_detail::conv_output_impl<T>(out, bias, y, N, O, L, relu, magic_l);                     \
     }
 #define CONV_OUTPUT_GRAD(sfx, T)                                                                    \
     __global__ void conv_output_grad_##sfx(const T* gout, const T* y, T* gy, acc_t<T>* partial,     \
-                                           int N, int O, int L, int NB) {                           \
-        conv_detail::conv_output_grad_impl<T>(gout, y, gy, partial, N, O, L, NB);                   \
+                                           int N, int O, int L, unsigned long long magic_l) {       \
+        conv_detail::conv_output_grad_impl<T>(gout, y, gy, partial, N, O, L, magic_l);              \
     }
 extern "C" {
 TF_FLOAT_TYPES(IM2COL)

@@ -12,6 +12,7 @@ kernels, which read x or col straight). See docs/convolution.md.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,17 +34,22 @@ MAX_GRID_YZ = 65535
 """CUDA's limit on gridDim.y and gridDim.z; the kernels loop over what lies beyond it."""
 VECTOR_BYTES = 16
 """im2col stores 16 bytes a thread where it can: 4 float32, 2 float64, 8 float16 / bfloat16."""
-BIAS_GRAD_BLOCKS = 1024
-"""conv_output_grad splits each channel's images over enough blocks to fill the GPU."""
 SECTOR_BYTES = 32
 WARP = 32
 """The staged kernels start every run they load on a 32-byte sector boundary."""
 STAGE_BYTES = 24576
-"""Shared memory a staged im2col / col2im block stages its input in (csrc/conv.cu STAGE_BYTES)."""
+"""Shared memory a staged im2col block stages its input rows in (csrc/conv.cu STAGE_BYTES)."""
 STAGE_ROWS = 512
 """The most input rows a staged im2col tile may stage (csrc/conv.cu STAGE_ROWS)."""
 COL2IM_PIXELS = 4
 """Pixels a staged col2im thread sums (csrc/conv.cu COL2IM_PIXELS)."""
+STAGE_BYTES_PER_THREAD = 96
+"""The staged col2im's stage per thread of its block: 24 KB for 256 threads, so that 8 such blocks
+(2,048 threads, an SM's most) stage 192 KB of an H100 SM's 228 KB."""
+TAP_RUN_BYTES = 12
+"""Shared memory per staged tap besides its run (csrc/conv.cu TapRun: three ints)."""
+COPY_BYTES = 16
+"""Bytes each thread of conv_output / conv_output_grad loads before it stores (csrc/conv.cu)."""
 
 
 def index_kernel(name: str, *sizes: int) -> str:
@@ -53,11 +59,10 @@ def index_kernel(name: str, *sizes: int) -> str:
 
 
 def _block_threads(n: int) -> int:
-    """A power of two from 32 to THREADS covering ``n`` (rows of 169 pixels need not idle 87)."""
-    threads = 32
-    while threads < min(n, THREADS):
-        threads *= 2
-    return threads
+    """Threads for ``n`` items of work, one each: ``n`` rounded up to whole warps, at most THREADS.
+    No thread idles beyond the last warp's tail (169 pixels: 192 threads, 23 idle, where a power
+    of two, 256, idled 87)."""
+    return min(THREADS, _warp_multiple(max(1, n)))
 
 
 def _geometry(x_shape: tuple[int, ...], kernel_size: Pair, stride: Pair, padding: Pair,
@@ -146,22 +151,59 @@ def im2col(x: Array, kernel_size: Pair, stride: Pair = (1, 1), padding: Pair = (
         return out
 
 
-def col2im_tile(geo: list[int], itemsize: int, stage_bytes: int | None = None) -> tuple[int, int, int] | None:
-    """(TH, G, pitch) of the staged col2im, or None where it does not apply: tiles of TH whole
-    image rows with at most COL2IM_PIXELS * THREADS pixels (less the sector lead of the stores),
-    each tap's run of col spanning ceil(TH / SH) output rows (``pitch`` elements with the lead
-    of its sector, in whole warps), G taps staged a round within ``stage_bytes``. None where a single image row
-    is too wide for a tile or one tap's run for the stage (col2im_direct)."""
-    stage_bytes = STAGE_BYTES if stage_bytes is None else stage_bytes
-    h, w, kw, sh, ow = geo[2], geo[3], geo[5], geo[6], geo[13]
-    lead = SECTOR_BYTES // itemsize - 1
-    capacity = stage_bytes // itemsize
-    th = min(h, (COL2IM_PIXELS * THREADS - lead) // w)
+@dataclass(frozen=True)
+class Col2imTile:
+    """How the staged col2im cuts the work: blocks of ``threads`` over ``rows`` image rows of
+    ``images`` images of one channel (``images`` > 1 only with whole planes, rows == H), staging
+    ``taps`` taps' runs of col a round, ``pitch`` elements each (whole 16-byte packs), in
+    ``shared_mem`` bytes of dynamic shared memory (the stage and a TapRun per tap)."""
+
+    rows: int
+    images: int
+    taps: int
+    pitch: int
+    threads: int
+    shared_mem: int
+
+
+def col2im_tile(geo: list[int], itemsize: int, stage_bytes: int | None = None,
+                max_images: int | None = None) -> Col2imTile | None:
+    """The staged col2im's tile, or None where it does not apply (col2im_direct).
+
+    A block sums at most COL2IM_PIXELS * THREADS pixels, less the sector lead of its stores: TH
+    whole image rows where a plane is larger, else NB whole planes of one channel (as many as fit,
+    spread evenly over the batch), so that small planes (13x13, 7x7) still give a block 128-256
+    threads (and a tile of at most 256 pixels one thread a pixel). Each tap's run of col spans
+    NB-1 images and ceil(TH / SH) output rows, plus up to a sector less one element before it
+    (it is staged from a sector boundary): ``pitch``, in whole sectors. A round stages as many taps as
+    ``stage_bytes`` holds (STAGE_BYTES_PER_THREAD per thread by default: the stage of a full SM of
+    such blocks fits its shared memory); where not even one tap's run fits, fewer rows. None where
+    a single image row is wider than a tile. ``max_images`` caps the images of a tile (tests)."""
+    n, h, w, kh, kw, sh, oh, ow = geo[0], geo[2], geo[3], geo[4], geo[5], geo[6], geo[12], geo[13]
+    sector = SECTOR_BYTES // itemsize
+    lead = sector - 1
+    capacity = COL2IM_PIXELS * THREADS - lead  # pixels a block sums
+    if h * w <= capacity:
+        th, most = h, min(n, capacity // (h * w), max_images or n)
+        images = -(-n // -(-n // most))  # the groups of the batch, evenly filled
+    else:
+        most = capacity // w
+        th, images = (-(-h // -(-h // most)) if most else 0), 1  # tiles of the plane, evenly filled
     while th >= 1:
-        pitch = _warp_multiple(-(-th // sh) * ow + lead)
-        if pitch <= capacity:
-            return th, min(kw, capacity // pitch), pitch
-        th -= 1
+        slots = images * th * w + lead  # a thread's pixels are blockDim apart, from the lead
+        threads = _block_threads(max(-(-slots // COL2IM_PIXELS), min(slots, THREADS)))
+        budget = STAGE_BYTES_PER_THREAD * threads if stage_bytes is None else stage_bytes
+        run = (images - 1) * oh * ow + min(oh, -(-th // sh)) * ow
+        pitch = -(-(run + lead) // sector) * sector
+        per_tap = pitch * itemsize + TAP_RUN_BYTES
+        taps = min(kh * kw, budget // per_tap)
+        if taps >= 1:
+            shared = -(-(taps * per_tap) // VECTOR_BYTES) * VECTOR_BYTES
+            return Col2imTile(th, images, taps, pitch, threads, shared)
+        if images > 1:
+            images = max(1, images // 2)
+        else:
+            th -= 1
     return None
 
 
@@ -183,16 +225,17 @@ def col2im(col: Array, x_shape: tuple[int, int, int, int], kernel_size: Pair,
         if dx.size == 0:
             return dx
         wide = index_kernel("col2im", col.size, dx.size) == "col2im_wide"
-        tile = None if wide else col2im_tile(geo, col.dtype.itemsize)
+        aligned = call.runtime.address(col) % VECTOR_BYTES == 0  # the stage loads 16-byte packs
+        tile = None if wide or not aligned else col2im_tile(geo, col.dtype.itemsize)
         if tile is not None:
-            th, taps, pitch = tile
-            lead = SECTOR_BYTES // col.dtype.itemsize - 1
-            threads = _block_threads(min(th * w + lead, THREADS))
-            grid = (-(-h // th), min(c, MAX_GRID_YZ), min(n, MAX_GRID_YZ))
+            grid = (-(-h // tile.rows), min(c, MAX_GRID_YZ), min(-(-n // tile.images), MAX_GRID_YZ))
             # a tap step moves h + PH - i*DH by -dh: its quotient and remainder by sh
             steps = [*divmod(dh, sh), *divmod(dw, sw)]
-            call.launch_grid(grid, threads, [col, dx, *geo, th, taps, pitch, *steps, magic(w),
-                                             magic(sh), magic(sw), magic(pitch)])
+            divisors = [magic(w), magic(tile.rows * w), magic(kw), magic(sh), magic(sw),
+                        magic(tile.pitch * col.dtype.itemsize // VECTOR_BYTES)]
+            call.runtime.launch(call.kernel, grid, tile.threads,
+                                [col, dx, *geo, tile.rows, tile.images, tile.taps, tile.pitch,
+                                 *steps, *divisors], shared_mem=tile.shared_mem)
             return dx
         call = KernelCall("col2im_wide" if wide else "col2im_direct", col)
         threads = _block_threads(h * w)
@@ -204,12 +247,22 @@ def col2im(col: Array, x_shape: tuple[int, int, int, int], kernel_size: Pair,
         return dx
 
 
+def _copy_grid(columns: int, channels: int, itemsize: int) -> tuple[tuple[int, int], int]:
+    """The grid and block of conv_output / conv_output_grad over ``channels`` runs of ``columns``:
+    COPY_BYTES per thread (that many bytes of loads in flight), as many threads as the columns
+    need up to THREADS in whole warps, y folded past 65535."""
+    per_thread = COPY_BYTES // itemsize
+    threads = _block_threads(-(-columns // per_thread))
+    return (-(-columns // (threads * per_thread)), min(channels, MAX_GRID_YZ)), threads
+
+
 def conv_output(out: Array, bias: Array | None, shape: tuple[int, int, int, int],
                 relu: bool = False) -> Array:
     """The GEMM result ``out`` (O, N*OH*OW) as y (N, O, OH, OW) + bias, ReLU'd when ``relu``:
-    one launch, a 3-D grid of (pixel tile, channel, image), no per-element decoding."""
+    one launch over a channel's N*OH*OW columns a grid row (see csrc/conv.cu); past 2^31
+    elements the reference's xp ops (a tensor of 8 GB and more: the copy's cost is no concern)."""
     call = KernelCall("conv_output", out, bias, op="conv2d")
-    if not call.supported:
+    if not call.supported or out.size >= INDEX_LIMIT:  # 32-bit offsets within a channel's rows
         return reference.conv_output(out, bias, shape, relu)
     with call:
         out, bias = call.contiguous(out, bias)
@@ -217,9 +270,8 @@ def conv_output(out: Array, bias: Array | None, shape: tuple[int, int, int, int]
         y = call.empty(tuple(shape))
         if y.size == 0:
             return y
-        threads = _block_threads(oh * ow)
-        grid = (-(-(oh * ow) // threads), min(o, MAX_GRID_YZ), min(n, MAX_GRID_YZ))
-        call.launch_grid(grid, threads, [out, bias, y, n, o, oh * ow, int(relu)])
+        grid, threads = _copy_grid(n * oh * ow, o, out.dtype.itemsize)
+        call.launch_grid(grid, threads, [out, bias, y, n, o, oh * ow, int(relu), magic(oh * ow)])
         return y
 
 
@@ -229,7 +281,8 @@ def conv_output_grad(gout: Array, relu_out: Array | None = None,
     of a few partials per channel for gb): the transpose, the fused ReLU's mask (``relu_out``, its
     output) and the bias gradient's sums (in float32 for the half types) in one pass."""
     call = KernelCall("conv_output_grad", gout, relu_out, op="conv2d")
-    if not call.supported or (relu_out is not None and relu_out.shape != gout.shape):
+    if (not call.supported or (relu_out is not None and relu_out.shape != gout.shape)
+            or gout.size >= INDEX_LIMIT):  # 32-bit offsets within a channel's rows
         return reference.conv_output_grad(gout, relu_out, bias_grad)
     with call:
         gout, relu_out = call.contiguous(gout, relu_out)
@@ -237,15 +290,11 @@ def conv_output_grad(gout: Array, relu_out: Array | None = None,
         gy = call.empty((o, n * oh * ow))
         if gy.size == 0:
             return gy, (call.zeros((o,)) if bias_grad else None)
-        threads = _block_threads(oh * ow)
-        tiles, rows = -(-(oh * ow) // threads), min(o, MAX_GRID_YZ)
-        groups = min(n, MAX_GRID_YZ, max(1, -(-BIAS_GRAD_BLOCKS // (tiles * rows))))
-        per_group = -(-n // groups)
-        groups = -(-n // per_group)  # no empty group of images
+        grid, threads = _copy_grid(n * oh * ow, o, gout.dtype.itemsize)
         acc = np.float64 if gout.dtype == np.float64 else np.float32
-        partial = call.empty((o, tiles, groups), dtype=acc) if bias_grad else None
-        call.launch_grid((tiles, rows, groups), threads, [gout, relu_out, gy, partial, n, o, oh * ow, per_group])
+        partial = call.empty((o, grid[0]), dtype=acc) if bias_grad else None
+        call.launch_grid(grid, threads, [gout, relu_out, gy, partial, n, o, oh * ow, magic(oh * ow)])
         gb = None
         if bias_grad:
-            gb = partial.reshape(o, tiles * groups).sum(axis=1).astype(gout.dtype, copy=False)
+            gb = partial.sum(axis=1).astype(gout.dtype, copy=False)
         return gy, gb
