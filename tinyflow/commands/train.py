@@ -32,7 +32,7 @@ from tinyflow.commands.options import (
     text,
 )
 from tinyflow.recipes.checkpoint import RESUMED_OPTIONS
-from tinyflow.recipes.loop import DIVERGENCE_FACTOR, DIVERGENCE_FLOOR, LOG_EVERY
+from tinyflow.recipes.loop import DIVERGENCE_FACTOR, DIVERGENCE_FLOOR, LOG_EVERY, check_amp
 from tinyflow.recipes.vision import AUGMENTATIONS, default_image_size
 
 LANGUAGE_MODELS = ("lstm-lm",)
@@ -185,14 +185,11 @@ def run(args: argparse.Namespace) -> int:
     if args.cuda_graph and args.model in LANGUAGE_MODELS:
         print(f"tinyflow train: note: --cuda-graph: {args.model} runs eagerly (its hidden state carries over from "
               "batch to batch, which the captured step does not hold yet)", file=sys.stderr)
-    if args.amp == "bf16":  # a base install has no ml_dtypes: one line that says how to get it
-        from tinyflow import amp
-
-        try:
-            amp.autocast("bf16")
-        except TypeError as exc:
-            print(f"tinyflow train: error: --amp bf16: {exc}", file=sys.stderr)
-            return 2
+    try:  # a base install has no ml_dtypes for --amp bf16: one line that says how to get it
+        check_amp(args.amp)
+    except ValueError as exc:
+        print(f"tinyflow train: error: {exc}", file=sys.stderr)
+        return 2
     with stop_signals_interrupt():
         return _run(args)
 

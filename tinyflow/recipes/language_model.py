@@ -40,7 +40,16 @@ from tinyflow.recipes.checkpoint import (
     resume_options,
     resume_path,
 )
-from tinyflow.recipes.loop import LOG_EVERY, FitOptions, Hooks, InterruptGuard, StepOutput, fit, make_optimizer
+from tinyflow.recipes.loop import (
+    LOG_EVERY,
+    FitOptions,
+    Hooks,
+    InterruptGuard,
+    StepOutput,
+    check_amp,
+    fit,
+    make_optimizer,
+)
 from tinyflow.recipes.metrics import Metrics
 
 MODEL_NAME = "lstm-lm"
@@ -197,6 +206,7 @@ def train_language_model(args: argparse.Namespace, text: str | None = None, sour
         resolved = {"level": level, **{k: getattr(preset, k) for k in MODEL_OPTIONS
                                        if getattr(args, k, None) is None and hasattr(preset, k)}}
         checkpoints.resumed = resume_options(args, state, checkpoints.resume, RUN_OPTIONS, resolved)
+        check_amp(getattr(args, "amp", None))  # perhaps the checkpoint's
         vocab, level = Vocab(state["vocab"]), state["level"]
         config = models.get_config(MODEL_NAME, **state["model_config"])
     else:

@@ -57,7 +57,7 @@ from tinyflow.recipes.checkpoint import (
 from tinyflow.recipes.metrics import Metrics, MetricsLog, StepLog
 
 __all__ = ["fit", "StepOutput", "FitOptions", "Hooks", "FitResult", "InterruptGuard", "Progress",
-           "TrainingDivergedError", "make_optimizer", "out_of_memory_message", "stop_signals_interrupt",
+           "TrainingDivergedError", "make_optimizer", "check_amp", "out_of_memory_message", "stop_signals_interrupt",
            "LOG_EVERY", "DIVERGENCE_FACTOR", "DIVERGENCE_FLOOR", "STOP_SIGNALS"]
 
 LOG_EVERY = 20  # training steps between host reads of the loss and metrics (progress updates)
@@ -586,6 +586,18 @@ class Progress:
 
 
 # ----------------------------------------------------------------------------- what recipes give the loop
+
+
+def check_amp(amp: str | None) -> None:
+    """A ValueError, saying how to get it, where ``amp`` cannot run here (bf16 on a base install
+    without ml_dtypes); checked before training, also when a resumed run takes --amp from its checkpoint."""
+    if amp == "bf16":
+        from tinyflow import amp as tf_amp
+
+        try:
+            tf_amp.autocast("bf16")
+        except TypeError as exc:
+            raise ValueError(f"--amp bf16: {exc}") from None
 
 
 def make_optimizer(name: str, params: Any, lr: float, momentum: float, weight_decay: float) -> Any:

@@ -48,7 +48,15 @@ from tinyflow.recipes.checkpoint import (
     resume_options,
     resume_path,
 )
-from tinyflow.recipes.loop import FitOptions, FitResult, StepOutput, fit, make_optimizer, out_of_memory_message
+from tinyflow.recipes.loop import (
+    FitOptions,
+    FitResult,
+    StepOutput,
+    check_amp,
+    fit,
+    make_optimizer,
+    out_of_memory_message,
+)
 from tinyflow.recipes.metrics import Metrics, topk_counts
 
 R = TypeVar("R")
@@ -433,6 +441,7 @@ def run_train(args: argparse.Namespace) -> int:
         if state is not None:  # its options where the command line leaves them out; no conflicting one
             checkpoints.resumed = resume_options(args, state, checkpoints.resume, RUN_OPTIONS)
             check_world_size(state, replicas.size, checkpoints.resume)
+            check_amp(args.amp)  # perhaps the checkpoint's
         data = replicas.rank0_first(lambda: warnings_as_lines(
             lambda: build_data(args.data, args.image_size, seed=args.seed, crop_scale=args.crop_scale,
                                augment=args.augment, strict=getattr(args, "strict", False)),
