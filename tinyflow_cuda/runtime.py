@@ -18,9 +18,9 @@ launches through it, so the same wrapper code runs under both.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import threading
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +121,12 @@ def grid_for(n: int, threads: int = THREADS) -> int:
     return max(1, min((int(n) + threads - 1) // threads, MAX_BLOCKS))
 
 
+class CooperativeLaunchError(RuntimeError):
+    """A cooperative launch whose blocks cannot all be resident at once. CuPy would shrink such a
+    grid (with a warning) and a persistent kernel would then skip the work of the missing blocks;
+    the runtime refuses it before CuPy sees it."""
+
+
 class Runtime(Protocol):
     """What ``tinyflow_cuda.kernels`` needs from a runtime."""
 
@@ -182,6 +188,7 @@ class CupyRuntime:
         self._sm_counts: dict[int, int] = {}
         self._shared_limits: dict[int, int] = {}
         self._shared_set: dict[tuple[str, int], int] = {}  # max_dynamic_shared_size_bytes given
+        self._occupancy: dict[tuple[str, int, int, int], int] = {}  # blocks an SM holds, by launch shape
         self._compile_lock = threading.Lock()
         self._scalar = {"int": np.int32, "long long": np.int64, "unsigned long long": np.uint64,
                         "float": np.float32, "double": np.float64}
@@ -234,11 +241,40 @@ class CupyRuntime:
         # TF_COOPERATIVE kernels, whose grids plan_sequence sized to be resident at once.
         launch = getattr(fn, "kernel", fn)
         cooperative = self.kernels[name].cooperative
-        with warnings.catch_warnings():
-            if cooperative:  # CuPy shrinks a cooperative grid that cannot be resident with a warning;
-                warnings.simplefilter("error")  # a persistent kernel would then skip hidden units
-            launch(dim3(grid), dim3(block), self.convert(name, args), shared_mem=int(shared_mem),
-                   enable_cooperative_groups=cooperative)
+        if cooperative:  # checked here, per call: no process-wide warnings filter (thread ranks)
+            self._refuse_unresident(name, launch, dim3(grid), dim3(block), int(shared_mem))
+        launch(dim3(grid), dim3(block), self.convert(name, args), shared_mem=int(shared_mem),
+               enable_cooperative_groups=cooperative)
+
+    def _refuse_unresident(self, name: str, function: Any, grid: tuple[int, int, int],
+                           block: tuple[int, int, int], shared_mem: int) -> None:
+        """Raise CooperativeLaunchError where the grid has more blocks than the device holds at
+        once: the test CuPy's launch makes (the kernel's occupancy per SM times the SMs), made
+        first, so that CuPy never shrinks the grid of a persistent kernel."""
+        blocks, threads = math.prod(grid), math.prod(block)
+        limit = self.max_resident(name, threads, shared_mem, function)
+        if blocks > limit:
+            raise CooperativeLaunchError(
+                f"kernel {name}: a cooperative launch of {blocks} blocks of {threads} threads with "
+                f"{shared_mem} bytes of shared memory each cannot have every block resident: the device "
+                f"holds {limit} at once (CuPy would shrink the grid and the persistent kernel would skip "
+                f"the missing blocks' work); plan at most {limit} blocks, or fewer threads or less "
+                "shared memory a block")
+
+    def max_resident(self, name: str, threads: int, shared_mem: int = 0, function: Any = None) -> int:
+        """The blocks of kernel ``name`` (``threads`` threads and ``shared_mem`` bytes of dynamic
+        shared memory each) that the current device runs at once: the compiled kernel's occupancy
+        per SM (its registers and shared memory, from the driver) times the SMs."""
+        device = self.xp.cuda.runtime.getDevice()
+        key = (name, device, int(threads), int(shared_mem))
+        per_sm = self._occupancy.get(key)
+        if per_sm is None:
+            if function is None:
+                function = getattr(self._function(name), "kernel", self._function(name))
+            per_sm = int(self.xp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                function.ptr, int(threads), int(shared_mem)))
+            self._occupancy[key] = per_sm  # the same value whichever thread rank writes it
+        return per_sm * self._sm_count(device)
 
     def shared_memory_per_block(self) -> int:
         """sharedMemPerBlockOptin of the current device (227 KB on an H100)."""
@@ -253,8 +289,11 @@ class CupyRuntime:
     def resident_blocks(self, name: str, block: int) -> int:
         """One block per SM of the current device. A block of 256 threads without shared memory
         fits on any SM (even at 255 registers a thread), so all of them run at once; other work
-        on the GPU can only delay some. A persistent kernel's software grid barrier relies on it."""
-        device = self.xp.cuda.runtime.getDevice()
+        on the GPU can only delay some. A persistent kernel's software grid barrier relies on it
+        (and a cooperative launch past what the SMs hold is refused: ``max_resident``)."""
+        return self._sm_count(self.xp.cuda.runtime.getDevice())
+
+    def _sm_count(self, device: int) -> int:
         count = self._sm_counts.get(device)
         if count is None:
             props = self.xp.cuda.runtime.getDeviceProperties(device)

@@ -125,3 +125,105 @@ def test_fp16_autocast_with_grad_scaler_trains_like_fp32():
 
     fp32, fp16 = train(False), train(True)
     assert fp16 < 0.5 and abs(fp16 - fp32) < 0.05
+
+
+# ---- cooperative launches: refused past the resident blocks, per call (issue 33) ----------------
+def _cooperative_kernel(rt) -> str:
+    """A TF_COOPERATIVE kernel (the recurrence's sequence kernels) and arguments that convert."""
+    names = sorted(name for name, info in rt.kernels.items() if info.cooperative)
+    assert names, "no TF_COOPERATIVE kernel in csrc/: nothing here launches cooperatively"
+    return names[0]
+
+
+def _dummy_args(rt, name: str) -> list:
+    return [None if p.ctype == "pointer" else 0 for p in rt.kernels[name].params]
+
+
+@pytest.mark.cupy_strict
+def test_a_cooperative_grid_past_the_resident_blocks_is_refused_not_shrunk(monkeypatch):
+    """CuPy shrinks a 1-D cooperative grid that cannot be resident (with a warning) and a
+    persistent kernel would skip the missing blocks' work: the runtime refuses such a launch with
+    one line, from the kernel's occupancy (threads and shared memory a block), and launches the
+    largest resident grid untouched, without a warning."""
+    import warnings
+
+    from tinyflow_cuda import runtime
+
+    rt = runtime.current()
+    name = _cooperative_kernel(rt)
+    grids = []
+    emu = rt.xp.RawModule(code=rt.kernels[name].source.read_text()).emulator
+    monkeypatch.setattr(emu, "launch", lambda kernel, grid, block, args, shared_mem=0: grids.append(grid))
+    sms = rt.xp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+    assert rt.max_resident(name, 256) == 8 * sms  # 2,048 threads an SM hold 8 blocks of 256
+    assert rt.max_resident(name, 256, 100 * 1024) == 2 * sms  # 228 KB an SM: 2 blocks of 100 KB
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rt.launch(name, 8 * sms, 256, _dummy_args(rt, name))
+        rt.launch(name, 2 * sms, 256, _dummy_args(rt, name), shared_mem=100 * 1024)
+        for blocks, shared in ((8 * sms + 1, 0), (2 * sms + 1, 100 * 1024)):
+            with pytest.raises(runtime.CooperativeLaunchError,
+                               match=rf"kernel {name}: a cooperative launch of {blocks} blocks of 256 threads"):
+                rt.launch(name, blocks, 256, _dummy_args(rt, name), shared_mem=shared)
+    assert grids == [(8 * sms, 1, 1), (2 * sms, 1, 1)]  # nothing shrunk, nothing refused ran
+    assert [str(w.message) for w in seen] == []
+
+
+@pytest.mark.cupy_strict
+def test_cooperative_launches_on_thread_ranks_leave_the_warnings_filters_alone(monkeypatch):
+    """Ranks as threads: two ranks inside cooperative launches at once (the first returns while
+    the second is inside) and a third rank warning meanwhile. The warning stays a warning, and the
+    process's filters are as they were (a warnings filter set to "error" around each launch, as
+    before, turned the third rank's warning into an exception and, restored out of order, left
+    every later warning of the process an error)."""
+    import threading
+    import warnings
+
+    from tinyflow_cuda import runtime
+
+    rt = runtime.current()
+    name = _cooperative_kernel(rt)
+    emu = rt.xp.RawModule(code=rt.kernels[name].source.read_text()).emulator
+    first_in, second_in, first_out, warned = (threading.Event() for _ in range(4))
+
+    def launch(kernel, grid, block, args, shared_mem=0):  # the ranks' kernels, held inside the launch
+        if threading.current_thread().name == "rank0":
+            first_in.set()
+            assert second_in.wait(10) and warned.wait(10)
+        else:
+            second_in.set()
+            assert first_out.wait(10)
+
+    monkeypatch.setattr(emu, "launch", launch)
+    errors = []
+
+    def rank(role: str) -> None:
+        try:
+            if role == "rank2":
+                assert first_in.wait(10) and second_in.wait(10)
+                warnings.warn("rank 2 warns while ranks 0 and 1 launch", UserWarning)
+                warned.set()
+                return
+            if role == "rank1":
+                assert first_in.wait(10)
+            rt.launch(name, 1, 256, _dummy_args(rt, name))
+            if role == "rank0":
+                first_out.set()
+        except BaseException as exc:  # noqa: BLE001 (reported below, with the rank)
+            errors.append(f"{role}: {type(exc).__name__}: {exc}")
+            first_out.set()
+            warned.set()
+
+    before = list(warnings.filters)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        inside = list(warnings.filters)
+        threads = [threading.Thread(target=rank, args=(f"rank{i}",), name=f"rank{i}") for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert warnings.filters == inside
+    assert errors == []
+    assert [str(w.message) for w in seen] == ["rank 2 warns while ranks 0 and 1 launch"]
+    assert warnings.filters == before

@@ -12,6 +12,8 @@ without importing this file.
 from __future__ import annotations
 
 import itertools
+import math
+import warnings
 from types import SimpleNamespace
 from typing import Any
 
@@ -139,6 +141,40 @@ def get_current_stream(device_id: int = -1) -> Stream:
     return Stream.null if stream is None else stream
 
 
+# ---- occupancy: cupy.cuda.driver -----------------------------------------------------------------
+SM_THREADS, SM_BLOCKS, SM_SHARED = 2048, 32, 228 * 1024  # what one H100 SM holds at once
+BLOCK_SHARED_RESERVED = 1024  # shared memory CUDA reserves per resident block
+_functions: dict[int, RawFunction] = {}  # the compiled kernels by handle (``Function.ptr``)
+
+
+def _occupancy(func: int, block_size: int, dynamic_smem: int) -> int:
+    """``cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(func, blockSize,
+    dynamicSMemSize)``: the blocks of the kernel with handle ``func`` that one SM holds at once,
+    by an H100 SM's threads, blocks and shared memory (the stand-in knows no register counts)."""
+    if int(func) not in _functions:
+        raise CUDARuntimeError(f"CUDA_ERROR_INVALID_HANDLE: no kernel has handle {func}")
+    if not 1 <= block_size <= 1024:
+        return 0
+    return min(SM_BLOCKS, SM_THREADS // block_size, SM_SHARED // (int(dynamic_smem) + BLOCK_SHARED_RESERVED))
+
+
+driver = SimpleNamespace(occupancyMaxActiveBlocksPerMultiprocessor=_occupancy)
+
+
+def _cooperative_grid(grid: tuple[int, ...], limit: int) -> tuple[int, ...]:
+    """What CuPy 14's launch does with a cooperative grid of more blocks than can be resident
+    (cupy/cuda/function.pyx, _launch): a 1-D grid shrinks to ``limit`` with a warning, any other
+    is refused."""
+    if math.prod(grid) <= limit:
+        return grid
+    g0, g1, g2 = (*grid, 1, 1)[:3]
+    if g1 == g2 == 1:
+        warnings.warn(f"The grid size will be reduced from {g0} to {limit}, as the specified grid size "
+                      "exceeds the limit.")
+        return (limit, *grid[1:])
+    raise ValueError(f"The specified grid size ({g0} * {g1} * {g2}) exceeds the limit ({limit}).")
+
+
 # ---- kernels: RawModule through the emulator --------------------------------------------------
 class RawFunction:
     """``cupy.cuda.function.Function``: one compiled kernel; ``fn(grid, block, args, shared_mem=,
@@ -146,7 +182,9 @@ class RawFunction:
 
     As on a GPU, dynamic shared memory above 48 KB needs ``max_dynamic_shared_size_bytes`` set
     first, and a TF_COOPERATIVE kernel (grid_sync) a cooperative launch from a module compiled
-    with ``enable_cooperative_groups=True``; otherwise the launch fails."""
+    with ``enable_cooperative_groups=True``; otherwise the launch fails. A cooperative grid of more
+    blocks than the SMs hold at once (``driver``'s occupancy) is shrunk with a warning or refused,
+    as CuPy does. ``ptr`` is its handle for ``cupy.cuda.driver``."""
 
     DEFAULT_SHARED = 48 * 1024
 
@@ -157,6 +195,8 @@ class RawFunction:
         self.cooperative = emulator.kernels[name].cooperative
         self.cooperative_module = cooperative_module
         self.max_dynamic_shared_size_bytes = self.DEFAULT_SHARED
+        self.ptr = next(_pointers)
+        _functions[self.ptr] = self
 
     def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], *,
                  shared_mem: int = 0, stream: Any = None, enable_cooperative_groups: bool = False) -> None:
@@ -169,6 +209,9 @@ class RawFunction:
         if not isinstance(grid, tuple) or not isinstance(block, tuple):
             raise TypeError(f"kernel {self.name}: grid and block must be tuples, as CuPy's "
                             f"RawKernel takes them, got {grid!r} and {block!r}")
+        if enable_cooperative_groups:
+            per_sm = _occupancy(self.ptr, math.prod(block), shared_mem)
+            grid = _cooperative_grid(grid, per_sm * _properties(0)["multiProcessorCount"])
         if len(args) != len(self.params):
             raise TypeError(f"kernel {self.name} takes {len(self.params)} arguments, got {len(args)}")
         converted = []

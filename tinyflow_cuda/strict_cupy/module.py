@@ -217,8 +217,8 @@ def _build_cupy() -> ModuleType:
     cupy.random = _build("cupy.random")
     cupy.fft = _build("cupy.fft")
     cuda = ModuleType("cupy.cuda", "strict CuPy stand-in for cupy.cuda")
-    for name in ("Device", "Stream", "Event", "runtime", "memory", "get_current_stream", "Graph", "MemoryPool",
-                 "using_allocator"):
+    for name in ("Device", "Stream", "Event", "runtime", "driver", "memory", "get_current_stream", "Graph",
+                 "MemoryPool", "using_allocator"):
         if name not in api().cuda:
             raise AssertionError(f"cupy.cuda.{name} is not in CuPy {api().version}'s API")
         setattr(cuda, name, getattr(_cuda, name))
