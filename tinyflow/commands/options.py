@@ -148,18 +148,14 @@ class Number(Check):
         return bad + ([f"{self.high + 1:g}"] if self.high is not None else [])
 
 
-def _items(text: str, what: str) -> list[str]:
+def _items(text: str, what: str, example: str) -> list[str]:
     """The comma-separated items of ``text``; an empty item or list is an error."""
     items = [item.strip() for item in text.split(",")]
     if not text.strip():
         Check.fail(f"expected a comma list of {what}, got {text!r}")
     if any(not item for item in items):
-        Check.fail(f"{text!r} has an empty item: expected a comma list of {what}, e.g. {_example(what)}")
+        Check.fail(f"{text!r} has an empty item: expected a comma list of {what}, e.g. {example}")
     return items
-
-
-def _example(what: str) -> str:
-    return "1,2,4" if "number" in what else "a,b"
 
 
 def _no_repeats(items: Sequence[Any], text: str) -> None:
@@ -178,7 +174,7 @@ class IntList(Check):
 
     def __call__(self, text: str) -> list[int]:
         values = []
-        for item in _items(text, "whole numbers"):
+        for item in _items(text, "whole numbers", "1,2,4"):
             try:
                 value = int(item)
             except ValueError:
@@ -206,7 +202,7 @@ class ChoiceList(Check):
 
     def __call__(self, text: str) -> list[str]:
         known = self.choices
-        items = _items(text, f"names out of {', '.join(known)}")
+        items = _items(text, f"names out of {', '.join(known)}", ",".join(known[:2]))
         unknown = [item for item in items if item not in known]
         if unknown:
             listed = f"a comma list of {', '.join(known)}" if len(known) > 1 else known[0]
@@ -250,7 +246,7 @@ class DeviceList(Check):
     """A comma list of devices (one may repeat: two runs on one GPU), each as ``Device`` checks it."""
 
     def __call__(self, text: str) -> list[str]:
-        return [device(item) for item in _items(text, "devices")]
+        return [device(item) for item in _items(text, "devices", "cuda:0,cuda:1")]
 
     def bad_values(self) -> list[str]:
         return ["", ",", "cpu,", "tpu"]
