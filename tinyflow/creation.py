@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import ops, promotion
+from tinyflow import autograd, ops, promotion
 from tinyflow.arg_parser import accept_axis_alias, normalize_dim
 from tinyflow.device import CPU, Device, device_of, move
 from tinyflow.dtypes import (
@@ -38,7 +38,8 @@ def _natural_dtype(dtype: np.dtype) -> np.dtype:
     raise TypeError(f"tensor: unsupported data of dtype {dtype}; use float, int or bool data")
 
 
-def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+           pin_memory: bool = False) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (a list, number, ndarray or Tensor).
 
     Python floats become float32 (the default dtype), ints int64 and complex numbers complex64;
@@ -80,59 +81,94 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     return tensor(data, dtype=dtype, device=device)
 
 
-def _make(fn: Callable[..., Any], shape: Sequence[Any], dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+def _into(op: str, result: Tensor, out: Tensor | None) -> Tensor:
+    """PyTorch's ``out=`` here (functions.write_out the surface's): ``out`` takes ``result``, in its dtype."""
+    if out is None:
+        return result
+    if result.requires_grad and autograd.is_grad_enabled():
+        raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic differentiation, but one "
+                           "of the arguments requires grad. Call it under tinyflow.no_grad() or drop out=.")
+    if not promotion.can_cast(result.dtype, out.dtype):
+        raise RuntimeError(f"{op}(): result type {result.dtype} can't be cast to the desired output type {out.dtype}")
+    out.data = result.to(out.dtype)
+    return out
+
+
+def _make(fn: Callable[..., Any], shape: Sequence[Any], dtype: Any, device: Any, requires_grad: bool, *,
+          op: str = "tensor", out: Tensor | None = None, layout: Any = None) -> Tensor:
+    """``fn(xp, shape, dtype)`` as a tensor; ``out`` gives the default dtype and device, ``layout`` must
+    be None (dense). PyTorch's ``pin_memory`` and ``memory_format`` change nothing (contiguous host memory)."""
+    if layout is not None:
+        raise ValueError(f"{op}: layout={layout!r} is not supported; tinyflow tensors are dense (strided), "
+                         "pass layout=None")
+    if out is not None:
+        dtype, device = dtype or out.dtype, device or out.device
     dev = Device(device) if device is not None else CPU
     dt = _resolve_dtype(dtype) or get_default_dtype()
     arr = fn(dev.xp, _shape_arg(tuple(shape)), dt)
     t = Tensor._from_array(arr, device=dev)
     if requires_grad:
         t.requires_grad = True
-    return t
+    return _into(op, t, out)
 
 
-def zeros(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _make(lambda xp, s, d: xp.zeros(s, dtype=d), shape, dtype, device, requires_grad)
+def zeros(*args: Any, size: Sequence[int] | None = None, out: Tensor | None = None, dtype: Any = None,
+          layout: Any = None, device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    return _make(lambda xp, s, d: xp.zeros(s, dtype=d), args if size is None else (size,), dtype, device,
+                 requires_grad, op="zeros", out=out, layout=layout)
 
 
-def ones(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _make(lambda xp, s, d: xp.ones(s, dtype=d), shape, dtype, device, requires_grad)
+def ones(*args: Any, size: Sequence[int] | None = None, out: Tensor | None = None, dtype: Any = None,
+         layout: Any = None, device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    return _make(lambda xp, s, d: xp.ones(s, dtype=d), args if size is None else (size,), dtype, device,
+                 requires_grad, op="ones", out=out, layout=layout)
 
 
-def empty(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _make(lambda xp, s, d: xp.empty(s, dtype=d), shape, dtype, device, requires_grad)
+def empty(*args: Any, size: Sequence[int] | None = None, out: Tensor | None = None, dtype: Any = None,
+          layout: Any = None, device: Any = None, pin_memory: bool = False, requires_grad: bool = False,
+          memory_format: Any = None) -> Tensor:
+    return _make(lambda xp, s, d: xp.empty(s, dtype=d), args if size is None else (size,), dtype, device,
+                 requires_grad, op="empty", out=out, layout=layout)
 
 
-def full(shape: Sequence[int], fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    if dtype is None and isinstance(fill_value, (bool, int)):
+def full(size: Sequence[int], fill_value: Any, *, out: Tensor | None = None, dtype: Any = None, layout: Any = None,
+         device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    if dtype is None and out is None and isinstance(fill_value, (bool, int)):
         dtype = bool_ if isinstance(fill_value, bool) else int64
-    return _make(lambda xp, s, d: xp.full(s, fill_value, dtype=d), (tuple(shape),), dtype, device, requires_grad)
+    return _make(lambda xp, s, d: xp.full(s, fill_value, dtype=d), (tuple(size),), dtype, device, requires_grad,
+                 op="full", out=out, layout=layout)
 
 
-def _random(draw: Callable[[np.random.Generator, tuple, np.dtype], np.ndarray], shape: Sequence[Any], dtype: Any,
-            device: Any, requires_grad: bool, generator: Any) -> Tensor:
+def _random(op: str, draw: Callable[[np.random.Generator, tuple, np.dtype], np.ndarray], shape: Sequence[Any],
+            dtype: Any, device: Any, requires_grad: bool, generator: Any, out: Tensor | None = None,
+            layout: Any = None) -> Tensor:
+    """Samples drawn on the host from the (seeded) generator, then moved to ``device``."""
     from tinyflow.random import rng
 
-    dev = Device(device) if device is not None else CPU
-    dt = _resolve_dtype(dtype) or get_default_dtype()
-    arr = draw(rng(generator), _shape_arg(tuple(shape)), dt)
-    t = Tensor._from_array(move(arr, dev), device=dev)
-    if requires_grad:
-        t.requires_grad = True
-    return t
+    dev = Device(device) if device is not None else out.device if out is not None else CPU
+    return _make(lambda xp, s, d: move(draw(rng(generator), s, d), dev), shape, dtype, dev, requires_grad, op=op,
+                 out=out, layout=layout)
 
 
-def randn(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
-    """Standard normal samples, drawn on the host from the (seeded) generator."""
-    return _random(lambda g, s, d: _draw(g.standard_normal, s, d), shape, dtype, device, requires_grad, generator)
+def randn(*args: Any, size: Sequence[int] | None = None, generator: Any = None, out: Tensor | None = None,
+          dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: bool = False,
+          requires_grad: bool = False) -> Tensor:
+    """Standard normal samples."""
+    return _random("randn", lambda g, s, d: _draw(g.standard_normal, s, d), args if size is None else (size,),
+                   dtype, device, requires_grad, generator, out, layout)
 
 
-def rand(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
+def rand(*args: Any, size: Sequence[int] | None = None, generator: Any = None, out: Tensor | None = None,
+         dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: bool = False,
+         requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1)."""
-    return _random(lambda g, s, d: _draw(g.random, s, d), shape, dtype, device, requires_grad, generator)
+    return _random("rand", lambda g, s, d: _draw(g.random, s, d), args if size is None else (size,), dtype, device,
+                   requires_grad, generator, out, layout)
 
 
-def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = None, device: Any = None,
-            generator: Any = None) -> Tensor:
+def randint(low: int = 0, high: int | None = None, size: Sequence[int] = (), *, generator: Any = None,
+            out: Tensor | None = None, dtype: Any = None, layout: Any = None, device: Any = None,
+            pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """Integers in [low, high), int64 by default: ``randint(low, high, size)`` or, as PyTorch,
     ``randint(high, size)`` (and ``randint(high, size=...)``), which draw from [0, high)."""
     if isinstance(high, (tuple, list)):  # randint(high, size)
@@ -143,22 +179,30 @@ def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: 
         low, high = 0, low
     if not low < high:
         raise RuntimeError(f"randint: expects low < high, but got low={low} >= high={high}")
-    return _random(lambda g, s, d: g.integers(low, high, size=s).astype(d), (tuple(size),), dtype or int64, device,
-                   False, generator)
+    return _random("randint", lambda g, s, d: g.integers(low, high, size=s).astype(d), (tuple(size),),
+                   dtype or (None if out is not None else int64), device, requires_grad, generator, out, layout)
 
 
-def randperm(n: int, device: Any = None, generator: Any = None) -> Tensor:
-    from tinyflow.random import rng
+def randperm(n: int, *, generator: Any = None, out: Tensor | None = None, dtype: Any = None, layout: Any = None,
+             device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    """A random permutation of 0 .. n-1 (int64 by default)."""
+    return _random("randperm", lambda g, s, d: g.permutation(n).astype(d), (), dtype or (None if out is not None
+                   else int64), device, requires_grad, generator, out, layout)
 
-    dev = Device(device) if device is not None else CPU
-    return Tensor._from_array(move(rng(generator).permutation(n).astype(np.int64), dev), device=dev)
+
+def _no_bool(op: str, dtype: Any, steps: int = 2) -> None:
+    """PyTorch computes ranges in a number type: a bool range (of two or more values) is refused."""
+    if dtype is not None and _resolve_dtype(dtype) == bool_ and steps > 1:
+        raise NotImplementedError(f'{op}: not implemented for dtype bool (PyTorch: "{op}_cpu" not implemented for '
+                                  f"'Bool'); make the range in an integer or floating dtype and compare it, e.g. != 0")
 
 
-def arange(start: float, end: float | None = None, step: float = 1, dtype: Any = None, device: Any = None,
-           requires_grad: bool = False) -> Tensor:
+def arange(start: float = 0, end: float | None = None, step: float = 1, *, out: Tensor | None = None, dtype: Any = None,
+           layout: Any = None, device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     if end is None:
         start, end = 0, start
-    if dtype is None:
+    _no_bool("arange", dtype or (out.dtype if out is not None else None))
+    if dtype is None and out is None:
         dtype = int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else get_default_dtype()
     if step == 0 or (end - start) * step < 0:
         raise RuntimeError(f"arange: upper bound {end} and lower bound {start} inconsistent with step sign {step}")
@@ -168,43 +212,58 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: Any =
             return xp.arange(start, end, step, dtype=d)
         return xp.arange(start, end, step, dtype=np.float64).astype(d)  # computed in double, as PyTorch
 
-    return _make(values, (), dtype, device, requires_grad)
+    return _make(values, (), dtype, device, requires_grad, op="arange", out=out, layout=layout)
 
 
-def linspace(start: float, end: float, steps: int, dtype: Any = None, device: Any = None,
-             requires_grad: bool = False) -> Tensor:
+def linspace(start: float, end: float, steps: int, *, out: Tensor | None = None, dtype: Any = None,
+             layout: Any = None, device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """``steps`` evenly spaced values from start to end; for an integer dtype they are computed in
     floating point and truncated toward zero, as PyTorch does (NumPy floors)."""
+    _no_bool("linspace", dtype or (out.dtype if out is not None else None), steps)
     return _make(lambda xp, s, d: xp.linspace(start, end, steps, dtype=np.float64).astype(d), (), dtype, device,
+                 requires_grad, op="linspace", out=out, layout=layout)
+
+
+def _like(op: str, fn: Callable[..., Tensor], input: Tensor, dtype: Any, layout: Any, device: Any,  # noqa: A002
+          requires_grad: bool, **kw: Any) -> Tensor:
+    """``fn`` (zeros, randn, ...) in input's shape, dtype and device unless given (PyTorch's *_like;
+    ``memory_format`` and ``pin_memory`` change nothing)."""
+    if layout is not None:
+        raise ValueError(f"{op}: layout={layout!r} is not supported; tinyflow tensors are dense (strided), "
+                         "pass layout=None")
+    return fn(*input.shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad,
+              **kw)
+
+
+def zeros_like(input: Tensor, *, memory_format: Any = None, dtype: Any = None, layout: Any = None,  # noqa: A002
+               device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    return _like("zeros_like", zeros, input, dtype, layout, device, requires_grad)
+
+
+def ones_like(input: Tensor, *, memory_format: Any = None, dtype: Any = None, layout: Any = None,  # noqa: A002
+              device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    return _like("ones_like", ones, input, dtype, layout, device, requires_grad)
+
+
+def empty_like(input: Tensor, *, memory_format: Any = None, dtype: Any = None, layout: Any = None,  # noqa: A002
+               device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    return _like("empty_like", empty, input, dtype, layout, device, requires_grad)
+
+
+def randn_like(input: Tensor, *, generator: Any = None, memory_format: Any = None, dtype: Any = None,  # noqa: A002
+               layout: Any = None, device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    return _like("randn_like", randn, input, dtype, layout, device, requires_grad, generator=generator)
+
+
+def rand_like(input: Tensor, *, generator: Any = None, memory_format: Any = None, dtype: Any = None,  # noqa: A002
+              layout: Any = None, device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    return _like("rand_like", rand, input, dtype, layout, device, requires_grad, generator=generator)
+
+
+def full_like(input: Tensor, fill_value: Any, *, memory_format: Any = None, dtype: Any = None,  # noqa: A002
+              layout: Any = None, device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
+    return _like("full_like", lambda *shape, **kw: full(shape, fill_value, **kw), input, dtype, layout, device,
                  requires_grad)
-
-
-def _like(fn: Callable[..., Tensor], t: Tensor, dtype: Any, device: Any, requires_grad: bool, **kw: Any) -> Tensor:
-    return fn(*t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad, **kw)
-
-
-def zeros_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _like(zeros, t, dtype, device, requires_grad)
-
-
-def ones_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _like(ones, t, dtype, device, requires_grad)
-
-
-def empty_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return _like(empty, t, dtype, device, requires_grad)
-
-
-def randn_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
-    return _like(randn, t, dtype, device, requires_grad, generator=generator)
-
-
-def rand_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False, generator: Any = None) -> Tensor:
-    return _like(rand, t, dtype, device, requires_grad, generator=generator)
-
-
-def full_like(t: Tensor, fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 # -------------------------------------------------------------------- functions over tensors
@@ -218,18 +277,18 @@ def _as_operand(x: Any, ref: Tensor | None) -> Tensor:
     return tensor(x)
 
 
-def where(cond: Any, a: Any = None, b: Any = None) -> Any:
-    """Elementwise ``a if cond else b``; differentiable in a and b. ``where(cond)`` alone is
-    ``cond.nonzero(as_tuple=True)``, as PyTorch."""
-    if a is None and b is None:
-        return _as_operand(cond, None).nonzero(as_tuple=True)
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        a = tensor(a, device=cond.device if isinstance(cond, Tensor) else None)
-    a, b = promotion.promote(a, b)  # a and b meet in their result dtype, as in PyTorch
-    c = cond.array if isinstance(cond, Tensor) else a.device.xp.asarray(cond)
+def where(condition: Any, input: Any = None, other: Any = None, *, out: Tensor | None = None) -> Any:  # noqa: A002
+    """Elementwise ``input if condition else other``; differentiable in input and other.
+    ``where(condition)`` alone is ``condition.nonzero(as_tuple=True)``, as PyTorch."""
+    if input is None and other is None:
+        return _as_operand(condition, None).nonzero(as_tuple=True)
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        input = tensor(input, device=condition.device if isinstance(condition, Tensor) else None)
+    a, b = promotion.promote(input, other)  # input and other meet in their result dtype, as in PyTorch
+    c = condition.array if isinstance(condition, Tensor) else a.device.xp.asarray(condition)
     if c.dtype != bool:
         c = c.astype(bool)
-    return ops.elementwise.Where.apply(c, a, b)
+    return _into("where", ops.elementwise.Where.apply(c, a, b), out)
 
 
 def _same_dtype(tensors: Iterable[Tensor]) -> list[Tensor]:
@@ -241,18 +300,18 @@ def _same_dtype(tensors: Iterable[Tensor]) -> list[Tensor]:
     return tensors
 
 
-def cat(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
-    return ops.shape.Cat.apply(*_same_dtype(tensors), dim)
+def cat(tensors: Iterable[Tensor], dim: int = 0, *, out: Tensor | None = None) -> Tensor:
+    return _into("cat", ops.shape.Cat.apply(*_same_dtype(tensors), dim), out)
 
 
-def stack(tensors: Iterable[Tensor], dim: int = 0) -> Tensor:
-    return ops.shape.Stack.apply(*_same_dtype(tensors), dim)
+def stack(tensors: Iterable[Tensor], dim: int = 0, *, out: Tensor | None = None) -> Tensor:
+    return _into("stack", ops.shape.Stack.apply(*_same_dtype(tensors), dim), out)
 
 
-def split(t: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
-    """Pieces of ``split_size`` along ``dim`` (the last may be smaller), or of the given sizes; a
-    size-0 dim gives one empty piece, as PyTorch."""
-
+def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """Pieces of ``split_size_or_sections`` along ``dim`` (the last may be smaller), or of the given
+    sizes; a size-0 dim gives one empty piece, as PyTorch."""
+    t, split_size = tensor, split_size_or_sections
     if t.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
     n = t.shape[normalize_dim("split", dim, t.ndim)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import inspect
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,7 +23,7 @@ import numpy as np
 
 from tinyflow.arg_parser import accept_axis_alias, takes_dim
 from tinyflow.autograd import is_grad_enabled, set_grad_enabled
-from tinyflow.creation import _make, legacy_tensor, randint, tensor
+from tinyflow.creation import _make, cat, legacy_tensor, randint
 from tinyflow.device import CPU
 from tinyflow.dtypes import LEGACY_TYPES, as_dtype, int64
 from tinyflow.promotion import can_cast
@@ -34,26 +35,50 @@ from tinyflow.tensor import Tensor
 dtype = np.dtype  # isinstance(x.dtype, tinyflow.dtype)
 finfo, iinfo = np.finfo, np.iinfo
 
+
 def function(name: str) -> Callable[..., Any]:
-    """The ``tinyflow.<name>`` function the table declares (``FUNCTIONS[name]``)."""
+    """The ``tinyflow.<name>`` function the table declares (``FUNCTIONS[name]``), with its real
+    signature: the method's, ``self`` named ``input``, and PyTorch's ``out=``."""
     entry = FUNCTIONS[name]
     if ":" not in entry.source and entry.source != "Tensor":  # a plain function of a module
         fn = getattr(importlib.import_module(f"tinyflow.{entry.source}"), entry.attr)
-        if not takes_dim(fn):
-            return fn
-        fn = accept_axis_alias(fn)
-        fn.__module__, fn.__qualname__ = __name__, name  # pickled as tinyflow.functions.<name>, which it is
-        return fn
+        target = accept_axis_alias(fn) if takes_dim(fn) else fn
+        if "out" in inspect.signature(fn).parameters:
+            if target is not fn:
+                target.__module__, target.__qualname__ = __name__, name  # pickled as tinyflow.functions.<name>
+            return target
 
-    def function(input: Tensor, *args: Any, out: Any = None, **kwargs: Any) -> Any:  # noqa: A002 (PyTorch's name)
-        if not isinstance(input, Tensor):
-            raise TypeError(f"tinyflow.{name}: expected a Tensor as the first argument, got {type(input).__name__}")
-        result = getattr(input, name)(*args, **kwargs)
-        return result if out is None else write_out(name, result, out)
+        def function(*args: Any, out: Any = None, **kwargs: Any) -> Any:
+            result = target(*args, **kwargs)
+            return result if out is None else write_out(name, result, out)
 
-    function.__name__ = function.__qualname__ = name
-    function.__doc__ = f"``tinyflow.{name}(input, ...)`` is ``input.{name}(...)``: see ``Tensor.{name}``."
+        function.__doc__ = fn.__doc__
+        function.__signature__ = _with_out(inspect.signature(fn))  # type: ignore[attr-defined]
+    else:
+        method = getattr(Tensor, name)  # the real method (its module loads now): its signature is ours
+
+        def function(input: Tensor, *args: Any, out: Any = None, **kwargs: Any) -> Any:  # noqa: A002 (PyTorch's name)
+            if not isinstance(input, Tensor):
+                raise TypeError(f"tinyflow.{name}: expected a Tensor as the first argument, got {type(input).__name__}")
+            result = getattr(input, name)(*args, **kwargs)
+            return result if out is None else write_out(name, result, out)
+
+        function.__doc__ = f"``tinyflow.{name}(input, ...)`` is ``input.{name}(...)``: see ``Tensor.{name}``."
+        signature = inspect.signature(method)
+        params = list(signature.parameters.values())
+        params[0] = params[0].replace(name="input", kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        function.__signature__ = _with_out(signature.replace(parameters=params))  # type: ignore[attr-defined]
+    function.__name__ = function.__qualname__ = name  # pickled as tinyflow.functions.<name>, which it is
     return function
+
+
+def _with_out(signature: inspect.Signature) -> inspect.Signature:
+    """``signature`` with PyTorch's keyword-only ``out=None`` (before a ``**kwargs``)."""
+    params = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
+    rest = [p for p in signature.parameters.values() if p.kind == p.VAR_KEYWORD]
+    if "out" not in signature.parameters:
+        params.append(inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None))
+    return signature.replace(parameters=params + rest)
 
 
 def write_out(name: str, result: Any, out: Any) -> Any:
@@ -96,9 +121,13 @@ def write_out(name: str, result: Any, out: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------ the table's functions
-# tinyflow.sin(x) & co.: every name the surface table declares with the "f" variant.
-for _name in FUNCTIONS:
-    globals()[_name] = function(_name)
+def __getattr__(name: str) -> Any:
+    """tinyflow.sin(x) & co.: every name the surface table declares with the "f" variant, made on
+    its first look-up (which loads the module of its method, whose signature it shows)."""
+    if name not in FUNCTIONS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    made = globals()[name] = function(name)
+    return made
 
 
 class memory_format:
@@ -140,40 +169,55 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:  # noqa: A002
     return F.pdist(input, p)
 
 
-def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001, A002
+def pow(input: Any, exponent: Any, *, out: Tensor | None = None) -> Tensor:  # noqa: A001, A002
     """input ** exponent (either may be a number)."""
-    return input**exponent
+    result = input**exponent
+    return result if out is None else write_out("pow", result, out)
 
 
-def max(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001, A002
-    """The maximum; along ``dim``: (values, indices); with a tensor second: the elementwise maximum."""
-    return input.max(dim, keepdim)
+def max(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Tensor | None = None,  # noqa: A001, A002
+        out: Any = None) -> Any:
+    """The maximum; along ``dim``: (values, indices); with a tensor second (or ``other=``): the
+    elementwise maximum."""
+    result = input.max(dim, keepdim, other=other)
+    return result if out is None else write_out("max", result, out)
 
 
-def min(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001, A002
-    return input.min(dim, keepdim)
+def min(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Tensor | None = None,  # noqa: A001, A002
+        out: Any = None) -> Any:
+    result = input.min(dim, keepdim, other=other)
+    return result if out is None else write_out("min", result, out)
+
+
+def norm(input: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, out: Tensor | None = None,  # noqa: A002
+         dtype: Any = None) -> Tensor:
+    """``torch.norm`` (out before dtype, as PyTorch's order): ``input.norm(p, dim, keepdim, dtype)``."""
+    result = input.norm(p, dim, keepdim, dtype=dtype)
+    return result if out is None else write_out("norm", result, out)
 
 
 def is_tensor(obj: Any) -> bool:
     return isinstance(obj, Tensor)
 
 
-def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, layout: Any = None, device: Any = None,
+                 pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """The (2, n) row and column indices of the lower triangle of a row x col matrix."""
     rows, cols = np.tril_indices(row, offset, col)
-    return tensor(np.stack([rows, cols]), dtype=dtype or int64, device=device)
+    return _make(lambda xp, s, d: xp.asarray(np.stack([rows, cols]), dtype=d), (), dtype or int64, device,
+                 requires_grad, op="tril_indices", layout=layout)
 
 
-def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, layout: Any = None, device: Any = None,
+                 pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """The (2, n) row and column indices of the upper triangle of a row x col matrix."""
     rows, cols = np.triu_indices(row, offset, col)
-    return tensor(np.stack([rows, cols]), dtype=dtype or int64, device=device)
+    return _make(lambda xp, s, d: xp.asarray(np.stack([rows, cols]), dtype=d), (), dtype or int64, device,
+                 requires_grad, op="triu_indices", layout=layout)
 
 
-def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    from tinyflow.tensor import cat
-
-    return cat(tensors, dim)
+def concat(tensors: Sequence[Tensor], dim: int = 0, *, out: Tensor | None = None) -> Tensor:
+    return cat(tensors, dim, out=out)
 
 
 concatenate = concat
@@ -190,18 +234,20 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     return Einsum.apply(equation, *operands)
 
 
-def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: int | None = None, *, out: Tensor | None = None, dtype: Any = None, layout: Any = None,
+        device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """The n x m matrix with ones on the diagonal."""
-    return _make(lambda xp, s, d: xp.eye(n, n if m is None else m, dtype=d), (), dtype, device, requires_grad)
+    return _make(lambda xp, s, d: xp.eye(n, n if m is None else m, dtype=d), (), dtype, device, requires_grad,
+                 op="eye", out=out, layout=layout)
 
 
-def from_numpy(array: np.ndarray) -> Tensor:
-    """A CPU tensor that shares ``array``'s memory (an edit of one shows in the other)."""
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}")
-    if array.dtype.kind not in "fiub":
-        raise TypeError(f"from_numpy: unsupported dtype {array.dtype}; use float, int, uint8 or bool arrays")
-    return Tensor._from_array(array, device=CPU)
+def from_numpy(ndarray: np.ndarray) -> Tensor:
+    """A CPU tensor that shares ``ndarray``'s memory (an edit of one shows in the other)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(ndarray).__name__}")
+    if ndarray.dtype.kind not in "fiub":
+        raise TypeError(f"from_numpy: unsupported dtype {ndarray.dtype}; use float, int, uint8 or bool arrays")
+    return Tensor._from_array(ndarray, device=CPU)
 
 
 def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple[Tensor, ...]:
@@ -233,34 +279,38 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     return tuple(t.expand(*shape) for t in tensors)
 
 
-def _like_args(input: Tensor, dtype: Any, device: Any) -> dict[str, Any]:  # noqa: A002
-    return {"dtype": dtype or input.dtype, "device": device or input.device}
-
-
-def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype: Any = None,  # noqa: A002
-                 device: Any = None, generator: Any = None) -> Tensor:
+def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, generator: Any = None,  # noqa: A002
+                 memory_format: Any = None, dtype: Any = None, layout: Any = None, device: Any = None,
+                 pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """Integers in [low, high) (or [0, low)) in input's shape, dtype and device."""
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(input.shape), generator=generator, **_like_args(input, dtype, device))
+    return randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype, layout=layout,
+                   device=device or input.device, requires_grad=requires_grad)
 
 
 def normal(mean: Any = 0.0, std: Any = 1.0, size: Sequence[int] | None = None, *, generator: Any = None,
-           dtype: Any = None, device: Any = None) -> Tensor:
+           out: Tensor | None = None, dtype: Any = None, layout: Any = None, device: Any = None,
+           pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """Samples of N(mean, std): numbers with ``size``, or tensors of mean and std (broadcast)."""
     from tinyflow.tensor import randn
 
     ref = mean if isinstance(mean, Tensor) else std if isinstance(std, Tensor) else None
     if ref is None:
-        noise = randn(*(size or ()), generator=generator, dtype=dtype, device=device)
-        return noise * std + mean
-    shape = broadcast_shapes(*(t.shape for t in (mean, std) if isinstance(t, Tensor)))
-    noise = randn(*shape, generator=generator, dtype=dtype or ref.dtype, device=device or ref.device)
-    return (noise * std + mean).detach()
+        noise = randn(*(size or ()), generator=generator, dtype=dtype, layout=layout, device=device)
+        result = noise * std + mean
+    else:
+        shape = broadcast_shapes(*(t.shape for t in (mean, std) if isinstance(t, Tensor)))
+        noise = randn(*shape, generator=generator, dtype=dtype or ref.dtype, device=device or ref.device)
+        result = (noise * std + mean).detach()
+    if requires_grad:
+        result.requires_grad_()
+    return result if out is None else write_out("normal", result, out)
 
 
-def bernoulli(input: Tensor, p: Any = None, *, generator: Any = None) -> Tensor:  # noqa: A002
-    return input.bernoulli(p, generator=generator)
+def bernoulli(input: Tensor, p: Any = None, *, generator: Any = None, out: Tensor | None = None) -> Tensor:  # noqa: A002
+    result = input.bernoulli(p, generator=generator)
+    return result if out is None else write_out("bernoulli", result, out)
 
 
 class inference_mode(set_grad_enabled):  # noqa: N801 (PyTorch's name)
@@ -274,7 +324,8 @@ class inference_mode(set_grad_enabled):  # noqa: N801 (PyTorch's name)
 
 
 def compile(model: Any = None, *, fullgraph: bool = False, dynamic: Any = None, backend: Any = "inductor",  # noqa: A001
-            mode: Any = None, options: Any = None, disable: bool = False) -> Any:
+            mode: Any = None, options: Any = None, name: str | None = None, disable: bool = False,
+            recompile_limit: int | None = None, isolate_recompiles: bool = False, shapes_spec: Any = None) -> Any:
     """``torch.compile``: tinyflow has no graph compiler, so the module or function comes back
     as it is (the same results; no speed-up). As a decorator, with or without arguments."""
     if model is None:
@@ -284,11 +335,11 @@ def compile(model: Any = None, *, fullgraph: bool = False, dynamic: Any = None, 
     return model
 
 
-def set_num_threads(n: int) -> None:
+def set_num_threads(num: int) -> None:
     """``torch.set_num_threads``: threads for tinyflow's CPU kernels and NumPy's OpenBLAS."""
     from tinyflow.kernels import _cpu
 
-    _cpu.set_num_threads(n)
+    _cpu.set_num_threads(num)
 
 
 def get_num_threads() -> int:
@@ -298,10 +349,10 @@ def get_num_threads() -> int:
     return _cpu.num_threads()
 
 
-def set_num_interop_threads(n: int) -> None:
+def set_num_interop_threads(num: int) -> None:
     """``torch.set_num_interop_threads``: accepted; tinyflow runs ops one after the other."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"set_num_interop_threads: expected a positive integer, got {n!r}")
+    if isinstance(num, bool) or not isinstance(num, int) or num < 1:
+        raise ValueError(f"set_num_interop_threads: expected a positive integer, got {num!r}")
 
 
 def get_num_interop_threads() -> int:

@@ -49,14 +49,14 @@ TABLE: tuple[tuple[str, str, str], ...] = (
         "index_select index_add masked_select masked_fill nonzero argwhere take take_along_dim "
         "argsort sort msort topk kthvalue median unique bincount cummax cummin logcumsumexp prod "
         "var_mean std_mean count_nonzero norm flip fliplr flipud roll tile repeat_interleave "
-        "unflatten narrow select unbind movedim moveaxis=movedim swapaxes swapdims=swapaxes ravel "
-        "tril triu diag diagonal trace dot inner=dot outer ger=outer mm bmm mv addmm addcmul addcdiv "
+        "unflatten narrow select unbind movedim moveaxis=movedim swapaxes swapdims ravel "
+        "tril triu diag diagonal trace dot inner outer ger=outer mm bmm mv addmm addcmul addcdiv "
         "is_complex multinomial bernoulli"),
     ("m", "tensor_methods:TensorMethods",
         "_rounded __floordiv__ __rfloordiv__ __mod__ __rmod__ __invert__=bitwise_not "
         "__and__=bitwise_and __or__=bitwise_or __xor__=bitwise_xor __lshift__=bitwise_left_shift "
         "__rshift__=bitwise_right_shift __rand__ __ror__ __rxor__ __rlshift__ __rrshift__ __iand__ "
-        "__ior__ __ixor__ masked_fill_ scatter_ scatter_add_ scatter_reduce_ index_add_ repeat unfold "
+        "__ior__ __ixor__ where masked_fill_ scatter_ scatter_add_ scatter_reduce_ index_add_ repeat unfold "
         "tril_ triu_ type byte char short ndimension get_device is_contiguous pin_memory is_pinned "
         "share_memory_ is_shared element_size nelement _new_like new_zeros new_ones new_empty "
         "new_full new_tensor new bernoulli_ random_"),

@@ -149,8 +149,8 @@ class Tensor:
             )
         self._requires_grad = bool(value)
 
-    def requires_grad_(self, value: bool = True) -> Tensor:
-        self.requires_grad = value
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
         return self
 
     @property
@@ -220,8 +220,8 @@ class Tensor:
             raise ShapeError(f"item(): only one-element tensors can be converted, got shape {self.shape}")
         return self._read(why).reshape(()).item()
 
-    def numpy(self) -> np.ndarray:
-        """The data as a NumPy array (copied to the host for CUDA tensors; a host read)."""
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The data as a NumPy array (copied to the host for CUDA tensors, a host read; so ``force`` changes nothing)."""
         return self._read("numpy")
 
     def item(self) -> Any:
@@ -237,7 +237,7 @@ class Tensor:
         t._versions = self._versions
         return t
 
-    def clone(self) -> Tensor:
+    def clone(self, *, memory_format: Any = None) -> Tensor:
         return ops.copy.Clone.apply(self)
 
     def contiguous(self, memory_format: Any = None) -> Tensor:
@@ -267,11 +267,11 @@ class Tensor:
             out = ops.copy.ToDevice.apply(out, Device(device))
         return out.clone() if copy and out is self else out
 
-    def cpu(self) -> Tensor:
+    def cpu(self, memory_format: Any = None) -> Tensor:
         return self.to("cpu")
 
-    def cuda(self, index: int = 0) -> Tensor:
-        return self.to(Device("cuda", index))
+    def cuda(self, device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> Tensor:
+        return self.to(Device("cuda", device or 0) if device is None or isinstance(device, int) else device)
 
     def float(self) -> Tensor:
         return self.to(float32)
@@ -301,8 +301,12 @@ class Tensor:
         return self.to(other.dtype)
 
     # ---------------------------------------------------------------- autograd
-    def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
-        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
+    def backward(self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False,
+                 inputs: Any = None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (PyTorch's create_graph and inputs: refused)."""
+        if create_graph or inputs is not None:
+            raise NotImplementedError("backward(create_graph=True / inputs=...): tinyflow's backward computes on raw arrays "
+                                      "into every leaf; drop them, or use tinyflow.autograd.grad(outputs, inputs)")
         if not self._requires_grad:
             raise RuntimeError(
                 "backward: this tensor does not require grad and has no grad_fn; make sure an "
@@ -319,7 +323,7 @@ class Tensor:
             g = gradient.array if isinstance(gradient, Tensor) else self._device.xp.asarray(gradient, dtype=self.dtype)
             if tuple(g.shape) != self.shape:
                 raise ShapeError(f"backward: gradient of shape {tuple(g.shape)} does not match tensor of shape {self.shape}")
-        autograd.run_backward([self], [g], retain_graph=retain_graph)
+        autograd.run_backward([self], [g], retain_graph=bool(retain_graph))
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Callable[[], None]:
         """Call ``hook(grad)`` with this tensor's complete gradient; it may return a new one."""
@@ -476,8 +480,8 @@ class Tensor:
     def mul(self, other: Any) -> Tensor:
         return self * other
 
-    def pow(self, other: Any) -> Tensor:
-        return self**other
+    def pow(self, exponent: Any) -> Tensor:
+        return self**exponent
 
     def matmul(self, other: Any) -> Tensor:
         return self @ other
@@ -571,19 +575,19 @@ class Tensor:
         corr = correction if correction is not None else (1 if unbiased else 0)
         return ops.reduce.Std.apply(self, dim, keepdim, corr)
 
-    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def max(self, dim: Any = None, keepdim: bool = False, *, other: Tensor | None = None) -> Any:
         """Without dim: the maximum. With dim: (values, indices), a return_types.max. With a
-        tensor instead of a dim: the elementwise maximum, as PyTorch."""
-        if isinstance(dim, Tensor):
-            return self.maximum(dim)
+        tensor instead of a dim (or ``other=``): the elementwise maximum, as PyTorch."""
+        if other is not None or isinstance(dim, Tensor):
+            return self.maximum(dim if other is None else other)
         if dim is None:
             return ops.reduce.Max.apply(self, None, keepdim)
         return return_types.max(*ops.reduce.MaxDim.apply(self, dim, keepdim, True))
 
-    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def min(self, dim: Any = None, keepdim: bool = False, *, other: Tensor | None = None) -> Any:
         """Like max: the minimum, (values, indices) along dim, or the elementwise minimum."""
-        if isinstance(dim, Tensor):
-            return self.minimum(dim)
+        if other is not None or isinstance(dim, Tensor):
+            return self.minimum(dim if other is None else other)
         if dim is None:
             return ops.reduce.Min.apply(self, None, keepdim)
         return return_types.min(*ops.reduce.MaxDim.apply(self, dim, keepdim, False))
@@ -603,19 +607,19 @@ class Tensor:
                                   device=self._device)
 
     # ---------------------------------------------------------------- shape
-    def reshape(self, *shape: Any) -> Tensor:
-        shape = _shape_arg(shape)
+    def reshape(self, *args: Any, shape: Sequence[int] | None = None) -> Tensor:
+        """``reshape(2, 3)``, ``reshape((2, 3))`` or ``reshape(shape=(2, 3))``, as PyTorch."""
+        shape = _shape_arg(args if shape is None else (shape,))
         if shape == self.shape:
             return self
         return ops.shape.Reshape.apply(self, shape)
 
-    def view(self, *shape: Any) -> Tensor:
-        """A reshape (``view(2, -1)``), or with a dtype the same bytes read as that dtype
-        (``view(tf.int32)``, no gradient), as PyTorch."""
-        if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and not isinstance(shape[0], Tensor):
-            dt = as_dtype(shape[0])
+    def view(self, *args: Any, size: Sequence[int] | None = None, dtype: Any = None) -> Tensor:
+        """A reshape (as reshape takes it, or ``size=``), or the bytes read as ``dtype`` (``view(tf.int32)``)."""
+        if dtype is not None or (len(args) == 1 and not isinstance(args[0], (int, tuple, list, Tensor))):
+            dt = as_dtype(args[0] if dtype is None else dtype)
             return elementwise.NoGradient.apply(lambda xp, a: a.view(dt), self)
-        return self.reshape(*shape)
+        return self.reshape(*args, shape=size)
 
     def view_as(self, other: Tensor) -> Tensor:
         return self.reshape(other.shape)
@@ -647,14 +651,15 @@ class Tensor:
             raise ShapeError(f"t(): expects a tensor with <= 2 dims, got shape {self.shape}")
         return self.T
 
-    def expand(self, *shape: Any) -> Tensor:
-        shape = _shape_arg(shape)
+    def expand(self, *args: Any, size: Sequence[int] | None = None, implicit: bool = False) -> Tensor:
+        """A broadcast view to ``size`` (as reshape takes it; -1 keeps a dim; ``implicit`` changes nothing)."""
+        shape = _shape_arg(args if size is None else (size,))
         lead = len(shape) - self.ndim
         sizes = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
         return ops.shape.Expand.apply(self, sizes)
 
-    def broadcast_to(self, *shape: Any) -> Tensor:
-        return self.expand(*shape)
+    def broadcast_to(self, *args: Any, size: Sequence[int] | None = None) -> Tensor:
+        return self.expand(*args, size=size)
 
     def expand_as(self, other: Tensor) -> Tensor:
         return self.expand(other.shape)
@@ -697,14 +702,16 @@ class Tensor:
     # Model building draws every parameter with these (nn.init, under no_grad): such a write goes
     # straight into the array, and only one that autograd must record or refuse takes the in-place
     # machinery of tinyflow/inplace.py (self._inplace), which a training step then never loads.
-    def uniform_(self, low: float = 0.0, high: float = 1.0, generator: Any = None, **kwargs: Any) -> Tensor:
-        low, high = kwargs.pop("from", low), kwargs.pop("to", high)
+    def uniform_(self, from_: float = 0.0, to: float = 1.0, *, generator: Any = None, **kwargs: Any) -> Tensor:
+        low, high = kwargs.pop("from", from_), to  # PyTorch's keyword is "from": uniform_(**{"from": a})
+        if kwargs:
+            raise TypeError(f"uniform_() got an unexpected keyword argument {next(iter(kwargs))!r}")
         vals = _draw(rng(generator).random, self.shape, self.dtype)
         vals *= high - low
         vals += low
         return self._fill_values("uniform_", vals)
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
+    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
         vals = _draw(rng(generator).standard_normal, self.shape, self.dtype)
         vals *= std
         vals += mean
@@ -726,10 +733,6 @@ class Tensor:
                 self._versions[0] += 1
                 return self
         return self._inplace(op, lambda old: ops.copy.Fill.apply(old, vals), (), fast)
-
-    # ---------------------------------------------------------------- misc
-    def where(self, cond: Any, other: Any) -> Tensor:
-        return where(cond, self, other)
 
 
 def _shape_arg(shape: tuple) -> tuple[int, ...]:

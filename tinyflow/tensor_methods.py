@@ -284,7 +284,7 @@ class TensorMethods:
 
     fix = trunc
 
-    def round(self, decimals: int = 0) -> Tensor:
+    def round(self, *, decimals: int = 0) -> Tensor:
         """Round half to even (at ``decimals`` places), as PyTorch."""
         return self._rounded("Round", int(decimals))
 
@@ -469,6 +469,10 @@ class TensorMethods:
         _same_dtype_source("index_add", self, source)
         return _ops().IndexAdd.apply(self, dim, _index_tensor(self, index), source, alpha)
 
+    def where(self, condition: Any, other: Any) -> Tensor:
+        """``x.where(condition, other)`` is ``tinyflow.where(condition, x, other)``."""
+        return _tf().where(condition, self, other)
+
     def masked_select(self, mask: Tensor) -> Tensor:
         """The entries where mask is True (self and mask broadcast), as a 1-d tensor."""
         return _ops().MaskedSelect.apply(self, mask)
@@ -643,10 +647,14 @@ class TensorMethods:
     # ------------------------------------------------------------ more reductions
     def var_mean(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False, *,
                  correction: float | None = None) -> tuple[Tensor, Tensor]:
+        if isinstance(dim, bool):  # var_mean(unbiased), as var(unbiased)
+            dim, unbiased = None, dim
         return self.var(dim, unbiased, keepdim, correction=correction), self.mean(dim, keepdim)
 
     def std_mean(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False, *,
                  correction: float | None = None) -> tuple[Tensor, Tensor]:
+        if isinstance(dim, bool):  # std_mean(unbiased), as std(unbiased)
+            dim, unbiased = None, dim
         return self.std(dim, unbiased, keepdim, correction=correction), self.mean(dim, keepdim)
 
     def count_nonzero(self, dim: Any = None) -> Tensor:
@@ -694,8 +702,10 @@ class TensorMethods:
             raise IndexError(f"roll: dims {dims} given but the tensor has no dimensions (shape ())")
         return _ops().Roll.apply(self, shifts, tuple(_dim("roll", d, self.ndim) for d in dims))
 
-    def repeat(self, *sizes: Any) -> Tensor:
-        """Tile ``sizes[d]`` copies along each dim (more sizes than dims add leading dims)."""
+    def repeat(self, *args: Any, repeats: Any = None) -> Tensor:
+        """Tile ``repeats[d]`` copies along each dim (more sizes than dims add leading dims):
+        ``repeat(2, 1)``, ``repeat((2, 1))`` or ``repeat(repeats=(2, 1))``, as PyTorch."""
+        sizes = args if repeats is None else (repeats,)
         if not sizes:
             raise TypeError("repeat: missing the repeat sizes, one per dim (x.repeat(2, 1))")
         return _ops().Repeat.apply(self, _dims(sizes))
@@ -784,7 +794,8 @@ class TensorMethods:
     def swapaxes(self, axis0: int, axis1: int) -> Tensor:
         return self.transpose(axis0, axis1)
 
-    swapdims = swapaxes
+    def swapdims(self, dim0: int, dim1: int) -> Tensor:
+        return self.transpose(dim0, dim1)
 
     def ravel(self) -> Tensor:
         return self.reshape(-1)
@@ -819,17 +830,18 @@ class TensorMethods:
         return self.diagonal().sum()
 
     # ------------------------------------------------------------ products
-    def dot(self, other: Tensor) -> Tensor:
+    def dot(self, tensor: Tensor) -> Tensor:
         """The inner product of two vectors of the same length and dtype."""
-        if self.ndim != 1 or other.ndim != 1:
-            raise RuntimeError(f"dot: expects two 1-d tensors, got shapes {tuple(self.shape)} and {tuple(other.shape)}")
-        if self.shape[0] != other.shape[0]:
-            raise RuntimeError(f"dot: vectors of sizes {self.shape[0]} and {other.shape[0]} differ; they must match")
-        if self.dtype != other.dtype:
-            raise RuntimeError(f"dot: expects both vectors to have the same dtype, got {self.dtype} and {other.dtype}")
-        return self @ other
+        if self.ndim != 1 or tensor.ndim != 1:
+            raise RuntimeError(f"dot: expects two 1-d tensors, got shapes {tuple(self.shape)} and {tuple(tensor.shape)}")
+        if self.shape[0] != tensor.shape[0]:
+            raise RuntimeError(f"dot: vectors of sizes {self.shape[0]} and {tensor.shape[0]} differ; they must match")
+        if self.dtype != tensor.dtype:
+            raise RuntimeError(f"dot: expects both vectors to have the same dtype, got {self.dtype} and {tensor.dtype}")
+        return self @ tensor
 
-    inner = dot
+    def inner(self, other: Tensor) -> Tensor:
+        return self.dot(other)
 
     def outer(self, vec2: Tensor) -> Tensor:
         if self.ndim != 1 or vec2.ndim != 1:

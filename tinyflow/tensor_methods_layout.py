@@ -98,11 +98,13 @@ class LayoutMethods:
 
     # -------------------------------------------------------------------- splitting
     def tensor_split(self, indices_or_sections: Any = None, dim: int = 0, *, sections: int | None = None,
-                     indices: Sequence[int] | None = None) -> tuple[Tensor, ...]:
+                     indices: Sequence[int] | None = None, tensor_indices_or_sections: Any = None) -> tuple[Tensor, ...]:
         """Views of self along ``dim``: ``sections`` (an int) near-equal pieces (the first
         ``n % sections`` one longer), or the pieces between the given ``indices`` (a list or a
-        1-d int tensor; Python slicing rules, so pieces may be empty). As torch.tensor_split."""
-        spec = indices_or_sections if indices_or_sections is not None else sections if sections is not None else indices
+        1-d int tensor; Python slicing rules, so pieces may be empty). As torch.tensor_split, whose
+        keywords name the argument by its type (sections=, indices=, tensor_indices_or_sections=)."""
+        given = (indices_or_sections, sections, indices, tensor_indices_or_sections)
+        spec = next((g for g in given if g is not None), None)
         if spec is None:
             raise TypeError("tensor_split: give indices_or_sections (an int, a list of indices or a tensor)")
         if self.ndim == 0:
@@ -111,7 +113,15 @@ class LayoutMethods:
         bounds = _split_points("tensor_split", self.shape[d], spec)
         return tuple(_slice_along(self, d, start, stop) for start, stop in bounds)
 
-    def _split_named(self, op: str, dim: int, min_dims: int, indices_or_sections: Any) -> tuple[Tensor, ...]:
+    def _split_named(self, op: str, dim: int, min_dims: int, args: tuple, sections: int | None,
+                     indices: Sequence[int] | None) -> tuple[Tensor, ...]:
+        """hsplit / vsplit / dsplit of ``sections`` (an int), or at ``indices`` (a list, or several ints:
+        ``hsplit(1, 3)``), given by position or by those names, as PyTorch."""
+        if sections is not None or indices is not None:
+            args = (sections if sections is not None else indices,)
+        if not args:
+            raise TypeError(f"{op}: give the number of sections (an int) or the indices to split at")
+        indices_or_sections = args[0] if len(args) == 1 else list(args)
         if self.ndim < min_dims:
             raise RuntimeError(
                 f"{op}: requires a tensor with at least {min_dims} dimension(s), but got a tensor with "
@@ -127,17 +137,20 @@ class LayoutMethods:
                 )
         return self.tensor_split(spec, dim)
 
-    def hsplit(self, indices_or_sections: Any) -> tuple[Tensor, ...]:
+    def hsplit(self, *indices_or_sections: Any, sections: int | None = None,
+               indices: Sequence[int] | None = None) -> tuple[Tensor, ...]:
         """tensor_split along dim 1 (dim 0 for a 1-d tensor); an int must divide that dim evenly."""
-        return self._split_named("hsplit", 1 if self.ndim > 1 else 0, 1, indices_or_sections)
+        return self._split_named("hsplit", 1 if self.ndim > 1 else 0, 1, indices_or_sections, sections, indices)
 
-    def vsplit(self, indices_or_sections: Any) -> tuple[Tensor, ...]:
+    def vsplit(self, *indices_or_sections: Any, sections: int | None = None,
+               indices: Sequence[int] | None = None) -> tuple[Tensor, ...]:
         """tensor_split along dim 0 of a tensor of at least 2 dims; an int must divide it evenly."""
-        return self._split_named("vsplit", 0, 2, indices_or_sections)
+        return self._split_named("vsplit", 0, 2, indices_or_sections, sections, indices)
 
-    def dsplit(self, indices_or_sections: Any) -> tuple[Tensor, ...]:
+    def dsplit(self, *indices_or_sections: Any, sections: int | None = None,
+               indices: Sequence[int] | None = None) -> tuple[Tensor, ...]:
         """tensor_split along dim 2 of a tensor of at least 3 dims; an int must divide it evenly."""
-        return self._split_named("dsplit", 2, 3, indices_or_sections)
+        return self._split_named("dsplit", 2, 3, indices_or_sections, sections, indices)
 
     def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
         """Views of self along ``dim`` of the given sizes, which must add up to its length."""
@@ -541,24 +554,26 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     return _tf().stack(cols, 1)
 
 
-def logspace(start: Any, end: Any, steps: int, base: float = 10.0, *, dtype: Any = None, device: Any = None,
-             requires_grad: bool = False) -> Tensor:
+def logspace(start: Any, end: Any, steps: int, base: float = 10.0, *, out: Tensor | None = None, dtype: Any = None,
+             layout: Any = None, device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """``steps`` values base ** v for v evenly spaced from start to end (computed in double,
     then cast to ``dtype``, the default float dtype unless given)."""
     tf = _tf()
     lo, hi = float(start), float(end)
     if steps < 0:
         raise RuntimeError(f"logspace: number of steps must be non-negative, got {steps}")
+    tf._no_bool("logspace", dtype or (out.dtype if out is not None else None), steps)
 
     def values(xp: Any, shape: Any, dt: Any) -> Any:
         out = np.power(float(base), np.linspace(lo, hi, int(steps), dtype=np.float64))
         return xp.asarray(out).astype(dt)
 
-    return tf._make(values, (), dtype, device, requires_grad)
+    return tf._make(values, (), dtype, device, requires_grad, op="logspace", out=out, layout=layout)
 
 
-def range_(start: float = 0, end: float | None = None, step: float = 1, *, dtype: Any = None,
-           device: Any = None, requires_grad: bool = False) -> Tensor:
+def range_(start: float = 0, end: float | None = None, step: float = 1, *, out: Tensor | None = None,
+           dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: bool = False,
+           requires_grad: bool = False) -> Tensor:
     """The deprecated ``torch.range``: start, start + step, ... up to and including ``end``, in
     the default float dtype unless ``dtype`` is given. Prefer ``arange`` (which excludes end)."""
     warnings.warn(
@@ -569,6 +584,7 @@ def range_(start: float = 0, end: float | None = None, step: float = 1, *, dtype
     )
     if end is None:
         raise TypeError("range(): missing 1 required positional argument: 'end'")
+    _tf()._no_bool("range", dtype or (out.dtype if out is not None else None))
     if step == 0:
         raise RuntimeError("range: step must be nonzero")
     if (end - start) * step < 0:
@@ -578,7 +594,7 @@ def range_(start: float = 0, end: float | None = None, step: float = 1, *, dtype
     def values(xp: Any, shape: Any, dt: Any) -> Any:
         return (start + step * xp.arange(count, dtype=np.float64)).astype(dt)
 
-    return _tf()._make(values, (), dtype, device, requires_grad)
+    return _tf()._make(values, (), dtype, device, requires_grad, op="range", out=out, layout=layout)
 
 
 range_.__name__ = range_.__qualname__ = "range"  # exported as tinyflow.range (not named so here: builtins.range)

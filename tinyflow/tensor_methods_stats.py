@@ -345,7 +345,7 @@ class StatsMethods:
         edges = _linear_edges(xp, low, high, int(bins), self.dtype)
         return _wrap(_bin_counts(xp, self.array, edges).astype(self.dtype), self)
 
-    def histogram(self, bins: Any, *, range: Sequence[float] | None = None,  # noqa: A002 (PyTorch's name)
+    def histogram(self, bins: Any = 100, *, range: Sequence[float] | None = None,  # noqa: A002 (PyTorch's name)
                   weight: Tensor | None = None, density: bool = False) -> Any:
         """(hist, bin_edges): counts (or summed ``weight``) of the entries in ``bins`` equal bins over
         ``range`` (the data's range by default), or in the bins whose edges the 1-d tensor ``bins``
@@ -513,10 +513,10 @@ class StatsMethods:
     def multiply_(self, other: Any) -> Tensor:
         return self.mul_(other)
 
-    def subtract(self, other: Any, *, alpha: Any = 1) -> Tensor:
+    def subtract(self, other: Any, alpha: Any = 1) -> Tensor:  # subtract(number, alpha): PyTorch's second form
         return self.sub(other, alpha=alpha)
 
-    def subtract_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+    def subtract_(self, other: Any, alpha: Any = 1) -> Tensor:
         return self.sub_(other, alpha=alpha)
 
     def greater(self, other: Any) -> Tensor:
