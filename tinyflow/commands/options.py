@@ -6,8 +6,8 @@ never a traceback, a late failure or a silently wrong result.
 - ``Parser``: the ArgumentParser of ``tinyflow`` and of every command under it. Its errors are that
   one line (no usage block: ``tinyflow COMMAND --help`` has it), and it records which options the
   command line gave (``args.given``: a resumed run takes the others from its checkpoint).
-- The checks, each a ``Check``: ``Integer``, ``Number``, ``IntList``, ``ChoiceList``, ``DeviceList``,
-  ``Text``, ``KeyValue``, ``InputPath``, ``OutputPath`` (a folder or file this command writes: it
+- The checks, each a ``Check``: ``Integer``, ``Number``, ``IntList``, ``ChoiceList``, ``Device``,
+  ``DeviceList``, ``Text``, ``KeyValue``, ``InputPath``, ``OutputPath`` (a folder or file this command writes: it
   must be writable now, not after an epoch of training) and ``Parsed`` (a command's own parser).
   A check's ``bad_values()`` are values it refuses: tests/test_cli_options.py walks every option
   of every command's parser and feeds them in, so an option declared here is tested by being declared.
@@ -23,8 +23,9 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
-__all__ = ["Parser", "Check", "Integer", "Number", "IntList", "ChoiceList", "DeviceList", "Text", "KeyValue",
-           "InputPath", "OutputPath", "Parsed", "unwritable", "positive_int", "nonnegative_int",
+__all__ = ["Parser", "RaisingParser", "OptionError", "Check", "Integer", "Number", "IntList", "ChoiceList", "Device",
+           "DeviceList", "Text", "KeyValue", "InputPath", "OutputPath", "Parsed", "unwritable", "positive_int",
+           "nonnegative_int",
            "nonnegative_float", "positive_float", "device", "text", "input_path", "output_dir", "output_file"]
 
 
