@@ -196,6 +196,10 @@ def avgpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0)
         rows = _window_slice(i, oh, sh)
         for j in range(kw):
             out += xpad[:, :, rows, _window_slice(j, ow, sw)]
+    if x.dtype.kind == "i":  # int64 (PyTorch's one integer type here): C's sum / count, toward zero
+        count = (_avg_divisor(xp, h, oh, kh, sh, ph, count_include_pad, out.dtype)[:, None]
+                 * _avg_divisor(xp, w, ow, kw, sw, pw, count_include_pad, out.dtype))  # (OH, OW)
+        return xp.sign(out) * (xp.abs(out) // count)
     out *= _avg_scale(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad, x.dtype)
     return out
 

@@ -12,6 +12,8 @@ import numpy as np
 
 from tinyflow.arg_parser import normalize_dim
 from tinyflow.autograd import Context, Function
+from tinyflow.dtypes import get_default_dtype, is_floating_or_complex
+from tinyflow.ops.elementwise import floating_only
 
 __all__ = [
     "ReLUFunction", "LeakyReLUFunction", "GELUFunction", "SigmoidFunction", "TanhFunction",
@@ -108,12 +110,13 @@ class LeakyReLUFunction(Function):
     def forward(ctx: Context, a: Any, slope: float = 0.01) -> Any:
         ctx.save_for_backward(a)
         ctx.slope = slope
-        return ctx.xp.where(a > 0, a, a * slope)
+        # bfloat16 * a Python float is float32 in NumPy: round back once (no copy for other dtypes)
+        return ctx.xp.where(a > 0, a, a * slope).astype(a.dtype, copy=False)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         (a,) = ctx.saved_tensors
-        return ctx.xp.where(a > 0, g, g * ctx.slope), None
+        return ctx.xp.where(a > 0, g, g * ctx.slope).astype(g.dtype, copy=False), None
 
 
 class GELUFunction(Function):
@@ -126,9 +129,9 @@ class GELUFunction(Function):
         ctx.approximate = approximate
         if approximate == "tanh":
             inner = math.sqrt(2 / math.pi) * (a + 0.044715 * a**3)
-            return 0.5 * a * (1 + xp.tanh(inner))
+            return (0.5 * a * (1 + xp.tanh(inner))).astype(a.dtype, copy=False)  # bfloat16 stays so
         out = 0.5 * a * (1 + _erf(xp, a / math.sqrt(2)))
-        return xp.where(a == -math.inf, -0.0, out)  # x Phi(x) -> 0 as x -> -inf (above: -inf * 0)
+        return xp.where(a == -math.inf, -0.0, out).astype(a.dtype, copy=False)  # x Phi(x) -> 0 as x -> -inf
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
@@ -139,10 +142,11 @@ class GELUFunction(Function):
             inner = c * (a + 0.044715 * a**3)
             t = xp.tanh(inner)
             d = 0.5 * (1 + t) + 0.5 * a * (1 - t * t) * c * (1 + 3 * 0.044715 * a * a)
-            return g * d, None
+            return (g * d).astype(g.dtype, copy=False), None
         cdf = 0.5 * (1 + _erf(xp, a / math.sqrt(2)))
         pdf = xp.exp(-0.5 * a * a) / math.sqrt(2 * math.pi)
-        return g * (cdf + xp.where(xp.isinf(a), 0, a * pdf)), None  # x phi(x) -> 0 as |x| -> inf
+        gx = g * (cdf + xp.where(xp.isinf(a), 0, a * pdf))  # x phi(x) -> 0 as |x| -> inf
+        return gx.astype(g.dtype, copy=False), None
 
 
 def _wide(xp: Any, a: Any) -> Any:
@@ -207,6 +211,7 @@ def _log_softmax(ctx: Context, x: Any, dim: int) -> Any:
 class SoftmaxFunction(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, dim: int = -1) -> Any:
+        floating_only("softmax", x)
         dim = softmax_dim("softmax", dim, x.ndim)
         out = ctx.xp.exp(_log_softmax(ctx, x, dim))
         ctx.save_for_backward(out)
@@ -228,6 +233,7 @@ class SoftmaxFunction(Function):
 class LogSoftmaxFunction(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, dim: int = -1) -> Any:
+        floating_only("log_softmax", x)
         dim = softmax_dim("log_softmax", dim, x.ndim)
         out = _log_softmax(ctx, x, dim)
         ctx.save_for_backward(out)
@@ -251,6 +257,8 @@ class LogSumExp(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, dim: int = -1, keepdim: bool = False) -> Any:
         xp = ctx.xp
+        if not is_floating_or_complex(x.dtype):  # bool and integers in the default dtype, as PyTorch
+            x = x.astype(get_default_dtype())
         m = x.max(axis=dim, keepdims=True)
         m = xp.where(xp.isfinite(m), m, 0)
         out = m + xp.log(xp.exp(x - m).sum(axis=dim, keepdims=True))  # keepdims

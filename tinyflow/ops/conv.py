@@ -36,6 +36,7 @@ import numpy as np
 from tinyflow.autograd import Function
 from tinyflow.kernels._cpu import give_buffer, take_buffer, workspace
 from tinyflow.kernels.shapes import conv_output_size
+from tinyflow.ops.elementwise import floating_or_int64, not_implemented_for
 from tinyflow.ops.linalg import matmul_array, safe_sum
 
 __all__ = ["Conv2dFunction", "ConvTranspose2dFunction", "use_winograd"]
@@ -76,6 +77,8 @@ class Conv2dFunction(Function):
     @staticmethod
     def forward(ctx, x, w, b, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, relu=False):
         xp = ctx.xp
+        if x.dtype.kind == "b":
+            raise not_implemented_for("conv2d", x.dtype)
         n, c, h, wd = x.shape
         o, _, kh, kw = w.shape
         geom = ((kh, kw), stride, padding, dilation)
@@ -198,6 +201,7 @@ class ConvTranspose2dFunction(Function):
     def forward(ctx, x, w, b, stride=(1, 1), padding=(0, 0), output_padding=(0, 0), dilation=(1, 1),
                 groups=1):
         xp = ctx.xp
+        floating_or_int64("conv_transpose2d", x)
         n, cin, h, wd = x.shape
         _, cog, kh, kw = w.shape
         cout = cog * groups

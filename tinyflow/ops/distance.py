@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import Context, Function
+from tinyflow.ops.elementwise import floating_only
 
 __all__ = ["VectorNormFunction", "CosineSimilarityFunction"]
 
@@ -35,6 +36,7 @@ class VectorNormFunction(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, p: float = 2.0, dim: Any = None, keepdim: bool = False) -> Any:
         xp = ctx.xp
+        floating_only("vector_norm", x)
         out = _norm(xp, x, p, dim, True)
         ctx.save_for_backward(x, out)
         ctx.p, ctx.dim, ctx.keepdim = p, dim, keepdim

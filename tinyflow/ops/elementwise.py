@@ -12,11 +12,13 @@ import numpy as np
 
 from tinyflow.autograd import Context, Function
 from tinyflow.capture import current as current_capture
+from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.errors import ShapeError
 
 __all__ = [
     "Add", "Sub", "Mul", "Div", "Pow", "PowScalar", "Neg", "Exp", "Log", "Sqrt", "Abs", "Clip", "Where",
     "Maximum", "Minimum", "DropoutFunction", "NoGradient", "dropout_seed", "broadcast_error", "bool_error",
+    "floating_only", "floating_or_int64", "not_implemented_for",
 ]
 
 
@@ -32,6 +34,25 @@ def bool_error(op: str, message: str) -> RuntimeError:
     """PyTorch's error for an arithmetic operator that bool tensors do not support."""
     return RuntimeError(f"{op}: {message} (bool tensors); use the `~` / `^` operators or logical_not() / "
                         "logical_xor() for masks, or convert with .long() / .float() first")
+
+
+def not_implemented_for(op: str, dtype: Any) -> NotImplementedError:
+    """PyTorch's refusal of a dtype ``op`` has no kernel for ("not implemented for 'Long'"): a
+    NotImplementedError, which ``except RuntimeError`` catches too."""
+    return NotImplementedError(f'"{op}" not implemented for {dtype} input; convert it with .float() first')
+
+
+def floating_only(op: str, *arrays: Any) -> None:
+    """Refuse bool and integer arrays (None skipped) where PyTorch computes in floating point only."""
+    for a in arrays:
+        if a is not None and not is_floating_or_complex(a.dtype):
+            raise not_implemented_for(op, a.dtype)
+
+
+def floating_or_int64(op: str, a: Any) -> None:
+    """Refuse bool and integer arrays other than int64, where PyTorch's kernels take int64 too."""
+    if a.dtype.kind in "bu" or a.dtype.kind == "i" and a.dtype.itemsize != 8:
+        raise not_implemented_for(op, a.dtype)
 
 
 def _binary(op: str, fn: Any, a: Any, b: Any) -> Any:
@@ -356,6 +377,8 @@ class DropoutFunction(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, p: float, seed: Any) -> Any:
+        if not is_floating_or_complex(a.dtype):  # PyTorch's words: a * (mask / (1 - p)) is a float
+            raise RuntimeError(f"dropout: result type Float can't be cast to the desired output type {a.dtype}")
         mask = ctx.kernels.dropout_mask(a, p, seed)
         ctx.save_for_backward(mask)
         return a * mask

@@ -9,6 +9,10 @@ from tinyflow.device import device_check
 __all__ = ["EmbeddingFunction"]
 
 
+class IndexDtypeError(TypeError, RuntimeError):
+    """Ids of a dtype embedding cannot look up: PyTorch's RuntimeError, tinyflow's TypeError before."""
+
+
 class EmbeddingFunction(Function):
     """out[...] = weight[indices[...]]: (*, ) int ids and (V, D) weight -> (*, D).
 
@@ -21,10 +25,10 @@ class EmbeddingFunction(Function):
         xp = ctx.xp
         if weight.ndim != 2:
             raise ValueError(f"embedding: weight must be (num_embeddings, embedding_dim), got {tuple(weight.shape)}")
-        if indices.dtype.kind not in "iu":
-            raise TypeError(
-                f"embedding: indices must be an integer tensor (int64), got dtype {indices.dtype} with shape "
-                f"{tuple(indices.shape)}; convert with .to(tf.int64)"
+        if indices.dtype.kind != "i" or indices.dtype.itemsize < 4:  # int32 or int64, as PyTorch
+            raise IndexDtypeError(
+                f"embedding: indices must be an integer tensor (int64 or int32), got dtype {indices.dtype} with "
+                f"shape {tuple(indices.shape)}; convert with .long()"
             )
         num = weight.shape[0]
         if indices.size:

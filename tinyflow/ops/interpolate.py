@@ -20,7 +20,7 @@ import numpy as np
 from tinyflow.autograd import Context, Function
 from tinyflow.ops.linalg import matmul_array
 
-__all__ = ["ResampleFunction", "GridSample2dFunction", "taps"]
+__all__ = ["ResampleFunction", "ResampleUint8Function", "GridSample2dFunction", "taps", "resample_uint8"]
 
 _CUBIC_A = -0.75  # PyTorch's (and OpenCV's) bicubic convolution parameter
 
@@ -48,11 +48,13 @@ def _cubic_weights(t: np.ndarray) -> np.ndarray:
 
 
 def taps(mode: str, in_size: int, out_size: int, align_corners: bool,
-         scale_factor: float | None) -> tuple[np.ndarray, np.ndarray | None]:
+         scale_factor: float | None, shortcuts: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """(index (O, T), weight (O, T) or None) of ``mode`` along one axis, as PyTorch computes them.
 
     nearest: ``floor(o * scale)`` with the scale in float32 (PyTorch's nearest kernels use float,
-    and the rounding decides which pixel is picked); nearest-exact: ``floor((o + 0.5) * scale)``;
+    and the rounding decides which pixel is picked), or with ``shortcuts`` (the kernel PyTorch
+    runs for 2-d outputs with H + W <= 128) ``o`` where the size is kept and ``o // 2`` where it
+    doubles, whatever the scale factor; nearest-exact: ``floor((o + 0.5) * scale)``;
     linear: source ``(o + 0.5) * scale - 0.5`` clamped at 0 (``o * scale`` with align_corners);
     cubic: the same source unclamped, four taps with clamped indices.
     """
@@ -62,8 +64,8 @@ def taps(mode: str, in_size: int, out_size: int, align_corners: bool,
         scale = np.float32(1.0 / scale_factor) if scale_factor else np.float32(in_size) / np.float32(out_size)
         pos = o.astype(np.float32) + (np.float32(0.5) if mode == "nearest-exact" else np.float32(0))
         index = np.minimum(np.floor(pos * scale).astype(np.int64), last)
-        if mode == "nearest" and out_size == in_size:
-            index = o
+        if mode == "nearest" and shortcuts and out_size in (in_size, 2 * in_size):
+            index = o * in_size // out_size
         return index[:, None], None
     scale = _source_scale(in_size, out_size, align_corners, scale_factor)
     src = o * scale if align_corners else (o + 0.5) * scale - 0.5
@@ -109,6 +111,86 @@ class ResampleFunction(Function):
         gm = xp.moveaxis(g, ctx.axis, -1)  # (..., O)
         gx = matmul_array(xp, gm, xp.asarray(matrix.astype(g.dtype)))  # (..., I)
         return xp.moveaxis(gx, -1, ctx.axis), None, None, None
+
+
+class ResampleUint8Function(Function):
+    """Bilinear or bicubic resampling of a uint8 (N, C, H, W) image as PyTorch computes it: one pass
+    per axis whose size changes, W first, each pass rounded back to uint8 (:func:`resample_uint8`).
+    Integer results carry no gradient."""
+
+    @staticmethod
+    def forward(ctx: Context, a: Any, cubic: bool, out_hw: tuple[int, int], align_corners: bool,
+                scales: tuple[float | None, float | None]) -> Any:
+        for axis in (3, 2):  # W, then H, as PyTorch (and Pillow) order the passes
+            if out_hw[axis - 2] != a.shape[axis]:
+                a = resample_uint8(ctx.xp, a, axis, out_hw[axis - 2], cubic, align_corners, scales[axis - 2])
+        return a
+
+    @staticmethod
+    def backward(ctx: Context, g: Any) -> tuple:
+        raise RuntimeError("interpolate: a uint8 result has no gradient")
+
+
+def _uint8_taps(in_size: int, out_size: int, cubic: bool, align_corners: bool,
+                scale_factor: float | None) -> tuple[np.ndarray, np.ndarray, int]:
+    """PyTorch's fixed-point taps for uint8 input (its compute_index_ranges_int16_weights): the
+    first source index of each output (O,), the int16 weights (O, T) and their precision in bits.
+
+    The float weights are PyTorch's (and :func:`taps`'), but border taps that would read a clamped
+    index are summed into the nearest valid one, and the weights are scaled by 2**precision (the
+    most bits that keep the largest weight below 2**15) and rounded half away from zero.
+    """
+    t = 4 if cubic else 2
+    support = t // 2
+    scale = _source_scale(in_size, out_size, align_corners, scale_factor)
+    first = np.zeros(out_size, dtype=np.int64)
+    weights = np.zeros((out_size, t))
+    largest = 0.0
+    for o in range(out_size):  # O is an image side: a few hundred iterations at most
+        src = scale * o if align_corners else scale * (o + 0.5) - 0.5
+        if not cubic and not align_corners:
+            src = max(src, 0.0)
+        i = min(int(np.floor(np.float32(src))), in_size - 1)  # PyTorch's floorf: the float32 floor
+        frac = min(max(src - i, 0.0), 1.0)
+        low = i - support + 1  # the unclamped first tap
+        first[o] = max(low, 0)
+        size = min(max(min(i + support + 1, in_size) - first[o], 0), t)
+        slot = 0
+        for j in range(t):
+            x = abs(j + 1 - support - frac)
+            if cubic:
+                a = _CUBIC_A
+                w = ((a + 2) * x - (a + 3)) * x * x + 1 if x < 1 else (((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+                                                                          if x < 2 else 0.0)
+            else:
+                w = max(1.0 - x, 0.0)
+            if low + j <= 0:
+                slot = 0
+            elif low + j >= in_size - 1:
+                slot = size - 1
+            weights[o, slot] += w
+            largest = max(largest, weights[o, slot])
+            slot += 1
+    precision = 0
+    while precision < 22 and int(0.5 + largest * (1 << (precision + 1))) < 1 << 15:
+        precision += 1
+    scaled = weights * (1 << precision)
+    return first, np.trunc(scaled + np.where(scaled < 0, -0.5, 0.5)).astype(np.int32), precision
+
+
+def resample_uint8(xp: Any, a: Any, axis: int, out_size: int, cubic: bool, align_corners: bool,
+                   scale_factor: float | None) -> Any:
+    """One fixed-point pass of ``a`` (uint8) along ``axis``: the int16 taps times the pixels summed
+    in int32 with half of the last place added, shifted down by the precision, clamped to 0..255."""
+    first, weights, precision = _uint8_taps(a.shape[axis], out_size, cubic, align_corners, scale_factor)
+    src = xp.moveaxis(a, axis, -1).astype(np.int32)  # (..., I)
+    last = a.shape[axis] - 1
+    acc = xp.full(src.shape[:-1] + (out_size,), 1 << (precision - 1), dtype=np.int32)  # (..., O)
+    for j in range(weights.shape[1]):
+        index = xp.asarray(np.minimum(first + j, last))  # past the border the weight is 0
+        acc += xp.take(src, index, axis=-1) * xp.asarray(weights[:, j])
+    out = xp.clip(acc >> precision, 0, 255).astype(np.uint8)
+    return xp.moveaxis(out, -1, axis)
 
 
 def output_size(in_size: int, scale_factor: float) -> int:

@@ -14,6 +14,7 @@ from tinyflow.amp import autocast_inputs
 from tinyflow.autograd import Context, Function, sum_to_shape
 from tinyflow.dtypes import is_half
 from tinyflow.errors import ShapeError
+from tinyflow.ops.elementwise import not_implemented_for
 
 __all__ = ["MatMul", "LinearFunction", "matmul", "matmul_array", "safe_sum"]
 
@@ -121,6 +122,8 @@ class MatMul(Function):
     def forward(ctx: Context, a: Any, b: Any) -> Any:
         if a.ndim == 0 or b.ndim == 0:
             raise _matmul_error(a, b)
+        if a.dtype.kind == "b":
+            raise not_implemented_for("matmul", a.dtype)
         ctx.save_for_backward(a, b)
         return matmul_array(ctx.xp, a, b)
 
@@ -169,6 +172,8 @@ class LinearFunction(Function):
             )
         if b is not None and tuple(b.shape) != (w.shape[0],):
             raise ShapeError(f"linear: bias of shape {tuple(b.shape)} does not match weight of shape {tuple(w.shape)}")
+        if x.dtype.kind == "b":
+            raise not_implemented_for("linear", x.dtype)
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])  # (M, in)
         ctx.save_for_backward(x2, w)

@@ -10,6 +10,8 @@ import numpy as np
 
 from tinyflow.autograd import Context, Function
 from tinyflow.dtypes import is_half
+from tinyflow.errors import ShapeError
+from tinyflow.ops.elementwise import floating_only
 
 __all__ = [
     "CrossEntropy", "NLLLossFunction", "MSELossFunction", "L1LossFunction",
@@ -89,16 +91,19 @@ def _mean_scale(xp: Any, denom: Any) -> Any:
 
 
 def _validate_targets(op: str, logits: Any, target: Any, ignore_index: int) -> None:
+    """Class-index targets as PyTorch takes them (errors that ``except RuntimeError`` catches)."""
+    floating_only(op, logits)
     if logits.ndim < 2:
-        raise ValueError(f"{op}: input must be (N, C) or (N, C, d1, ...), got shape {tuple(logits.shape)}")
+        raise ShapeError(f"{op}: input must be (N, C) or (N, C, d1, ...), got shape {tuple(logits.shape)}")
     expected = (logits.shape[0],) + tuple(logits.shape[2:])
     if tuple(target.shape) != expected:
-        raise ValueError(
+        raise ShapeError(
             f"{op}: input of shape {tuple(logits.shape)} needs a target of shape {expected}, "
             f"got {tuple(target.shape)}"
         )
-    if target.dtype.kind not in "iu":
-        raise TypeError(f"{op}: class-index targets must be integers, got dtype {target.dtype}")
+    if target.dtype not in (np.int64, np.uint8):
+        raise RuntimeError(f"{op}: expected target dtype to be int64 or uint8 (class indices), but got "
+                           f"{target.dtype}; convert it with .long()")
     c = logits.shape[1]
     if not target.size:
         return
@@ -157,8 +162,9 @@ class NLLLossFunction(Function):
 class MSELossFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any, reduction: str = "mean") -> Any:
+        floating_only("mse_loss", a)
         if a.shape != b.shape:
-            raise ValueError(f"mse_loss: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} differ")
+            raise ShapeError(f"mse_loss: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} differ")
         diff = a - b
         ctx.save_for_backward(diff)
         ctx.reduction = reduction
@@ -208,6 +214,7 @@ class L1LossFunction(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, t: Any, reduction: str = "mean") -> Any:
+        floating_only("l1_loss", a)
         d = a - t
         ctx.save_for_backward(d)
         ctx.reduction = reduction
@@ -227,6 +234,7 @@ class BinaryCrossEntropyFunction(Function):
     @staticmethod
     def forward(ctx: Context, p: Any, t: Any, weight: Any = None, reduction: str = "mean") -> Any:
         xp = ctx.xp
+        floating_only("binary_cross_entropy", p)
         _check_probabilities(xp, p)
         with np.errstate(divide="ignore"):  # log(0) = -inf, clamped to -100 below
             log_p = xp.maximum(xp.log(p), -100)
@@ -272,6 +280,7 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
     def forward(ctx: Context, x: Any, t: Any, weight: Any = None, pos_weight: Any = None,
                 reduction: str = "mean") -> Any:
         xp = ctx.xp
+        floating_only("binary_cross_entropy_with_logits", x)
         softplus_neg = xp.maximum(-x, 0) + xp.log1p(xp.exp(-xp.abs(x)))  # log(1 + exp(-x))
         if pos_weight is not None:
             lw = (pos_weight - 1) * t + 1

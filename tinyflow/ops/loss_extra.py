@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import Context, Function
+from tinyflow.ops.elementwise import floating_only
 from tinyflow.ops.loss import _per_element, _reduce, _target_grad
 
 __all__ = [
@@ -21,6 +22,7 @@ class SmoothL1LossFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, t: Any, reduction: str = "mean", beta: float = 1.0) -> Any:
         xp = ctx.xp
+        floating_only("smooth_l1_loss", a)
         d = a - t
         ctx.save_for_backward(d)
         ctx.reduction, ctx.beta = reduction, beta
@@ -45,6 +47,7 @@ class HuberLossFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, t: Any, reduction: str = "mean", delta: float = 1.0) -> Any:
         xp = ctx.xp
+        floating_only("huber_loss", a)
         d = a - t
         ctx.save_for_backward(d)
         ctx.reduction, ctx.delta = reduction, delta
@@ -65,6 +68,7 @@ class KLDivFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, t: Any, reduction: str = "mean", log_target: bool = False) -> Any:
         xp = ctx.xp
+        floating_only("kl_div", a)
         if log_target:
             losses = xp.exp(t) * (t - a)
         else:

@@ -4,7 +4,12 @@ float32 inside ``tf.amp.autocast``.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from tinyflow.autograd import Function
+from tinyflow.dtypes import get_default_dtype, is_floating
+from tinyflow.kernels.lrn import _channel_window_sum
+from tinyflow.ops.elementwise import floating_only, not_implemented_for
 
 __all__ = ["LocalResponseNormFunction", "BatchNorm", "LayerNormFunction"]
 
@@ -14,6 +19,8 @@ class LocalResponseNormFunction(Function):
 
     @staticmethod
     def forward(ctx, x, size, alpha, beta, k):
+        if not is_floating(x.dtype):
+            return _integer_lrn(x, size, alpha, beta, k)
         out, scale = ctx.kernels.lrn_forward(x, size, alpha, beta, k)
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(x, out, scale)
@@ -24,6 +31,18 @@ class LocalResponseNormFunction(Function):
     def backward(ctx, gout):
         x, out, scale = ctx.saved_tensors
         return ctx.kernels.lrn_backward(gout, x, out, scale, *ctx.params)
+
+
+def _integer_lrn(x: Any, size: int, alpha: float, beta: float, k: float) -> Any:
+    """LRN of an int64 input as PyTorch computes it (its F composes avg_pool, which has an int64
+    kernel and no other integer one): the window mean of the squares divided in int64 (toward
+    zero), then ``x / (mean * alpha + k) ** beta`` in the default float dtype. No gradient."""
+    if x.dtype.kind != "i" or x.dtype.itemsize != 8:
+        raise not_implemented_for("local_response_norm", x.dtype)
+    dtype = get_default_dtype()
+    mean = _channel_window_sum(x * x, size // 2, (size - 1) // 2) // size  # the squares are >= 0
+    scale = (mean.astype(dtype) * dtype.type(alpha) + dtype.type(k)) ** dtype.type(beta)
+    return x.astype(dtype) / scale
 
 
 class BatchNorm(Function):
@@ -38,6 +57,7 @@ class BatchNorm(Function):
 
     @staticmethod
     def forward(ctx, x, running_mean, running_var, weight, bias, training, momentum, eps):
+        floating_only("batch_norm", x)
         y, save_mean, save_invstd = ctx.kernels.batch_norm_forward(
             x, weight, bias, running_mean, running_var, training, momentum, eps)
         if any(ctx.needs_input_grad):
@@ -64,6 +84,7 @@ class LayerNormFunction(Function):
     @staticmethod
     def forward(ctx, x, k, weight=None, bias=None, eps=1e-5):
         xp = ctx.xp
+        floating_only("layer_norm", x)
         axes = tuple(range(x.ndim - k, x.ndim))
         mean = x.mean(axis=axes, keepdims=True)
         centered = x - mean

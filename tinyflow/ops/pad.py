@@ -1,10 +1,18 @@
-"""F.pad in all of PyTorch's modes: constant (negative widths crop), reflect, replicate, circular.
+"""F.pad in all of PyTorch's modes: constant, reflect, replicate, circular; negative widths crop.
 
 ``widths`` holds a (before, after) pair for every dim of the input (F.pad turns PyTorch's
-last-dim-first list into it). The non-constant modes extend each axis with ``xp.pad`` and fold
-the gradient of the added border back onto the input entries it copied, with slices: reflect
-adds the mirrored border to entries 1..lo (and n-1-hi..n-2), replicate adds the summed border to
-the edge entry, circular adds it to the far end. No scatter, so it is the same code on a GPU.
+last-dim-first list into it and checks the sizes). A pair may crop one side and pad the other, and
+where the border comes from follows PyTorch:
+
+* constant: crop, then pad with the value (the order does not matter);
+* reflect, replicate: the border copies the *whole* input, then the result is cropped, so a crop
+  can reach into the added border (``reflect`` of ``[1 2 3 4 5]`` by (-1, 2) is ``[2 3 4 5 4 3]``);
+* circular: crop first, then wrap around what is left (by (-1, 2): ``[2 3 4 5 2 3]``).
+
+The copying modes extend each axis with ``xp.pad`` and fold the gradient of the added border back
+onto the input entries it copied, with slices: reflect adds the mirrored border to entries 1..lo
+(and n-1-hi..n-2), replicate adds the summed border to the edge entry, circular adds it to the far
+end. A crop's gradient is zeros. No scatter, so it is the same code on a GPU.
 """
 from __future__ import annotations
 
@@ -12,38 +20,67 @@ from collections.abc import Sequence
 from typing import Any
 
 from tinyflow.autograd import Context, Function
+from tinyflow.ops.elementwise import not_implemented_for
 
 __all__ = ["PadNdFunction"]
 
 _NUMPY_MODE = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
+Widths = Sequence[tuple[int, int]]
+
+
+def _grow(widths: Widths) -> list[tuple[int, int]]:
+    """The positive parts of ``widths``: what is added."""
+    return [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
+
+
+def _cut(widths: Widths) -> list[tuple[int, int]]:
+    """The negative parts of ``widths`` as positive counts: what is cropped."""
+    return [(max(-lo, 0), max(-hi, 0)) for lo, hi in widths]
+
+
+def _inside(cut: Widths, shape: Sequence[int]) -> tuple[slice, ...]:
+    """The slices that drop ``cut`` entries from either end of each axis of ``shape``."""
+    return tuple(slice(lo, n - hi) for (lo, hi), n in zip(cut, shape))
+
 
 class PadNdFunction(Function):
-    """Pad (or, with negative constant widths, crop) every dim by its (before, after) pair."""
+    """Pad (positive widths) and crop (negative widths) every dim by its (before, after) pair."""
 
     @staticmethod
-    def forward(ctx: Context, a: Any, widths: Sequence[tuple[int, int]], mode: str = "constant",
-                value: float = 0.0) -> Any:
+    def forward(ctx: Context, a: Any, widths: Widths, mode: str = "constant", value: float = 0.0) -> Any:
         xp = ctx.xp
+        if mode in ("reflect", "replicate") and a.dtype.kind == "b":
+            raise not_implemented_for(f"{mode} pad", a.dtype)
         ctx.widths, ctx.mode, ctx.in_shape = tuple(widths), mode, a.shape
+        grow, cut = _grow(widths), _cut(widths)
         if mode == "constant":
-            crop = tuple(slice(max(-lo, 0), n - max(-hi, 0)) for (lo, hi), n in zip(widths, a.shape))
-            grow = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
-            return xp.pad(a[crop], grow, mode="constant", constant_values=value)
-        return xp.pad(a, list(widths), mode=_NUMPY_MODE[mode])
+            return xp.pad(a[_inside(cut, a.shape)], grow, mode="constant", constant_values=value)
+        if mode == "circular":  # wrap around what the crop leaves
+            return xp.pad(a[_inside(cut, a.shape)], grow, mode="wrap")
+        padded = xp.pad(a, grow, mode=_NUMPY_MODE[mode])  # the border copies the whole input
+        return padded[_inside(cut, padded.shape)]
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         xp = ctx.xp
+        grow, cut = _grow(ctx.widths), _cut(ctx.widths)
         if ctx.mode == "constant":  # the adjoint: drop the border, zeros where the input was cropped
-            keep = tuple(slice(max(lo, 0), n - max(hi, 0)) for (lo, hi), n in zip(ctx.widths, g.shape))
-            cropped = [(max(-lo, 0), max(-hi, 0)) for lo, hi in ctx.widths]
-            return xp.pad(g[keep], cropped, mode="constant"), None, None, None
-        for axis in reversed(range(g.ndim)):
-            lo, hi = ctx.widths[axis]
-            if lo or hi:
-                g = _fold(xp, g, axis, lo, hi, ctx.in_shape[axis], ctx.mode)
-        return g, None, None, None
+            return xp.pad(g[_inside(grow, g.shape)], cut, mode="constant"), None, None, None
+        if ctx.mode == "circular":
+            core = tuple(n - lo - hi for (lo, hi), n in zip(cut, ctx.in_shape))
+            return xp.pad(_fold_all(xp, g, grow, core, "circular"), cut, mode="constant"), None, None, None
+        padded = xp.pad(g, cut, mode="constant")  # the whole padded input: zeros where it was cropped
+        return _fold_all(xp, padded, grow, ctx.in_shape, ctx.mode), None, None, None
+
+
+def _fold_all(xp: Any, g: Any, grow: Widths, shape: Sequence[int], mode: str) -> Any:
+    """The gradient of an input of ``shape`` padded by ``grow``: each border folded back."""
+    for axis in reversed(range(g.ndim)):
+        lo, hi = grow[axis]
+        if lo or hi:
+            g = _fold(xp, g, axis, lo, hi, shape[axis], mode)
+    return g
 
 
 def _fold(xp: Any, g: Any, axis: int, lo: int, hi: int, n: int, mode: str) -> Any:

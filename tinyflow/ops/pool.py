@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from tinyflow.autograd import Function
+from tinyflow.ops.elementwise import floating_only, floating_or_int64, not_implemented_for
 from tinyflow.ops.linalg import matmul_array
 
 __all__ = ["MaxPool2dFunction", "AvgPool2dFunction", "AdaptiveAvgPool2dFunction", "AdaptiveMaxPool2dFunction"]
@@ -23,6 +24,8 @@ class MaxPool2dFunction(Function):
 
     @staticmethod
     def forward(ctx, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=False):
+        if x.dtype.kind == "b":
+            raise not_implemented_for("max_pool2d", x.dtype)
         out, argmax = ctx.kernels.maxpool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode)
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(argmax)
@@ -54,6 +57,7 @@ class AvgPool2dFunction(Function):
 
     @staticmethod
     def forward(ctx, x, kernel_size, stride, padding, ceil_mode, count_include_pad):
+        floating_or_int64("avg_pool2d", x)  # int64 divides as C does (kernels/pool.py)
         ctx.args = (x.shape, kernel_size, stride, padding, ceil_mode, count_include_pad)
         return ctx.kernels.avgpool2d_forward(x, kernel_size, stride, padding, ceil_mode, count_include_pad)
 
@@ -83,6 +87,7 @@ class AdaptiveAvgPool2dFunction(Function):
     @staticmethod
     def forward(ctx, x, output_size):
         xp = ctx.xp
+        floating_only("adaptive_avg_pool2d", x)
         h, w = x.shape[-2:]
         oh, ow = output_size
         ctx.shape = x.shape
@@ -130,6 +135,7 @@ class AdaptiveMaxPool2dFunction(Function):
     @staticmethod
     def forward(ctx, x, output_size):
         xp = ctx.xp
+        floating_only("adaptive_max_pool2d", x)
         lead, (h, w) = x.shape[:-2], x.shape[-2:]
         oh, ow = output_size
         out = xp.empty(lead + (oh, ow), dtype=x.dtype)

@@ -17,8 +17,9 @@ from tinyflow.kernels.shapes import IntPair, _pair, conv_output_size
 from tinyflow.nn.functional._utils import FunctionalError, _as_constant
 from tinyflow.nn.functional.conv import conv2d, conv_transpose2d
 from tinyflow.nn.functional.pooling import adaptive_avg_pool2d
-from tinyflow.nn.functional.pooling_extra import adaptive_avg_pool1d
-from tinyflow.ops.interpolate import GridSample2dFunction, ResampleFunction, taps
+from tinyflow.nn.functional.pooling_extra import adaptive_avg_pool1d, adaptive_avg_pool3d
+from tinyflow.ops.elementwise import not_implemented_for
+from tinyflow.ops.interpolate import GridSample2dFunction, ResampleFunction, ResampleUint8Function, taps
 from tinyflow.ops.interpolate import output_size as resampled_size
 from tinyflow.tensor import Tensor, tensor
 
@@ -76,6 +77,10 @@ def _identity_kernels(k: tuple[int, int]) -> Any:
 
 _RESAMPLE = {"nearest": ("nearest", None), "nearest-exact": ("nearest-exact", None), "area": ("area", None),
              "linear": ("linear", 1), "bilinear": ("linear", 2), "trilinear": ("linear", 3), "bicubic": ("cubic", 2)}
+# The modes PyTorch resamples uint8 images in (nearest copies pixels; bilinear and bicubic compute
+# in fixed point and round, ops/interpolate.py's ResampleUint8Function); other integer and bool
+# input, and uint8 in the other modes, it refuses.
+_UINT8_MODES = ("nearest", "nearest-exact", "bilinear", "bicubic")
 
 
 def _spatial(op: str, value: Any, dims: int, name: str, x: Tensor) -> list[Any]:
@@ -122,15 +127,17 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
     if min(out_sizes + in_sizes) < 1:
         raise FunctionalError(f"{op}: input and output sizes should be greater than 0, but got input "
                               f"{in_sizes} and output {out_sizes}")
+    if not input.is_floating_point() and not (input.dtype == np.uint8 and mode in _UINT8_MODES):
+        raise not_implemented_for(f"interpolate (mode={mode!r})", input.dtype)
+    if input.dtype == np.uint8 and kind in ("linear", "cubic"):
+        return ResampleUint8Function.apply(input, kind == "cubic", tuple(out_sizes), bool(align_corners), tuple(scales))
     if kind == "area":
-        if dims == 1:
-            return adaptive_avg_pool1d(input, out_sizes[0])
-        if dims == 2:
-            return adaptive_avg_pool2d(input, tuple(out_sizes))
-        raise NotImplementedError(f"{op}: mode 'area' supports 3-D and 4-D input, got shape {tuple(input.shape)}")
+        pool = {1: adaptive_avg_pool1d, 2: adaptive_avg_pool2d, 3: adaptive_avg_pool3d}[dims]
+        return pool(input, out_sizes[0] if dims == 1 else tuple(out_sizes))
     out = input
     for i in range(dims):
-        index, weight = taps(kind, in_sizes[i], out_sizes[i], bool(align_corners), scales[i])
+        index, weight = taps(kind, in_sizes[i], out_sizes[i], bool(align_corners), scales[i],
+                             shortcuts=dims == 2 and sum(out_sizes) <= 128)
         out = ResampleFunction.apply(out, 2 + i, index, weight)
     return out
 
