@@ -5,7 +5,8 @@
 - ``axis=`` for ``dim=`` (NumPy's name): PyTorch's argument parser takes it wherever a function
   takes ``dim=``; tinyflow wraps such functions and methods once, at import, with
   :func:`accept_axis_alias`.
-- ``index_steps``: ``x[index]`` with PyTorch's meaning, as one or two NumPy indexes.
+- ``index_steps``: ``x[index]`` with PyTorch's meaning, as one or two NumPy indexes (the plain
+  indexes here; the others read by tinyflow/_indexing.py, loaded on first use).
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import to_host
-
-__all__ = ["normalize_dim", "normalize_axis", "accept_axis_alias", "takes_dim", "add_axis_alias", "index_steps"]
+__all__ = [
+    "normalize_dim", "normalize_axis", "accept_axis_alias", "takes_dim", "add_axis_alias", "index_steps",
+    "is_advanced",
+]
 
 Axis = int | tuple[int, ...] | None
 
@@ -90,50 +92,66 @@ def add_axis_alias(cls: type) -> None:
             setattr(cls, name, accept_axis_alias(fn))
 
 
-def index_steps(index: Any, tensor_type: type) -> tuple:
-    """``index`` as one or two raw NumPy/CuPy indexes applied in turn, with PyTorch's meaning
-    (``x[index]`` reads them in Tensor.__getitem__, ``x[index] = v`` writes through them in
-    tinyflow/inplace.py). ``tensor_type`` is Tensor, whose items are unwrapped to their arrays
-    (passed in: tensor.py imports this module, so this module cannot import it).
+# ------------------------------------------------------------------------------------ indexing
+# ``x[index]`` with PyTorch's meaning, as one or two NumPy indexes. The indexes a training step
+# makes (an int, a slice, a tuple of those, one index tensor) mean the same in NumPy and pass
+# through here; any other is read item by item as PyTorch reads it, by tinyflow/_indexing.py
+# (loaded on the first such index).
 
-    PyTorch applies integers (and 0-d integer tensors) first, as selections, then the tensor
-    indices; NumPy treats an integer beside an index array as one more index array. The two
-    differ when an integer and an index array are separated by a slice: for x of shape
-    (A, B, C), ``x[0, :, idx]`` is (B, K) in PyTorch and (K, B) in NumPy. So when integers meet
-    index arrays, the integers (with the slices, None and Ellipsis) go first and the arrays
-    second, on what remains; otherwise NumPy's rule is PyTorch's and one step does.
+
+def index_steps(index: Any, tensor_type: type, shape: tuple[int, ...]) -> tuple:
+    """``x[index]`` for x of ``shape`` as one or two raw NumPy/CuPy indexes applied in turn, with
+    PyTorch's meaning (Tensor.__getitem__ reads through them, tinyflow/inplace.py's __setitem__
+    writes through them). When there are two, the first holds only ints, slices and None (a view)
+    and the second only index arrays and full slices. ``tensor_type`` is Tensor, whose items are
+    unwrapped to their arrays (passed in: tensor.py imports this module). Bad indexes raise
+    PyTorch's error types (see tinyflow/_indexing.py).
     """
-    items = index if isinstance(index, tuple) else (index,)
-    raw = []
+    kind = type(index)
+    if kind is int or (kind is slice and _plain_step(index.step)):
+        return (index,)  # x[0], x[i], x[a:b]: NumPy's meaning is PyTorch's
+    if kind is tuple and _plain_basic(index):
+        return (index,)
+    if kind is tensor_type and index.array.ndim and (
+        _index_dtype(index.dtype) or (index.dtype.kind == "b" and index.shape == shape[:index.ndim])
+    ):
+        return (index.array,)  # x[idx], x[mask]: one index tensor means the same in NumPy
+    from tinyflow._indexing import torch_steps
+
+    return torch_steps(index, tensor_type, shape)
+
+
+def is_advanced(steps: tuple) -> bool:
+    """True when index steps from :func:`index_steps` gather through index arrays (a copy)."""
+    last = steps[-1]
+    return any(_is_array(i) for i in (last if isinstance(last, tuple) else (last,)))
+
+
+def _index_dtype(dtype: Any) -> bool:
+    """int64 or int32 ("long, int"): the integer tensors PyTorch indexes with."""
+    return dtype.kind == "i" and dtype.itemsize in (4, 8)
+
+
+def _plain_step(step: Any) -> bool:
+    return step is None or (type(step) is int and step > 0)
+
+
+def _plain_basic(items: tuple) -> bool:
+    """Ints, slices with positive steps, None and at most one Ellipsis: the same in NumPy."""
+    ellipsis = False
     for i in items:
-        if isinstance(i, tensor_type):
-            i = i.array
-            if i.ndim == 0 and i.dtype.kind in "iu":
-                i = int(to_host(i, "0-d tensor index"))
-        elif isinstance(i, list):
-            i = np.asarray(i)  # a list is an index tensor, as in PyTorch
-            if i.dtype.kind == "f" or (i.size == 0 and i.dtype.kind not in "iub"):
-                i = i.astype(np.int64)
-        raw.append(i)
-    arrays = [isinstance(i, np.ndarray) or hasattr(i, "__cuda_array_interface__") for i in raw]
-    ints = [isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in raw]
-    if not any(arrays) or not any(ints):
-        return (tuple(raw) if isinstance(index, tuple) else raw[0],)
-    first: list = []
-    second: list = []
-    for i, is_array, is_int in zip(raw, arrays, ints):
-        if is_int:
-            first.append(i)
-        elif is_array:
-            first.extend([slice(None)] * (i.ndim if i.dtype.kind == "b" else 1))
-            second.append(i)
-        elif i is None:
-            first.append(None)
-            second.append(slice(None))
-        elif i is Ellipsis:
-            first.append(Ellipsis)
-            second.append(Ellipsis)
+        kind = type(i)
+        if kind is int or i is None:
+            continue
+        if kind is slice:
+            if not _plain_step(i.step):
+                return False
+        elif i is Ellipsis and not ellipsis:
+            ellipsis = True
         else:
-            first.append(i)
-            second.append(slice(None))
-    return tuple(first), tuple(second)
+            return False
+    return True
+
+
+def _is_array(i: Any) -> bool:
+    return isinstance(i, np.ndarray) or hasattr(i, "__cuda_array_interface__")

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from tinyflow import autograd, ops, promotion
-from tinyflow.arg_parser import index_steps
+from tinyflow._indexing import selection_shape
+from tinyflow.arg_parser import index_steps, is_advanced
 from tinyflow.autograd import _memory_root
 from tinyflow.creation import tensor
-from tinyflow.device import move
 from tinyflow.errors import ShapeError
 from tinyflow.tensor import INPLACE_METHODS, Tensor
 
@@ -243,27 +243,107 @@ def __irshift__(self, other: Any) -> Tensor:
     return self._inplace("bitwise_right_shift_", lambda old: old >> other,
                          (other,) if isinstance(other, Tensor) else ())
 
+_SCALAR_VALUES = (bool, int, float, complex, np.number, np.bool_)
+
+
 def __setitem__(self, index: Any, value: Any) -> None:
     """``x[index] = value`` with PyTorch's indexing rules; recorded by autograd when x or value
-    requires grad (x's history moves onto the assignment, as in PyTorch)."""
-    steps = index_steps(index, Tensor)
-    if not isinstance(value, Tensor) and not (autograd.is_grad_enabled() and self._requires_grad):
-        v = value if isinstance(value, (bool, int, float, complex)) else _raw_value(value, self)
+    requires grad (x's history moves onto the assignment, as in PyTorch).
+
+    As PyTorch: the value is a number or a tensor (a list or an array is refused); a tensor value
+    loses its leading 1-sized dims, then broadcasts to the selection; through index tensors (a
+    copy, not a view) it must have x's dtype; ``x[False] = value`` writes nothing."""
+    if not isinstance(value, (Tensor, *_SCALAR_VALUES)):
+        raise TypeError(f"setitem: can't assign a {type(value).__name__} to a tensor; assign a number or a "
+                        "tensor (tinyflow.tensor(value, dtype=x.dtype))")
+    if index is False:
+        return
+    steps = index_steps(index, Tensor, self.array.shape)
+    fill = _fills_mask(steps, value)
+    if fill and any(isinstance(i, Tensor) and i.ndim and i.dtype == np.uint8 for i in _items(index)) \
+            and selection_shape(self.array.shape, steps) is not None:
+        raise RuntimeError("setitem: masked_fill_ only supports boolean masks, got a uint8 mask (as PyTorch); "
+                           "index with mask.bool()")
+    if isinstance(value, Tensor):
+        value = _setitem_value(self, value, steps, fill)
+    try:
+        _write(self, steps, value)
+    except (IndexError, TypeError):
+        # PyTorch checks the value's shape before the indices' bounds; NumPy refuses a value of 2+
+        # dims for a mask's selection with a TypeError where PyTorch's error is about the shape
+        _check_fits(self.array.shape, steps, value)
+        raise
+
+
+def _write(x: Tensor, steps: tuple, value: Any) -> None:
+    """``x[steps] = value`` for index steps from arg_parser.index_steps, in place."""
+    if not isinstance(value, Tensor) and not (autograd.is_grad_enabled() and x._requires_grad):
 
         def fast(a: Any) -> None:
-            _assign(a, steps, v)
+            _assign(a, steps, value)
 
-        self._inplace("setitem", lambda old: old, (), fast)
+        x._inplace("setitem", lambda old: old, (), fast)
         return
     if not isinstance(value, Tensor):
-        value = tensor(value, dtype=self.dtype, device=self._device)
-    elif value._device != self._device:
-        value = value.to(self._device)
+        value = tensor(value, dtype=x.dtype, device=x._device)
 
     def fast_tensor(a: Any) -> None:
         _assign(a, steps, value.array)
 
-    self._inplace("setitem", lambda old: ops.shape.SetItem.apply(old, value, steps), (value,), fast_tensor)
+    x._inplace("setitem", lambda old: ops.shape.SetItem.apply(old, value, steps), (value,), fast_tensor)
+
+
+def _setitem_value(x: Tensor, value: Tensor, steps: tuple, fill: bool) -> Tensor:
+    """A tensor value as PyTorch assigns it: on x's device, without leading 1-sized dims; x's dtype
+    through index tensors (PyTorch's index_put_ does not convert), unless it fills a mask."""
+    if value._device != x._device:
+        value = value.to(x._device)
+    if value.dtype != x.dtype and is_advanced(steps) and not fill \
+            and selection_shape(x.array.shape, steps) is not None:  # a bad index is an IndexError first
+        raise RuntimeError(
+            f"setitem: index put requires the value's dtype to match the tensor's, got a {value.dtype} value for a "
+            f"{x.dtype} tensor; convert the value with .to(x.dtype)"
+        )
+    shape = value.shape
+    lead = 0
+    while lead < len(shape) and shape[lead] == 1:
+        lead += 1
+    return value.reshape(shape[lead:]) if lead else value
+
+
+def _items(index: Any) -> tuple:
+    """The items of an index, a short list holding a tensor read as a tuple (as PyTorch)."""
+    if isinstance(index, tuple) or (isinstance(index, list) and any(isinstance(i, Tensor) for i in index)):
+        return tuple(index)
+    return (index,)
+
+
+def _fills_mask(steps: tuple, value: Any) -> bool:
+    """True when PyTorch's assignment is ``masked_fill_``: a one-element value on the host and one
+    bool (or uint8) mask as the only index tensor. It converts the value to x's dtype."""
+    if isinstance(value, Tensor) and (value.numel() != 1 or value._device.type != "cpu"):
+        return False
+    if not is_advanced(steps):
+        return False
+    arrays = [i for i in (steps[-1] if isinstance(steps[-1], tuple) else (steps[-1],)) if hasattr(i, "dtype")]
+    return len(arrays) == 1 and arrays[0].dtype == np.bool_
+
+
+def _check_fits(shape: tuple[int, ...], steps: tuple, value: Any) -> None:
+    """Raise ShapeError when ``value`` cannot broadcast to what ``steps`` select from ``shape``."""
+    selected = selection_shape(shape, steps)
+    vshape = tuple(getattr(value, "shape", ()))
+    if selected is None:
+        return
+    try:
+        fits = np.broadcast_shapes(vshape, selected) == selected
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(
+            f"setitem: a value of shape {vshape} cannot be assigned to the selected shape {selected} of a tensor "
+            f"of shape {tuple(shape)}"
+        )
 
 
 def _assign(arr: Any, steps: tuple, value: Any) -> None:
@@ -307,12 +387,6 @@ def _add_scaled_(a: Any, b: Any, alpha: Any, subtract: bool = False) -> None:
 def _raw(x: Any) -> Any:
     """The raw array of a Tensor; anything else as it is."""
     return x.array if isinstance(x, Tensor) else x
-
-
-def _raw_value(value: Any, ref: Tensor) -> Any:
-    """A value to assign into ``ref``'s array: an array on ref's device."""
-    arr = value if hasattr(value, "shape") else np.asarray(value)
-    return move(arr, ref._device) if ref._device.type != "cpu" else arr
 
 
 def _check_can_cast(op: str, result: np.dtype, dtype: np.dtype) -> None:

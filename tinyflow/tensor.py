@@ -694,7 +694,7 @@ class Tensor:
     def __getitem__(self, index: Any) -> Tensor:
         """Indexing as PyTorch: integers select first, then tensor indices gather (see index_steps)."""
         out = self
-        for step in index_steps(index, Tensor):
+        for step in index_steps(index, Tensor, self.array.shape):
             out = ops.shape.GetItem.apply(out, step)
         return out
 
