@@ -59,24 +59,28 @@ def test_bench_allreduce_local_table_json_and_plot(tmp_path, capsys):
 
 
 def test_bench_rejects_bad_sizes(capsys):
-    assert main(["bench", "allreduce", "--transport", "local", "--sizes", "big"]) == 2
-    assert "bad size 'big'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "allreduce", "--transport", "local", "--sizes", "big"])
+    assert exit_.value.code == 2
+    assert "argument --sizes: bad size 'big'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--algorithms", "ring,bogus"], "--algorithms 'ring,bogus': unknown 'bogus'; choose a comma list of ring, tree, naive, native, auto"),
-    (["--algorithms", ","], "--algorithms ',': no algorithm given; choose a comma list of ring, tree, naive, native, auto"),
-    (["--iters", "0"], "--iters must be >= 1, got 0"),
-    (["--warmup", "-1"], "--warmup must be >= 0, got -1"),
-    (["--nproc", "0"], "--nproc must be >= 1, got 0"),
-    (["--timeout", "0"], "--timeout must be > 0 seconds, got 0.0"),
+    (["--algorithms", "ring,bogus"], "argument --algorithms: unknown 'bogus': choose a comma list of ring, tree, naive, native, auto"),
+    (["--algorithms", ","], "argument --algorithms: ',' has an empty item: expected a comma list of names out of ring, tree, naive, native, auto, e.g. ring,tree"),
+    (["--iters", "0"], "argument --iters: must be >= 1, got 0"),
+    (["--warmup", "-1"], "argument --warmup: must be >= 0, got -1"),
+    (["--nproc", "0"], "argument --nproc: must be >= 1, got 0"),
+    (["--timeout", "0"], "argument --timeout: must be > 0, got 0"),
 ])
 def test_bench_allreduce_checks_its_options_before_mpirun_starts(argv, message, capsys, monkeypatch):
-    """Issue 12: one line, exit 2, and no worker started (mpirun would fail N times over)."""
+    """Issue 12 (and 36: checked when parsed): one line, exit 2, and no worker started (mpirun would fail N times over)."""
     import tinyflow.parallel.launch as launch
 
     monkeypatch.setattr(launch, "mpirun_command", lambda *a, **k: pytest.fail("mpirun was started"))
-    assert main(["bench", "allreduce", "--nproc", "2", "--sizes", "4K", *argv]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "allreduce", "--nproc", "2", "--sizes", "4K", *argv])
+    assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.strip() == f"tinyflow bench allreduce: error: {message}", err
 
