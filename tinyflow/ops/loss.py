@@ -242,19 +242,22 @@ class BinaryCrossEntropyFunction(Function):
         losses = -(t * log_p + (1 - t) * log_q)
         if weight is not None:
             losses = losses * weight
-        ctx.save_for_backward(p, t, weight, log_p, log_q)
+        ctx.save_for_backward(p, t, weight)
         ctx.reduction = reduction
         return _reduce(xp, losses, reduction, p.dtype)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         xp = ctx.xp
-        p, t, weight, log_p, log_q = ctx.saved_tensors
+        p, t, weight = ctx.saved_tensors
         ge = _per_element(g, ctx.reduction, p.size)
         if weight is not None:
             ge = ge * weight
         gp = ge * (p - t) / xp.maximum((1 - p) * p, 1e-12)
-        gt = ge * (log_q - log_p) if ctx.needs_input_grad[1] else None
+        gt = None
+        if ctx.needs_input_grad[1]:  # -logit(p), unclamped as PyTorch's: +-inf at p = 0 or 1
+            with np.errstate(divide="ignore"):
+                gt = ge * (xp.log1p(-p) - xp.log(p))
         return gp, gt, None, None
 
 
