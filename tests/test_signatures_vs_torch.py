@@ -120,11 +120,6 @@ PENDING: dict[str, str] = {
     "Tensor.add_": "tinyflow/inplace.py: add_(other, *, alpha=1), alpha keyword-only as in Tensor.add",
     "Tensor.sub_": "tinyflow/inplace.py: sub_(other, *, alpha=1)",
     "Tensor.copy_": "tinyflow/inplace.py: copy_(other, non_blocking=False) (torch's binding names it other)",
-    "torch.load": "tinyflow/serialization.py: load(f, map_location=None, pickle_module=None, *, weights_only=..., "
-                  "mmap=None, **pickle_load_args)",
-    "torch.save": "tinyflow/serialization.py: save(obj, f, pickle_module=..., pickle_protocol=..., ...)",
-    "torch.promote_types": "tinyflow/promotion.py: promote_types(type1, type2)",
-    "torch.set_rng_state": "tinyflow/random.py: set_rng_state(new_state)",
 }
 
 

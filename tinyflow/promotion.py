@@ -50,11 +50,11 @@ def _to_complex(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.complex128) if dtype == np.float64 else np.dtype(np.complex64)
 
 
-def promote_types(a: Any, b: Any) -> np.dtype:
-    """``torch.promote_types``: the smallest dtype both ``a`` and ``b`` convert to."""
+def promote_types(type1: Any, type2: Any) -> np.dtype:
+    """``torch.promote_types``: the smallest dtype both ``type1`` and ``type2`` convert to."""
     from tinyflow.dtypes import as_dtype
 
-    a, b = as_dtype(a), as_dtype(b)
+    a, b = as_dtype(type1), as_dtype(type2)
     if a == b:
         return a
     ca, cb = _category(a), _category(b)

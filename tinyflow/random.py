@@ -56,8 +56,8 @@ def get_rng_state() -> dict[str, Any]:
     return default_generator.get_state()
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
-    default_generator.set_state(state)
+def set_rng_state(new_state: dict[str, Any]) -> None:
+    default_generator.set_state(new_state)
 
 
 def rng(generator: Generator | None = None) -> np.random.Generator:

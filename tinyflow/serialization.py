@@ -327,22 +327,19 @@ def _write_npz(fileobj: IO[bytes], manifest: dict[str, Any], arrays: dict[str, n
             zf.writestr(name, data)
 
 
-# torch.save's keywords about pickling: accepted and ignored (the pickle protocol is the newest).
-_SAVE_KEYWORDS = ("pickle_module", "pickle_protocol", "_use_new_zipfile_serialization", "_disable_byteorder_record")
-
-
-def save(obj: Any, path: Union[PathLike, IO[bytes]], *args: Any, **kwargs: Any) -> None:
-    """Write ``obj`` (e.g. ``{"model": model.state_dict(), "optim": opt.state_dict()}``) to ``path``.
+def save(obj: Any, f: Union[PathLike, IO[bytes]], pickle_module: Any = None, pickle_protocol: int = 2,
+         _use_new_zipfile_serialization: bool = True, _disable_byteorder_record: bool = False) -> None:
+    """Write ``obj`` (e.g. ``{"model": model.state_dict(), "optim": opt.state_dict()}``) to ``f``, a
+    path or a binary file object.
 
     Tensors on a GPU are copied to the host; ``load`` puts them back on their device. Writing to
     a path is atomic; a binary file object is written in place. Objects other than containers,
     tensors, arrays, numbers and strings (a whole model) are pickled, as by torch.save, and load
-    only with ``weights_only=False``. torch.save's pickling arguments (``pickle_module``,
-    ``pickle_protocol``, ...) are accepted and ignored.
+    only under an allowlist (``safe_globals``) or with ``weights_only=False``. torch.save's pickling
+    arguments (``pickle_module``, ``pickle_protocol``, ...) are accepted and ignored (the pickle
+    protocol is the newest).
     """
-    unknown = sorted(set(kwargs) - set(_SAVE_KEYWORDS))
-    if unknown or len(args) > 2:
-        raise TypeError(f"tf.save: unexpected arguments {unknown or args[2:]}; tf.save(obj, path)")
+    path = f
     writer = _Writer()
     root = writer.node(obj, "")
     manifest = {"format": FORMAT_NAME, "version": writer.version, "root": root}
@@ -625,9 +622,9 @@ def _as_device(where: Any) -> Device:
         ) from exc
 
 
-def load(path: Union[PathLike, IO[bytes]], map_location: Any = None, pickle_module: Any = None, *,
+def load(f: Union[PathLike, IO[bytes]], map_location: Any = None, pickle_module: Any = None, *,
          weights_only: bool | None = None, mmap: bool | None = None, **pickle_load_args: Any) -> Any:
-    """Read a checkpoint written by ``tf.save``.
+    """Read a checkpoint written by ``tf.save`` from ``f``, a path or a binary file object.
 
     ``map_location`` as in torch.load: None puts every Tensor back on the device it was saved
     from; a device (``"cpu"``, ``"cuda:0"``, ``tf.device(...)``) puts all of them there; a dict maps
@@ -640,6 +637,7 @@ def load(path: Union[PathLike, IO[bytes]], map_location: Any = None, pickle_modu
     A file that is not a tinyflow checkpoint, or one that is damaged (truncated, a changed byte, a
     malformed manifest), is a CheckpointError that names the file and says what is wrong with it.
     """
+    path = f
     unknown = sorted(set(pickle_load_args) - {"encoding"})
     if unknown:
         raise TypeError(f"tf.load: unexpected keyword arguments {unknown}")
