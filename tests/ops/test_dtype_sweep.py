@@ -2,7 +2,7 @@
 
 For each (op, dtype) with dtype in bool, uint8, int8, int32, int64, float16, bfloat16, float32,
 float64, the same program runs in tinyflow and in torch on the same small integer-valued inputs
-(0..5, exact in every dtype). Either both return, with the same shape, dtype and values (exact
+(0..5, exact in every dtype; uint8 images for interpolate span 0..250). Either both return, with the same shape, dtype and values (exact
 for integer and bool results, a few units in the last place for float16 / bfloat16), or both
 raise, and tinyflow's error is one that ``except <torch's error type>`` catches (torch's
 "not implemented for 'Long'" is a NotImplementedError: a program that catches it must catch
@@ -65,6 +65,10 @@ class Lib:
         """The swept dtype, values in [low, high]."""
         return self.make(_values(shape, low, high))
 
+    def s(self, *shape: int) -> Any:
+        """The swept dtype, values in [-3, 3] where it holds negatives ([0, 6] for uint8, bool)."""
+        return self.x(*shape, low=0, high=6) if self.dtype_name in ("bool", "uint8") else self.x(*shape, low=-3, high=3)
+
     def p(self, *shape: int) -> Any:
         """The swept dtype, values 0 or 1 (probabilities, bool masks)."""
         return self.x(*shape, low=0, high=1)
@@ -124,6 +128,8 @@ for _name in ["relu", "relu6", "sigmoid", "tanh", "gelu", "silu", "elu", "selu",
 case("gelu_tanh", lambda L: L.F.gelu(L.x(3, 4), approximate="tanh"))
 case("softmax", lambda L: L.F.softmax(L.x(3, 4), 1))
 case("log_softmax", lambda L: L.F.log_softmax(L.x(3, 4), 1))
+case("softmax_method", lambda L: L.x(3, 4).softmax(1))
+case("log_softmax_method", lambda L: L.x(3, 4).log_softmax(0))
 case("softmax_dtype_float64", lambda L: L.F.softmax(L.x(3, 4), 1, dtype=L.as_dtype("float64")))
 case("log_softmax_dtype_float32", lambda L: L.F.log_softmax(L.x(3, 4), 0, dtype=L.as_dtype("float32")))
 
@@ -208,6 +214,28 @@ case("eq_int", lambda L: L.x(3, 4) == 2)
 case("maximum", lambda L: L.mod.maximum(L.x(3, 4), L.x(3, 4, low=1)))
 case("where", lambda L: L.mod.where(L.p(3, 4).bool(), L.x(3, 4), L.x(3, 4, low=1)))
 case("to_float", lambda L: L.x(3, 4).float())
+
+# ----------------------------------------------------------------------------- negative values
+# where the sign matters: padding that must never win a max, C's division toward zero, the
+# negative side of the activations, logits and differences.
+case("max_pool2d_signed_padded", lambda L: L.F.max_pool2d(L.s(1, 2, 5, 5), 3, 2, 1))
+case("max_pool2d_with_indices_signed", lambda L: L.F.max_pool2d_with_indices(L.s(1, 2, 4, 5), 3, 1, 1))
+case("avg_pool2d_signed", lambda L: L.F.avg_pool2d(L.s(1, 2, 5, 6), 3, 2, 1, False, False))
+case("adaptive_max_pool2d_signed", lambda L: L.F.adaptive_max_pool2d(L.s(1, 2, 5, 7), (2, 3)))
+for _name in ["relu", "relu6", "leaky_relu", "hardtanh", "elu", "gelu", "silu", "softplus"]:
+    case(f"{_name}_signed", lambda L, n=_name: getattr(L.F, n)(L.s(3, 4)))
+case("local_response_norm_signed", lambda L: L.F.local_response_norm(L.s(2, 4, 3), 3))
+case("cross_entropy_signed", lambda L: L.F.cross_entropy(L.s(3, 5), L.long([0, 4, 2])))
+case("mse_loss_signed", lambda L: L.F.mse_loss(L.s(3, 4), L.x(3, 4)))
+case("sum_signed", lambda L: L.s(3, 4).sum(0))
+case("mean_signed", lambda L: L.s(3, 4).mean(1))
+case("div_signed", lambda L: L.s(3, 4) / L.x(3, 4, low=1))
+case("abs_signed", lambda L: L.s(3, 4).abs())
+case("clamp_signed", lambda L: L.s(3, 4).clamp(-1, 2))
+case("max_dim_signed", lambda L: L.s(3, 4).max(1))
+case("pad_reflect_signed", lambda L: L.F.pad(L.s(1, 2, 4), (2, -1), "reflect"))
+case("interpolate_bilinear_signed", lambda L: L.F.interpolate(L.s(1, 2, 3, 4), (5, 3), None, "bilinear", False))
+case("interpolate_bicubic_signed", lambda L: L.F.interpolate(L.s(1, 2, 3, 4), None, 2, "bicubic", True))
 
 # ----------------------------------------------------------------------------- resampling
 # (mode, align_corners, spatial dims): every mode of F.interpolate, each way it computes weights

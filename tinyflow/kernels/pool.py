@@ -63,8 +63,10 @@ def maxpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0)
     out = xp.empty((n, c, oh, ow), dtype=x.dtype)
     argmax = xp.zeros((n, c, oh, ow), dtype=index_dtype)
 
+    lowest = xp.iinfo(x.dtype).min if x.dtype.kind in "iu" else -xp.inf  # what padding is: it never wins
+
     def channels(c0: int, c1: int) -> None:
-        xpad = _pad(x[:, c0:c1], ph, pw, hp, wp, -xp.inf)  # (N, C', Hp, Wp): padding never wins
+        xpad = _pad(x[:, c0:c1], ph, pw, hp, wp, lowest)  # (N, C', Hp, Wp)
         best, arg = out[:, c0:c1], argmax[:, c0:c1]
         best[...] = xpad[:, :, _window_slice(0, oh, sh), _window_slice(0, ow, sw)]  # offset (0, 0)
         better = xp.empty(best.shape, dtype=bool)

@@ -260,6 +260,17 @@ class Abs(Function):
         return g * sign
 
 
+def _wrapped(bound: Any, dtype: Any) -> Any:
+    """An int bound as PyTorch converts it to an integer dtype: an unsigned one wraps negatives
+    (-1 is 255 for uint8); a value out of range otherwise is a RuntimeError."""
+    if not isinstance(bound, int):
+        return bound
+    info = np.iinfo(dtype)
+    if not (-info.max if info.min == 0 else info.min) <= bound <= info.max:
+        raise RuntimeError(f"clamp: value {bound} cannot be converted to {dtype} without overflow")
+    return bound % (info.max + 1) if info.min == 0 else bound
+
+
 class Clip(Function):
     """clip(a, lo, hi) = min(max(a, lo), hi), in the dtype PyTorch's promotion gives (an int
     tensor clamped at 0.5 is float32). lo and hi are numbers or arrays; the gradient flows to a
@@ -282,6 +293,8 @@ class Clip(Function):
                 out = xp.minimum(out, hi)
         except ValueError:
             raise broadcast_error("clamp", a, lo if hasattr(lo, "shape") else hi) from None
+        except OverflowError:  # a Python int bound outside the integer dtype
+            return Clip.forward(ctx, a, *(_wrapped(b, dtype) for b in (lo, hi)))
         return out.astype(dtype, copy=False)
 
     @staticmethod
