@@ -253,6 +253,15 @@ for _mode, _align, _dims in INTERPOLATE:
     case(f"{_tag}_scale1.7", lambda L, m=_mode, a=_align, d=_dims: L.F.interpolate(
         L.x(*_SHAPES[d], high=250 if L.dtype_name == "uint8" else 5), None, 1.7, m, a))
 
+case("grid_sample", lambda L: L.F.grid_sample(L.x(1, 2, 3, 3), L.p(1, 2, 2, 2), "bilinear", "zeros", False))
+case("grid_sample_nearest", lambda L: L.F.grid_sample(L.x(1, 2, 3, 3), L.p(1, 2, 2, 2), "nearest", "border", True))
+case("upsample_bilinear", lambda L: L.F.upsample_bilinear(L.x(1, 2, 3, 3, high=250 if L.dtype_name == "uint8" else 5), 5))
+case("adaptive_avg_pool3d", lambda L: L.F.adaptive_avg_pool3d(L.x(1, 2, 3, 4, 5), (2, 3, 2)))
+case("avg_pool3d", lambda L: L.F.avg_pool3d(L.x(1, 2, 3, 4, 5), 2))
+case("embedding_bag_mean", lambda L: L.F.embedding_bag(L.long([[0, 2], [3, 1]]), L.x(4, 3)))
+case("cosine_similarity", lambda L: L.F.cosine_similarity(L.x(3, 4), L.x(3, 4, low=1)))
+case("pairwise_distance", lambda L: L.F.pairwise_distance(L.x(3, 4), L.x(3, 4, low=1)))
+
 # ----------------------------------------------------------------------------- padding
 for _mode in ["constant", "reflect", "replicate", "circular"]:
     case(f"pad_{_mode}", lambda L, m=_mode: L.F.pad(L.x(1, 2, 4, 5), (1, 2, 2, 0), m))
@@ -263,8 +272,9 @@ case("pad_constant_value", lambda L: L.F.pad(L.x(2, 3), (1, 1), "constant", 2))
 # torch's CPU build has no kernel where its CUDA build has one (tinyflow's ops are one code for both
 # devices, so they compute): (case, dtype) -> why. The reference is torch's float32 result, rounded.
 TORCH_CPU_GAPS: dict[tuple[str, str], str] = {
-    **{("local_response_norm", d): "torch's F composes LRN of 4-D input from avg_pool3d, which has no "
-       "CPU half kernel (its 3-D form, through avg_pool2d, computes)" for d in ("float16", "bfloat16")},
+    **{(op, d): "torch's avg_pool3d, which its F composes LRN of 4-D input from, has no CPU half kernel "
+       "(LRN's 3-D form, through avg_pool2d, computes)" for op in ("local_response_norm", "avg_pool3d")
+       for d in ("float16", "bfloat16")},
 }
 
 _INTEGERS = ("bool", "uint8", "int8", "int32", "int64")
@@ -285,6 +295,10 @@ KNOWN: dict[tuple[str, str], str] = {
     **{("rms_norm", d): "nn/functional/normalization.py: rms_norm composes mean(), whose refusal is a "
        "RuntimeError, not torch's NotImplementedError" for d in _INTEGERS},
     ("rms_norm", "bfloat16"): "nn/functional/normalization.py: np.finfo(bfloat16) fails (ml_dtypes.finfo works)",
+    ("avg_pool3d", "int64"): "nn/functional/pooling_extra.py: avg_pool3d is two avg_pool2d passes, so an "
+    "int64 mean is truncated twice (torch: once)",
+    **{("embedding_bag_mean", d): "nn/functional/sparse.py: embedding_bag takes integer weights (torch: "
+       "RuntimeError, floating weights only)" for d in _INTEGERS[1:]},
     ("rsub_int", "bool"): "tensor.py: 1 - bool_tensor promotes to int64 before Sub sees a bool (torch refuses)",
     ("sub_int", "bool"): "tensor.py: bool_tensor - 1 promotes to int64 before Sub sees a bool (torch refuses)",
 }
@@ -360,6 +374,7 @@ def _params() -> list[Any]:
     return params
 
 
+@pytest.mark.filterwarnings("ignore:`nn.functional.upsample_bilinear` is deprecated")
 @pytest.mark.parametrize("name, dtype", _params())
 def test_dtype_matches_torch(name: str, dtype: str) -> None:
     with torch.no_grad():

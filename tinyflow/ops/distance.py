@@ -77,6 +77,7 @@ class CosineSimilarityFunction(Function):
     @staticmethod
     def forward(ctx: Context, x1: Any, x2: Any, dim: int = 1, eps: float = 1e-8) -> Any:
         xp = ctx.xp
+        floating_only("cosine_similarity", x1, x2)
         n1 = xp.sqrt((x1 * x1).sum(axis=dim, keepdims=True))
         n2 = xp.sqrt((x2 * x2).sum(axis=dim, keepdims=True))
         c1, c2 = xp.maximum(n1, eps), xp.maximum(n2, eps)

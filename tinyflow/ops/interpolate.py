@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import Context, Function
+from tinyflow.ops.elementwise import floating_only
 from tinyflow.ops.linalg import matmul_array
 
 __all__ = ["ResampleFunction", "ResampleUint8Function", "GridSample2dFunction", "taps", "resample_uint8"]
@@ -248,6 +249,7 @@ class GridSample2dFunction(Function):
     def forward(ctx: Context, x: Any, grid: Any, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners: bool = False) -> Any:
         xp = ctx.xp
+        floating_only("grid_sample", x)
         n, c, h, w = x.shape
         ho, wo = grid.shape[1:3]
         ix, dix = _source_positions(xp, grid[..., 0].reshape(n, -1), w, padding_mode, align_corners)
