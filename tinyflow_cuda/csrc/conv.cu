@@ -313,7 +313,7 @@ struct TapRun {
 
 // The run of tap f = (i, j) for the tile of rows [h0, h1) of images n0 .. n0+nb-1, staged as run
 // ``g`` of its round (at g * pitch). A tap whose rows all fall in the padding (no output row reads
-// the tile) has no packs: nothing is loaded for it.
+// the tile) has no packs: nothing is loaded for it, and what its slots hold is read and masked.
 template <typename T>
 __device__ __forceinline__ TapRun tap_run(int g, int f, int c, int n0, int nb, int h0, int h1, int KH,
                                           int KW, int SH, int PH, int DH, int OH, int OW, int L,
@@ -323,7 +323,7 @@ __device__ __forceinline__ TapRun tap_run(int g, int f, int c, int n0, int nb, i
     const int lo = h0 + PH - i * DH, hi = h1 - 1 + PH - i * DH;  // oh*SH over the tile's rows
     const int oa = lo <= 0 ? 0 : quotient(lo + SH - 1, by_sh);
     const int ob = hi < 0 ? -1 : imin(OH - 1, quotient(hi, by_sh));
-    if (oa > ob) return TapRun{0, 0, 0};
+    if (oa > ob) return TapRun{0, 0, g * pitch};
     const int start = ((c * KH + i) * KW + j) * NL + n0 * L + oa * OW;  // col index of its first element
     const int len = (nb - 1) * L + (ob - oa + 1) * OW, skip = start & (SE - 1);
     return TapRun{(start - skip) / V, (len + skip + SE - 1) / SE * (SE / V), g * pitch + skip - oa * OW};
@@ -356,6 +356,19 @@ __device__ __forceinline__ void stage_runs(Pack<T>* stage, const Pack<T>* __rest
             if (p < total) stage[p] = v[u];
         }
     }
+}
+
+// The stage element of output position (oh, ow) of image offset ``image`` in the run at ``at``,
+// which fills slots [lo, lo + pitch). Every lane of a warp loads it for every tap, also where the
+// tap misses its pixel (a stride phase, the padding: the caller masks the value), at the same
+// affine index, clamped into the run's slots: the words of a warp then run as its pixels do
+// (consecutive at stride 1, where OW = W; shared at larger strides), at most 32 apart, and no
+// two lanes meet in a bank at different words. A lane clamped to a neighbour's word is served
+// with it.
+template <typename T>
+__device__ __forceinline__ T gather_tap(const T* stage, int at, int lo, int pitch, int image, int oh,
+                                        int ow, int OW) {
+    return stage[imin(imax(at + image + oh * OW + ow, lo), lo + pitch - 1)];
 }
 
 // (q, r) with q*S + r = v, 0 <= r < S, moved to v - D where D = QD*S + RD (0 <= RD < S): the
@@ -420,14 +433,16 @@ __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N
             // row and column of tap (0, 0) with their remainders (h + PH = qh*SH + rh)
             A sum[P];
             int qh[P], rh[P], qw0[P], rw0[P], qw[P], rw[P], image[P], out[P];
+            unsigned mine = 0;  // bit e: pixel e is in the tile (else the lane mimics its nearest)
 #pragma unroll
             for (int e = 0; e < P; ++e) {
                 const int t = e * (int)blockDim.x + (int)threadIdx.x - lead;
-                const bool mine = t >= 0 && t < pixels;
-                const int tt = mine ? t : 0, b = quotient(tt, by_plane), tp = tt - b * (TH * W);
+                mine |= (unsigned)(t >= 0 && t < pixels) << e;
+                const int tt = imin(imax(t, 0), pixels - 1), b = quotient(tt, by_plane);
+                const int tp = tt - b * (TH * W);
                 const int hl = quotient(tp, by_w), hp = h0 + hl + PH, wp = tp - hl * W + PW;
                 const int q = quotient(hp, by_sh);
-                qh[e] = mine ? q : -OH - (KH - 1) * DH;  // not a pixel: never a tap (qh only falls)
+                qh[e] = q;
                 rh[e] = hp - q * SH;
                 qw[e] = qw0[e] = quotient(wp, by_sw);
                 rw[e] = rw0[e] = wp - qw0[e] * SW;
@@ -439,18 +454,19 @@ __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N
             for (int f0 = 0; f0 < KK; f0 += G) {
                 const int taps = imin(G, KK - f0);
                 for (int g = threadIdx.x; g < taps; g += blockDim.x)
-                    runs[g] = tap_run<T>(g, f0 + g, c, n0, nb, h0, h1, KH, KW, SH, PH, DH, OH, OW, L, NL,
-                                         pitch, by_kw, by_sh);
+                    runs[g] = tap_run<T>(g, f0 + g, c, n0, nb, h0, h1, KH, KW, SH, PH, DH, OH, OW, L,
+                                         NL, pitch, by_kw, by_sh);
                 __syncthreads();
                 stage_runs(stage_packs, col_packs, last_pack, runs, taps * packs, packs, by_packs);
                 __syncthreads();
                 for (int g = 0; g < taps; ++g) {
-                    const int at = runs[g].at;  // stage index of (oh, ow) = (0, 0) of image 0
+                    const int at = runs[g].at;
 #pragma unroll
-                    for (int e = 0; e < P; ++e) {
-                        if (rh[e] == 0 && rw[e] == 0 && (unsigned)qh[e] < (unsigned)OH &&
-                            (unsigned)qw[e] < (unsigned)OW)
-                            sum[e] += to_acc(stage[at + image[e] + qh[e] * OW + qw[e]]);
+                    for (int e = 0; e < P; ++e) {  // every lane loads (see gather_tap), a select keeps
+                        const bool tap = (mine >> e & 1u) && rh[e] == 0 && rw[e] == 0 &&
+                                         (unsigned)qh[e] < (unsigned)OH && (unsigned)qw[e] < (unsigned)OW;
+                        const T v = gather_tap(stage, at, g * pitch, pitch, image[e], qh[e], qw[e], OW);
+                        sum[e] += to_acc(keep_if(tap, v));
                     }
                     if (++j < KW) {
 #pragma unroll
