@@ -250,10 +250,13 @@ def __setitem__(self, index: Any, value: Any) -> None:
     """``x[index] = value`` with PyTorch's indexing rules; recorded by autograd when x or value
     requires grad (x's history moves onto the assignment, as in PyTorch).
 
-    As PyTorch: the value is a number or a tensor (a list or an array is refused); a tensor value
-    loses its leading 1-sized dims, then broadcasts to the selection; through index tensors (a
-    copy, not a view) it must have x's dtype; ``x[False] = value`` writes nothing."""
-    if not isinstance(value, (Tensor, *_SCALAR_VALUES)):
+    As PyTorch: the value is a number or a tensor (a list or a tuple is refused; a NumPy array,
+    tinyflow's own storage, is taken as a tensor of x's dtype); a tensor value loses its leading
+    1-sized dims, then broadcasts to the selection; through index tensors (a copy, not a view) it
+    must have x's dtype; ``x[False] = value`` writes nothing."""
+    if isinstance(value, np.ndarray):
+        value = tensor(value, dtype=self.dtype, device=self._device)
+    elif not isinstance(value, (Tensor, *_SCALAR_VALUES)):
         raise TypeError(f"setitem: can't assign a {type(value).__name__} to a tensor; assign a number or a "
                         "tensor (tinyflow.tensor(value, dtype=x.dtype))")
     if index is False:

@@ -487,11 +487,12 @@ def test_uint8_mask_warns_as_torch() -> None:
 
 
 SET_NAMED: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
-    # a list, tuple or array as the value: torch refuses (TypeError)
+    # a list or a tuple as the value: torch refuses (TypeError); tinyflow takes a NumPy array (its
+    # storage) as a tensor of x's dtype, where torch refuses it too (test_array_value_is_a_tensor)
     "list_value": (lambda: 0, lambda: [1.0, 2.0, 3.0, 4.0]),
     "tuple_value": (lambda: 0, lambda: (1.0, 2.0, 3.0, 4.0)),
-    "array_value": (lambda: 0, lambda: np.ones(4)),
     "none_value": (lambda: 0, lambda: None),
+    "string_value": (lambda: 0, lambda: "a"),
     # through index tensors the value must have x's dtype; through a view it is converted
     "other_dtype_gathered": (lambda: [0, 1], lambda: T(np.ones(4, dtype=np.float32))),
     "other_dtype_view": (lambda: 0, lambda: T(np.ones(4, dtype=np.float32))),
@@ -529,3 +530,11 @@ def test_named_setitem_matches_torch(name: str) -> None:
                              lambda: False)
     if ref is not None:
         same_tensor(ours, ref, name)
+
+
+def test_array_value_is_a_tensor_of_x_dtype() -> None:
+    """tinyflow's one widening here: a NumPy array value is taken as tinyflow.tensor(value, dtype=x.dtype)."""
+    x = tf.zeros(3, 4)
+    x[0] = np.arange(4.0)
+    x[[1, 2]] = np.ones((1, 1, 4), dtype=np.float64)  # leading 1s dropped, converted to float32
+    assert x.dtype == np.float32 and x.tolist() == [[0.0, 1.0, 2.0, 3.0], [1.0] * 4, [1.0] * 4]
