@@ -6,7 +6,8 @@ float64, the same program runs in tinyflow and in torch on the same small intege
 for integer and bool results, a few units in the last place for float16 / bfloat16), or both
 raise, and tinyflow's error is one that ``except <torch's error type>`` catches (torch's
 "not implemented for 'Long'" is a NotImplementedError: a program that catches it must catch
-ours). The text of the errors is not compared.
+ours). The text of the errors is not compared. For floating inputs the gradients of a fixed
+weighted sum of the results are compared the same way (dtype, then values).
 
 The ops: the F functions and Tensor methods an AlexNet-style CNN or an LSTM trains with, and
 every op that computes fractional weights or means (interpolate in every mode, the pools, the
@@ -46,24 +47,40 @@ def _values(shape: tuple[int, ...], low: int, high: int) -> np.ndarray:
 class Lib:
     """One library's tensors for one swept dtype: ``L.x(2, 3)`` is a (2, 3) tensor of that dtype."""
 
-    def __init__(self, name: str, dtype: str) -> None:
+    def __init__(self, name: str, dtype: str, grad: bool = False) -> None:
         self.name, self.dtype_name = name, dtype
         self.mod = torch if name == "torch" else tf
         self.F = TF if name == "torch" else TFF
         self.dtype = self.as_dtype(dtype)
+        self.grad = grad and dtype.startswith(("float", "bfloat"))
+        self.leaves: list[Any] = []  # with ``grad``: the swept-dtype tensors made, requiring grad
 
     def as_dtype(self, name: str) -> Any:
         return getattr(torch, name) if self.name == "torch" else tf.dtypes.as_dtype(name)
 
     def make(self, values: np.ndarray, dtype: str | None = None) -> Any:
+        swept = dtype is None or dtype == self.dtype_name
         dtype = self.dtype_name if dtype is None else dtype
         if self.name == "torch":
-            return torch.tensor(values).to(getattr(torch, dtype))
-        return tf.tensor(values.astype(tf.dtypes.as_dtype(dtype)), dtype=tf.dtypes.as_dtype(dtype))
+            t = torch.tensor(values).to(getattr(torch, dtype))
+        else:
+            t = tf.tensor(values.astype(tf.dtypes.as_dtype(dtype)), dtype=tf.dtypes.as_dtype(dtype))
+        if self.grad and swept:
+            self.leaves.append(t.requires_grad_(True))
+        return t
 
     def x(self, *shape: int, low: int = 0, high: int = 5) -> Any:
         """The swept dtype, values in [low, high]."""
         return self.make(_values(shape, low, high))
+
+    def c(self, *shape: int, low: int = 0, high: int = 5) -> Any:
+        """The swept dtype, never requiring grad: what torch does not differentiate (running
+        statistics, class weights)."""
+        grad, self.grad = self.grad, False
+        try:
+            return self.x(*shape, low=low, high=high)
+        finally:
+            self.grad = grad
 
     def s(self, *shape: int) -> Any:
         """The swept dtype, values in [-3, 3] where it holds negatives ([0, 6] for uint8, bool)."""
@@ -135,7 +152,7 @@ case("log_softmax_dtype_float32", lambda L: L.F.log_softmax(L.x(3, 4), 0, dtype=
 
 # ----------------------------------------------------------------------------- normalisations
 case("batch_norm_train", lambda L: L.F.batch_norm(L.x(4, 3, 2), None, None, None, None, True))
-case("batch_norm_eval", lambda L: L.F.batch_norm(L.x(4, 3, 2), L.x(3), L.x(3, low=1), L.x(3), L.x(3), False))
+case("batch_norm_eval", lambda L: L.F.batch_norm(L.x(4, 3, 2), L.c(3), L.c(3, low=1), L.x(3), L.x(3), False))
 case("batch_norm_affine_train", lambda L: L.F.batch_norm(L.x(4, 3, 2, 2), None, None, L.x(3), L.x(3), True))
 case("layer_norm", lambda L: L.F.layer_norm(L.x(2, 3, 4), (4,)))
 case("layer_norm_affine", lambda L: L.F.layer_norm(L.x(2, 3, 4), (3, 4), L.x(3, 4), L.x(3, 4)))
@@ -156,7 +173,7 @@ case("split", lambda L: L.x(2, 7).split(3, 1))
 case("cross_entropy", lambda L: L.F.cross_entropy(L.x(3, 5), L.long([0, 4, 2])))
 case("cross_entropy_sum", lambda L: L.F.cross_entropy(L.x(3, 5), L.long([0, 4, 2]), reduction="sum"))
 case("cross_entropy_smoothing", lambda L: L.F.cross_entropy(L.x(3, 5), L.long([0, 4, 2]), label_smoothing=0.1))
-case("cross_entropy_weight", lambda L: L.F.cross_entropy(L.x(3, 5), L.long([0, 4, 2]), L.x(5, low=1)))
+case("cross_entropy_weight", lambda L: L.F.cross_entropy(L.x(3, 5), L.long([0, 4, 2]), L.c(5, low=1)))
 case("cross_entropy_ignore_index", lambda L: L.F.cross_entropy(L.x(3, 5), L.long([0, -100, 2])))
 case("cross_entropy_target", lambda L: L.F.cross_entropy(L.f32(3, 5), L.x(3, high=4)))
 case("cross_entropy_probabilities", lambda L: L.F.cross_entropy(L.x(3, 5), L.p(3, 5)))
@@ -359,14 +376,70 @@ def compare(name: str, dtype: str) -> str | None:
     return None
 
 
+def _gradients(fn: Case, lib: Lib) -> list[Any] | None:
+    """The gradients of the swept-dtype inputs of ``fn`` for a fixed weighted sum of its floating
+    outputs, or None where it raises or has nothing to differentiate."""
+    try:
+        outs = [o for o in _flat(fn(lib)) if o.requires_grad]
+        if not outs or not lib.leaves:
+            return None
+        total = sum((o * lib.make(_values(tuple(o.shape), 1, 3), _dtype_name(o))).float().sum() for o in outs)
+        total.backward()
+    except Exception:  # noqa: BLE001 - refusals are the forward comparison's business
+        return None
+    return [leaf.grad for leaf in lib.leaves]
+
+
+# Gradients that torch rounds more coarsely than its dtype's own tolerance: (case, dtype) -> (why,
+# the dtype whose tolerance applies, or "float32 reference": torch's float32 gradient, rounded).
+GRADIENT_ROUNDING: dict[tuple[str, str], tuple[str, str]] = {
+    ("hardsigmoid", "float64"): ("torch's backward multiplies by 1/6 as a C float in every dtype", "float32"),
+    ("log_softmax_dtype_float32", "float64"): ("both compute in float32 (dtype=float32), rounding apart", "float32"),
+    **{("group_norm", d): ("torch's CPU backward keeps half-precision statistics; tinyflow's float32 ones, "
+                           "rounded once, are the closer to the exact gradient", "float32 reference")
+       for d in ("float16", "bfloat16")},
+}
+
+
+def compare_gradients(name: str, dtype: str) -> str | None:
+    """None if the gradients tinyflow and torch give ``name``'s floating inputs agree in dtype
+    and value (as the results do), else what differs."""
+    why, tolerance = GRADIENT_ROUNDING.get((name, dtype), ("", dtype))
+    ours = _gradients(CASES[name], Lib("tinyflow", dtype, grad=True))
+    if tolerance == "float32 reference":
+        theirs = _gradients(CASES[name], Lib("torch", "float32", grad=True))
+        theirs = theirs and [None if g is None else g.to(getattr(torch, dtype)) for g in theirs]
+        tolerance = dtype
+    else:
+        theirs = _gradients(CASES[name], Lib("torch", dtype, grad=True))
+    if ours is None or theirs is None:
+        return None if ours is None and theirs is None else f"gradients: tinyflow {ours}, torch {theirs}"
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        if (a is None) != (b is None):
+            return f"input {i}: tinyflow's gradient is {a}, torch's {b}"
+        if a is None:
+            continue
+        if _dtype_name(a) != _dtype_name(b):
+            return f"input {i}: gradient dtype tinyflow {_dtype_name(a)}, torch {_dtype_name(b)}"
+        va, vb = _as_f64(a), _as_f64(b)
+        rtol, atol = TOLERANCE[tolerance]
+        finite = np.abs(vb[np.isfinite(vb)])
+        scale = max(1.0, float(finite.max(initial=0.0)))  # normalisations' gradients cancel to ~0
+        if not np.allclose(va, vb, rtol=rtol, atol=atol * scale, equal_nan=True):
+            return f"input {i}: gradient values differ, max |diff| {np.nanmax(np.abs(va - vb)):.3g}"
+    return None
+
+
 def _describe(result: Any) -> str:
     return ", ".join(f"{_dtype_name(t)}{list(t.shape)}" for t in _flat(result))
 
 
-def _params() -> list[Any]:
+def _params(gradients: bool = False) -> list[Any]:
     params = []
     for name in CASES:
         for dtype in DTYPES:
+            if gradients and (dtype not in TOLERANCE or name in DTYPE_ONLY or (name, dtype) in TORCH_CPU_GAPS):
+                continue
             marks = []
             if (name, dtype) in KNOWN:
                 marks.append(pytest.mark.xfail(strict=True, reason=KNOWN[(name, dtype)]))
@@ -379,6 +452,15 @@ def _params() -> list[Any]:
 def test_dtype_matches_torch(name: str, dtype: str) -> None:
     with torch.no_grad():
         problem = compare(name, dtype)
+    assert problem is None, f"{name} with {dtype} inputs: {problem}"
+
+
+@pytest.mark.filterwarnings("ignore:`nn.functional.upsample_bilinear` is deprecated")
+@pytest.mark.parametrize("name, dtype", _params(gradients=True))
+def test_gradients_match_torch(name: str, dtype: str) -> None:
+    """Floating inputs: the gradients of a fixed weighted sum of the results, in the inputs' dtype
+    (a bfloat16 input gets a bfloat16 gradient) and torch's values."""
+    problem = compare_gradients(name, dtype)
     assert problem is None, f"{name} with {dtype} inputs: {problem}"
 
 
@@ -400,4 +482,9 @@ def test_the_comparison_catches_each_kind_of_mismatch(monkeypatch: pytest.Monkey
     assert "tinyflow raises NotImplementedError" in compare("_probe_raises", "int64")
     assert "tinyflow raises TypeError" in compare("_probe_wrong_type", "int64")
     assert compare("_probe_values", "float32") is not None and compare("softmax", "float32") is None
+    monkeypatch.setitem(CASES, "_probe_grad", lambda L: L.x(3) * (3 if L.name == "tinyflow" else 2))
+    assert "gradient values differ" in compare_gradients("_probe_grad", "bfloat16")
+    monkeypatch.setitem(CASES, "_probe_no_grad", lambda L: L.x(3) * L.x(3, low=1).detach() if L.name == "tinyflow"
+                        else L.x(3) * L.x(3, low=1))
+    assert "gradient is None" in compare_gradients("_probe_no_grad", "float64")
     assert len(DTYPES) == 9 and len(CASES) > 150

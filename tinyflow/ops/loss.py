@@ -227,6 +227,9 @@ class L1LossFunction(Function):
         return gd, _target_grad(ctx, 1, -gd), None
 
 
+_BCE_EPSILON = float(np.float32(1e-12))  # PyTorch's clamp of p(1-p): 1e-12 as a C float, in any dtype
+
+
 class BinaryCrossEntropyFunction(Function):
     """-w * (t * log(p) + (1 - t) * log(1 - p)) on probabilities p, each log clamped at -100 and
     the input gradient's denominator p(1-p) at 1e-12, as PyTorch (so p = 0 or 1 stays finite)."""
@@ -253,7 +256,7 @@ class BinaryCrossEntropyFunction(Function):
         ge = _per_element(g, ctx.reduction, p.size)
         if weight is not None:
             ge = ge * weight
-        gp = ge * (p - t) / xp.maximum((1 - p) * p, 1e-12)
+        gp = ge * (p - t) / xp.maximum((1 - p) * p, _BCE_EPSILON)
         gt = None
         if ctx.needs_input_grad[1]:  # -logit(p), unclamped as PyTorch's: +-inf at p = 0 or 1
             with np.errstate(divide="ignore"):

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tinyflow.autograd import Function
-from tinyflow.dtypes import get_default_dtype, is_floating
+from tinyflow.dtypes import get_default_dtype, is_floating, is_half
 from tinyflow.kernels.lrn import _channel_window_sum
 from tinyflow.ops.elementwise import floating_only, not_implemented_for
 
@@ -31,6 +33,11 @@ class LocalResponseNormFunction(Function):
     def backward(ctx, gout):
         x, out, scale = ctx.saved_tensors
         return ctx.kernels.lrn_backward(gout, x, out, scale, *ctx.params)
+
+
+def _widened(x: Any, k: int, weight: Any, bias: Any) -> tuple:
+    """LayerNormFunction's arguments with the arrays in float32."""
+    return x.astype(np.float32), k, *(None if a is None else a.astype(np.float32) for a in (weight, bias))
 
 
 def _integer_lrn(x: Any, size: int, alpha: float, beta: float, k: float) -> Any:
@@ -85,6 +92,11 @@ class LayerNormFunction(Function):
     def forward(ctx, x, k, weight=None, bias=None, eps=1e-5):
         xp = ctx.xp
         floating_only("layer_norm", x)
+        ctx.dtypes = None
+        if is_half(x.dtype):  # statistics and gradients in float32, each result rounded once, as PyTorch
+            y = LayerNormFunction.forward(ctx, *_widened(x, k, weight, bias), eps)
+            ctx.dtypes = tuple(None if a is None else a.dtype for a in (x, weight, bias))
+            return y.astype(x.dtype)
         axes = tuple(range(x.ndim - k, x.ndim))
         mean = x.mean(axis=axes, keepdims=True)
         centered = x - mean
@@ -100,6 +112,10 @@ class LayerNormFunction(Function):
 
     @staticmethod
     def backward(ctx, gout):
+        if ctx.dtypes is not None:  # the float32 gradients, rounded to each input's dtype
+            dtypes, ctx.dtypes = ctx.dtypes, None
+            grads = LayerNormFunction.backward(ctx, gout.astype(np.float32))
+            return tuple(None if g is None else g.astype(d) for g, d in zip(grads, dtypes[:1] + (None,) + dtypes[1:]))
         xhat, invstd, weight = ctx.saved_tensors
         axes = ctx.axes
         lead = tuple(range(gout.ndim - len(axes)))
