@@ -139,7 +139,7 @@ def _torch_steps(items: tuple, tensor_type: type, shape: tuple[int, ...]) -> tup
     ndim = len(shape)
     specified = _count_specified(items, tensor_type)
     if specified > ndim:
-        raise IndexError(f"getitem: too many indices for tensor of dimension {ndim} (shape {tuple(shape)})")
+        raise IndexError(f"indexing: too many indices for tensor of dimension {ndim} (shape {tuple(shape)})")
     sizes = list(shape)
     basic: list = []  # NumPy's basic index: aligned with the dims of ``sizes`` before ``dim``
     arrays: dict[int, Any] = {}  # dim after the basic step -> index array
@@ -167,8 +167,8 @@ def _torch_steps(items: tuple, tensor_type: type, shape: tuple[int, ...]) -> tup
             dim += 1
         elif isinstance(item, slice):
             if item.step is not None and item.step <= 0:
-                raise ValueError("getitem: slice step cannot be zero" if item.step == 0 else
-                                 f"getitem: a slice step must be greater than zero, got {item.step} (PyTorch has "
+                raise ValueError("indexing: slice step cannot be zero" if item.step == 0 else
+                                 f"indexing: a slice step must be greater than zero, got {item.step} (PyTorch has "
                                  "no negative steps; use flip(dim) for a reversed order)")
             _check_dim(sizes, dim, shape, "a slice")
             sizes[dim] = len(range(*item.indices(sizes[dim])))
@@ -184,19 +184,19 @@ def _torch_steps(items: tuple, tensor_type: type, shape: tuple[int, ...]) -> tup
             i = _integer(item)
             _check_dim(sizes, dim, shape, f"the index {i}")
             if not -sizes[dim] <= i < sizes[dim]:
-                raise IndexError(f"getitem: index {i} is out of bounds for dimension {dim} with size {sizes[dim]} "
+                raise IndexError(f"indexing: index {i} is out of bounds for dimension {dim} with size {sizes[dim]} "
                                  f"(tensor of shape {tuple(shape)})")
             del sizes[dim]
             basic.append(i)
     if bad_dtype is not None:
         raise IndexError(
-            f"getitem: tensors used as indices must be long, int, byte or bool tensors, got {bad_dtype}; "
+            f"indexing: tensors used as indices must be long, int, byte or bool tensors, got {bad_dtype}; "
             "convert the index with .long()"
         )
     for at, a in arrays.items():
         if a.dtype.kind == "b" and tuple(a.shape) != tuple(sizes[at:at + a.ndim]):
             raise IndexError(
-                f"getitem: the shape of the mask {tuple(a.shape)} does not match the dims {tuple(sizes[at:at + a.ndim])} "
+                f"indexing: the shape of the mask {tuple(a.shape)} does not match the dims {tuple(sizes[at:at + a.ndim])} "
                 f"it stands for (dims {at}.. of {tuple(sizes)}, the tensor of shape {tuple(shape)} after the items "
                 "before the mask)"
             )
@@ -240,7 +240,7 @@ def _sequence_array(seq: Any, tensor_type: type) -> np.ndarray:
     """A list, tuple or NumPy array in an index as PyTorch reads it (an index tensor): nested
     numbers (ints, floats cut to ints, one-element integer tensors) as int64, all-bool as a mask."""
     if isinstance(seq, str):
-        raise TypeError(f"getitem: a string ({seq!r}) is not an index")
+        raise TypeError(f"indexing: a string ({seq!r}) is not an index")
     if _is_array(seq):
         arr = seq
     elif all(type(i) is int for i in seq):  # the common list of ints
@@ -249,12 +249,12 @@ def _sequence_array(seq: Any, tensor_type: type) -> np.ndarray:
         try:
             arr = np.array(_numbers(seq, tensor_type))
         except ValueError:
-            raise ValueError(f"getitem: a nested list in an index must be rectangular, got {seq!r}") from None
+            raise ValueError(f"indexing: a nested list in an index must be rectangular, got {seq!r}") from None
     if _mask_dtype(arr.dtype):
         return arr.astype(bool)
     if arr.dtype.kind in "iuf":
         return arr.astype(np.int64)
-    raise TypeError(f"getitem: a sequence of {arr.dtype} ({seq!r}) is not an index; use integers or bools")
+    raise TypeError(f"indexing: a sequence of {arr.dtype} ({seq!r}) is not an index; use integers or bools")
 
 
 def _numbers(seq: Any, tensor_type: type) -> list:
@@ -264,30 +264,30 @@ def _numbers(seq: Any, tensor_type: type) -> list:
         if isinstance(i, tensor_type):
             if i.array.size != 1 or i.dtype.kind not in "iub":
                 raise TypeError(
-                    f"getitem: only integer tensors of a single element can be converted to an index, got a "
+                    f"indexing: only integer tensors of a single element can be converted to an index, got a "
                     f"{i.dtype} tensor of shape {tuple(i.shape)} inside a list"
                 )
             out.append(to_host(i.array, "tensor in an index list").reshape(())[()])
         elif isinstance(i, (list, tuple, range)) or _is_array(i):
             out.append(_numbers(i, tensor_type) if not _is_array(i) else to_host(i, "index array"))
         elif i is None or i is Ellipsis or isinstance(i, slice):
-            raise RuntimeError(f"getitem: could not infer dtype of {type(i).__name__} inside a list in the index; "
+            raise RuntimeError(f"indexing: could not infer dtype of {type(i).__name__} inside a list in the index; "
                                "a list there is an index tensor (use a tuple of items for x[a, b])")
         elif isinstance(i, (bool, int, float, np.number, np.bool_)):
             out.append(i)
         else:
-            raise TypeError(f"getitem: {type(i).__name__} ({i!r}) inside a list in the index is not a number")
+            raise TypeError(f"indexing: {type(i).__name__} ({i!r}) inside a list in the index is not a number")
     return out
 
 
 def _integer(item: Any) -> int:
     """An int index (a Python or NumPy integer, or anything with __index__); IndexError otherwise."""
     if isinstance(item, (bool, np.bool_)):
-        raise IndexError(f"getitem: {_INVALID_ITEM} (got {type(item).__name__})")
+        raise IndexError(f"indexing: {_INVALID_ITEM} (got {type(item).__name__})")
     try:
         return operator.index(item)
     except TypeError:
-        raise IndexError(f"getitem: {_INVALID_ITEM} (got {type(item).__name__} {item!r})") from None
+        raise IndexError(f"indexing: {_INVALID_ITEM} (got {type(item).__name__} {item!r})") from None
 
 
 def _check_dim(sizes: list, dim: int, shape: tuple[int, ...], what: str, insert: bool = False) -> None:
@@ -295,6 +295,6 @@ def _check_dim(sizes: list, dim: int, shape: tuple[int, ...], what: str, insert:
     if dim < len(sizes) + insert:
         return
     if not shape:
-        raise IndexError(f"getitem: invalid index of a 0-dim tensor ({what}); use tensor.item() to read its value")
-    raise IndexError(f"getitem: {what} addresses dimension {dim} of a tensor of shape {tuple(shape)} after the "
+        raise IndexError(f"indexing: invalid index of a 0-dim tensor ({what}); use tensor.item() to read its value")
+    raise IndexError(f"indexing: {what} addresses dimension {dim} of a tensor of shape {tuple(shape)} after the "
                      "items before it (too many indices, or a second Ellipsis)")
