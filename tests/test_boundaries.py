@@ -109,7 +109,7 @@ RINGS: tuple[tuple[str, str], ...] = (
     # CORE: Tensor, autograd, device, dtypes, promotion, random, errors, amp, and the ops a CNN or
     # LSTM training step needs; the kernels. Imports only the core (test 1); no file over 800 lines.
     (CORE, "tinyflow/{tensor,autograd,device,dtypes,promotion,random,errors,amp,grad_scaler,capture,return_types,"
-           "creation,_tensor_str,inplace,arg_parser}.py"),
+           "creation,_tensor_str,inplace,arg_parser,_indexing}.py"),
     (CORE, "tinyflow/{autograd_grad_mode,autograd_anomaly_mode,autograd_grad,autograd_function,_lazy_names}.py"),
     # conv's padding modes need pad, the distance losses need distance.
     (CORE, "tinyflow/ops/{elementwise,reduce,shape,copy,linalg,activation,loss,conv,pool,norm,rnn,embedding,"

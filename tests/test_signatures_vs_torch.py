@@ -117,9 +117,6 @@ EXCEPTIONS: dict[str, str] = {
 # name -> the file that must change: names that differ from torch today, fixed outside this test's
 # change (strict xfail: drop the entry with the fix).
 PENDING: dict[str, str] = {
-    "Tensor.add_": "tinyflow/inplace.py: add_(other, *, alpha=1), alpha keyword-only as in Tensor.add",
-    "Tensor.sub_": "tinyflow/inplace.py: sub_(other, *, alpha=1)",
-    "Tensor.copy_": "tinyflow/inplace.py: copy_(other, non_blocking=False) (torch's binding names it other)",
 }
 
 

@@ -46,6 +46,8 @@ _INVALID_ITEM = (
 
 def torch_steps(index: Any, tensor_type: type, shape: tuple[int, ...]) -> tuple:
     """``index`` for a tensor of ``shape`` as one or two NumPy indexes (see arg_parser.index_steps)."""
+    if isinstance(index, slice):  # x[::-1]: PyTorch checks a lone slice's step before the dims
+        _check_step(index)
     return _torch_steps(_index_items(index, tensor_type), tensor_type, shape)
 
 
@@ -166,10 +168,7 @@ def _torch_steps(items: tuple, tensor_type: type, shape: tuple[int, ...]) -> tup
                 arrays[dim] = np.zeros(1 if taken else 0, dtype=np.int64)
             dim += 1
         elif isinstance(item, slice):
-            if item.step is not None and item.step <= 0:
-                raise ValueError("indexing: slice step cannot be zero" if item.step == 0 else
-                                 f"indexing: a slice step must be greater than zero, got {item.step} (PyTorch has "
-                                 "no negative steps; use flip(dim) for a reversed order)")
+            _check_step(item)
             _check_dim(sizes, dim, shape, "a slice")
             sizes[dim] = len(range(*item.indices(sizes[dim])))
             basic.append(item)
@@ -288,6 +287,13 @@ def _integer(item: Any) -> int:
         return operator.index(item)
     except TypeError:
         raise IndexError(f"indexing: {_INVALID_ITEM} (got {type(item).__name__} {item!r})") from None
+
+
+def _check_step(item: slice) -> None:
+    if item.step is not None and item.step <= 0:
+        raise ValueError("indexing: slice step cannot be zero" if item.step == 0 else
+                         f"indexing: a slice step must be greater than zero, got {item.step} (PyTorch has "
+                         "no negative steps; use flip(dim) for a reversed order)")
 
 
 def _check_dim(sizes: list, dim: int, shape: tuple[int, ...], what: str, insert: bool = False) -> None:

@@ -101,7 +101,7 @@ def _rebase(self, new: Tensor) -> None:
     view_now._ctx, view_now._out_index, view_now._requires_grad = self._ctx, self._out_index, True
     base._rebase(scatter(base._alias(), view_now, view_node, view_index))
 
-def add_(self, other: Any, alpha: float = 1) -> Tensor:
+def add_(self, other: Any, *, alpha: float = 1) -> Tensor:
     def fast(a: Any) -> None:
         b = _raw(other)
         if alpha == 1:
@@ -112,7 +112,7 @@ def add_(self, other: Any, alpha: float = 1) -> Tensor:
     _check_can_cast("add_", promotion.result_type(self, other), self.dtype)
     return self._inplace("add_", lambda old: old.add(other, alpha=alpha), (other,), fast)
 
-def sub_(self, other: Any, alpha: float = 1) -> Tensor:
+def sub_(self, other: Any, *, alpha: float = 1) -> Tensor:
     def fast(a: Any) -> None:
         b = _raw(other)
         if alpha == 1:
@@ -153,23 +153,23 @@ def fill_(self, value: Any) -> Tensor:
 
     return self._inplace("fill_", lambda old: ops.copy.Fill.apply(old, value), (value,), fast)
 
-def copy_(self, src: Any, non_blocking: bool = False) -> Tensor:
-    """Copy ``src`` (broadcast to this shape, cast to this dtype, moved to this device)."""
-    if isinstance(src, Tensor):
-        if src._device != self._device:
-            src = src.to(self._device)
+def copy_(self, other: Any, non_blocking: bool = False) -> Tensor:
+    """Copy ``other`` (broadcast to this shape, cast to this dtype, moved to this device)."""
+    if isinstance(other, Tensor):
+        if other._device != self._device:
+            other = other.to(self._device)
     else:
-        src = tensor(src, dtype=self.dtype, device=self._device)
+        other = tensor(other, dtype=self.dtype, device=self._device)
 
     def fast(a: Any) -> None:
-        a[...] = src.array
+        a[...] = other.array
 
     def compute(old: Tensor) -> Tensor:
-        if src._ctx is not None:  # src = f(self), e.g. x.copy_(x.sin()): f keeps self's old value
-            _keep_saved_old_values(src._ctx, self)
-        return ops.copy.Fill.apply(old, src)
+        if other._ctx is not None:  # other = f(self), e.g. x.copy_(x.sin()): f keeps self's old value
+            _keep_saved_old_values(other._ctx, self)
+        return ops.copy.Fill.apply(old, other)
 
-    return self._inplace("copy_", compute, (src,), fast)
+    return self._inplace("copy_", compute, (other,), fast)
 
 def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
     xp = self._device.xp

@@ -538,3 +538,12 @@ def test_array_value_is_a_tensor_of_x_dtype() -> None:
     x[0] = np.arange(4.0)
     x[[1, 2]] = np.ones((1, 1, 4), dtype=np.float64)  # leading 1s dropped, converted to float32
     assert x.dtype == np.float32 and x.tolist() == [[0.0, 1.0, 2.0, 3.0], [1.0] * 4, [1.0] * 4]
+
+
+@pytest.mark.parametrize("index", [slice(None, None, -1), slice(None, None, 0), slice(1, None), (slice(None, None, -1),),
+                                   (0, slice(None, None, -1))])
+def test_a_zero_dim_tensor_reports_what_torch_reports_first(index: Any) -> None:
+    """A lone slice's step is checked before the dims (x[::-1] on a 0-d tensor is ValueError), a
+    slice inside a tuple after them (IndexError): PyTorch's order."""
+    x, xt = tf.tensor(0.75), torch.tensor(0.75)
+    same_outcome(lambda: x[index], lambda: xt[index], f"0-d tensor [{index!r}]", lambda: False)

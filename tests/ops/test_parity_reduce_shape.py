@@ -456,10 +456,8 @@ KNOWN = {
     ("squeeze_dims", "scalar"): "tensor.py squeeze",
     # tensor.py expand: -1 for a new leading dim is accepted (torch: RuntimeError)
     **{("expand_new_minus_one", i): "tensor.py expand" for i in INPUTS},
-    # tensor.py __getitem__ accepts negative steps (torch: ValueError)
-    **{("getitem_negative_step", i): "tensor.py getitem" for i in INPUTS},
     # tensor.py __setitem__: NumPy's OverflowError; a value of another dtype into a bool tensor by mask
-    ("setitem_slice", "uint8"): "tensor.py setitem", ("setitem_mask_values", "bool"): "tensor.py setitem",
+    ("setitem_slice", "uint8"): "tensor.py setitem",
 }
 
 # torch's prod backward is grad * prod / input where no input is 0: NaN wherever an input is
