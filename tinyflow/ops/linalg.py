@@ -117,6 +117,14 @@ def _sum_to(g: Any, shape: tuple[int, ...]) -> Any:
     return sum_to_shape(g.astype(np.float32), shape).astype(g.dtype)
 
 
+def _same_dtype(op: str, a: Any, *others: Any) -> None:
+    """PyTorch multiplies matrices of one dtype only (no promotion: NumPy's would give float64)."""
+    for o in others:
+        if o is not None and o.dtype != a.dtype:
+            raise RuntimeError(f"{op}: expected both operands to have the same dtype, got {a.dtype} and {o.dtype}; "
+                               "convert one with .to(dtype)")
+
+
 class MatMul(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
@@ -124,6 +132,7 @@ class MatMul(Function):
             raise _matmul_error(a, b)
         if a.dtype.kind == "b":
             raise not_implemented_for("matmul", a.dtype)
+        _same_dtype("matmul", a, b)
         ctx.save_for_backward(a, b)
         return matmul_array(ctx.xp, a, b)
 
@@ -174,6 +183,7 @@ class LinearFunction(Function):
             raise ShapeError(f"linear: bias of shape {tuple(b.shape)} does not match weight of shape {tuple(w.shape)}")
         if x.dtype.kind == "b":
             raise not_implemented_for("linear", x.dtype)
+        _same_dtype("linear", x, w, b)
         lead = x.shape[:-1]
         x2 = x.reshape(-1, x.shape[-1])  # (M, in)
         ctx.save_for_backward(x2, w)

@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import Context, Function
-from tinyflow.dtypes import is_half
+from tinyflow.dtypes import is_floating_or_complex, is_half
 from tinyflow.errors import ShapeError
-from tinyflow.ops.elementwise import floating_only
+from tinyflow.ops.elementwise import floating_only, not_implemented_for
+from tinyflow.promotion import result_type
 
 __all__ = [
     "CrossEntropy", "NLLLossFunction", "MSELossFunction", "L1LossFunction",
@@ -162,7 +163,7 @@ class NLLLossFunction(Function):
 class MSELossFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any, reduction: str = "mean") -> Any:
-        floating_only("mse_loss", a)
+        a, b = promoted("mse_loss", a, b)
         if a.shape != b.shape:
             raise ShapeError(f"mse_loss: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} differ")
         diff = a - b
@@ -190,6 +191,16 @@ class MSELossFunction(Function):
 # one, the target.
 
 
+def promoted(op: str, a: Any, t: Any) -> tuple[Any, Any]:
+    """Input and target in PyTorch's result dtype of the two, which must be a floating one."""
+    dtype = result_type(a, t)
+    if not is_floating_or_complex(dtype):
+        raise not_implemented_for(op, dtype)
+    if op != "mse_loss" and "b" in (a.dtype.kind, t.dtype.kind):  # these subtract, and torch's - refuses bool
+        raise RuntimeError(f"{op}: subtraction with a bool tensor is not supported; convert it with .float()")
+    return a.astype(dtype, copy=False), t.astype(dtype, copy=False)
+
+
 def _reduce(xp: Any, losses: Any, reduction: str, dtype: Any) -> Any:
     if reduction == "mean":
         return xp.asarray(losses.mean() if losses.size else xp.nan, dtype=dtype)
@@ -214,7 +225,7 @@ class L1LossFunction(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, t: Any, reduction: str = "mean") -> Any:
-        floating_only("l1_loss", a)
+        a, t = promoted("l1_loss", a, t)
         d = a - t
         ctx.save_for_backward(d)
         ctx.reduction = reduction
@@ -287,6 +298,9 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
                 reduction: str = "mean") -> Any:
         xp = ctx.xp
         floating_only("binary_cross_entropy_with_logits", x)
+        if not is_floating_or_complex(t.dtype):  # the loss has the target's dtype, as PyTorch's
+            raise RuntimeError(f"binary_cross_entropy_with_logits: result type Float can't be cast to the target's "
+                               f"dtype {t.dtype}; convert the target with .float()")
         softplus_neg = xp.maximum(-x, 0) + xp.log1p(xp.exp(-xp.abs(x)))  # log(1 + exp(-x))
         if pos_weight is not None:
             lw = (pos_weight - 1) * t + 1
@@ -297,7 +311,7 @@ class BinaryCrossEntropyWithLogitsFunction(Function):
             losses = losses * weight
         ctx.save_for_backward(x, t, weight, pos_weight)
         ctx.reduction = reduction
-        return _reduce(xp, losses, reduction, x.dtype)
+        return _reduce(xp, losses, reduction, t.dtype)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:

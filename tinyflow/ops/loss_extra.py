@@ -9,7 +9,7 @@ import numpy as np
 
 from tinyflow.autograd import Context, Function
 from tinyflow.ops.elementwise import floating_only
-from tinyflow.ops.loss import _per_element, _reduce, _target_grad
+from tinyflow.ops.loss import _per_element, _reduce, _target_grad, promoted
 
 __all__ = [
     "SmoothL1LossFunction", "HuberLossFunction", "KLDivFunction",
@@ -22,7 +22,7 @@ class SmoothL1LossFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, t: Any, reduction: str = "mean", beta: float = 1.0) -> Any:
         xp = ctx.xp
-        floating_only("smooth_l1_loss", a)
+        a, t = promoted("smooth_l1_loss", a, t)
         d = a - t
         ctx.save_for_backward(d)
         ctx.reduction, ctx.beta = reduction, beta
@@ -47,7 +47,7 @@ class HuberLossFunction(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, t: Any, reduction: str = "mean", delta: float = 1.0) -> Any:
         xp = ctx.xp
-        floating_only("huber_loss", a)
+        a, t = promoted("huber_loss", a, t)
         d = a - t
         ctx.save_for_backward(d)
         ctx.reduction, ctx.delta = reduction, delta
