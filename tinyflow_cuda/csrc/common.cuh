@@ -74,6 +74,33 @@ template <> __device__ __forceinline__ f16_t from_acc<f16_t>(float v) {
     return f16_t{(unsigned short)(sign | r)};
 }
 
+// ``v`` where ``keep``, else +0, by masking its bits: a select after an unconditional load, so no
+// compiler (g++ for the emulator, nvcc) can sink the load into a branch that only some lanes take
+// (the lanes of a warp then load together: conv.cu's and pool.cu's taps in the padding).
+__device__ __forceinline__ unsigned keep_mask(bool keep) { return 0u - (unsigned)keep; }
+__device__ __forceinline__ float keep_if(bool keep, float v) {
+    return __uint_as_float(__float_as_uint(v) & keep_mask(keep));
+}
+__device__ __forceinline__ double keep_if(bool keep, double v) {
+#ifdef TINYFLOW_EMULATOR
+    unsigned long long bits;
+    __builtin_memcpy(&bits, &v, sizeof bits);
+#else
+    unsigned long long bits = (unsigned long long)__double_as_longlong(v);
+#endif
+    return __longlong_as_double((long long)(bits & (0ULL - (unsigned long long)keep)));
+}
+__device__ __forceinline__ f16_t keep_if(bool keep, f16_t v) {
+    f16_t r;
+    r.bits = (unsigned short)(v.bits & keep_mask(keep));
+    return r;
+}
+__device__ __forceinline__ bf16_t keep_if(bool keep, bf16_t v) {
+    bf16_t r;
+    r.bits = (unsigned short)(v.bits & keep_mask(keep));
+    return r;
+}
+
 // Instantiate a kernel macro ``X(sfx, T)`` once per floating dtype. A kernel written as
 // ``#define IM2COL(sfx, T) __global__ void im2col_##sfx(const T* x, ...) {...}`` inside
 // ``extern "C" { TF_FLOAT_TYPES(IM2COL) }`` becomes im2col_f32, _f64, _f16 and _bf16; runtime.py

@@ -34,32 +34,6 @@ struct alignas(16) Pack {
     T v[16 / sizeof(T)];
 };
 
-// ``v`` where ``keep``, else +0, by masking its bits: a select after an unconditional load, so no
-// compiler (g++ for the emulator, nvcc) can sink the load into a branch that only some lanes take.
-__device__ __forceinline__ unsigned keep_mask(bool keep) { return 0u - (unsigned)keep; }
-__device__ __forceinline__ float keep_if(bool keep, float v) {
-    return __uint_as_float(__float_as_uint(v) & keep_mask(keep));
-}
-__device__ __forceinline__ double keep_if(bool keep, double v) {
-#ifdef TINYFLOW_EMULATOR
-    unsigned long long bits;
-    __builtin_memcpy(&bits, &v, sizeof bits);
-#else
-    unsigned long long bits = (unsigned long long)__double_as_longlong(v);
-#endif
-    return __longlong_as_double((long long)(bits & (0ULL - (unsigned long long)keep)));
-}
-__device__ __forceinline__ f16_t keep_if(bool keep, f16_t v) {
-    f16_t r;
-    r.bits = (unsigned short)(v.bits & keep_mask(keep));
-    return r;
-}
-__device__ __forceinline__ bf16_t keep_if(bool keep, bf16_t v) {
-    bf16_t r;
-    r.bits = (unsigned short)(v.bits & keep_mask(keep));
-    return r;
-}
-
 // The pixel of channel plane ``plane`` (H, W) at (h, w), or 0 outside it (the padding). The load
 // is unconditional, from the nearest pixel inside: every lane of a warp loads at the same step, so
 // the warp's request stays one run of addresses (the padding lanes read what their neighbours do).
@@ -315,18 +289,19 @@ struct TapRun {
 // ``g`` of its round (at g * pitch). A tap whose rows all fall in the padding (no output row reads
 // the tile) has no packs: nothing is loaded for it, and what its slots hold is read and masked.
 template <typename T>
-__device__ __forceinline__ TapRun tap_run(int g, int f, int c, int n0, int nb, int h0, int h1, int KH,
-                                          int KW, int SH, int PH, int DH, int OH, int OW, int L,
-                                          int NL, int pitch, FastDiv by_kw, FastDiv by_sh) {
+__device__ __forceinline__ TapRun tap_run(int g, int f, int c, int n0, int nb, int h0, int h1,
+                                          int KH, int KW, int SH, int PH, int DH, int OH, int OW,
+                                          int L, int NL, int pitch, FastDiv by_kw, FastDiv by_sh) {
     constexpr int V = 16 / sizeof(T), SE = sector_elements<T>();
     const int i = quotient(f, by_kw), j = f - i * KW;
     const int lo = h0 + PH - i * DH, hi = h1 - 1 + PH - i * DH;  // oh*SH over the tile's rows
     const int oa = lo <= 0 ? 0 : quotient(lo + SH - 1, by_sh);
     const int ob = hi < 0 ? -1 : imin(OH - 1, quotient(hi, by_sh));
     if (oa > ob) return TapRun{0, 0, g * pitch};
-    const int start = ((c * KH + i) * KW + j) * NL + n0 * L + oa * OW;  // col index of its first element
+    const int start = ((c * KH + i) * KW + j) * NL + n0 * L + oa * OW;  // col index of its first
     const int len = (nb - 1) * L + (ob - oa + 1) * OW, skip = start & (SE - 1);
-    return TapRun{(start - skip) / V, (len + skip + SE - 1) / SE * (SE / V), g * pitch + skip - oa * OW};
+    const int packs = (len + skip + SE - 1) / SE * (SE / V);  // whole sectors
+    return TapRun{(start - skip) / V, packs, g * pitch + skip - oa * OW};
 }
 
 // Copies the ``total`` packs of a round into the stage: pack p = g*packs + k is pack k of run g (a
@@ -366,8 +341,8 @@ __device__ __forceinline__ void stage_runs(Pack<T>* stage, const Pack<T>* __rest
 // two lanes meet in a bank at different words. A lane clamped to a neighbour's word is served
 // with it.
 template <typename T>
-__device__ __forceinline__ T gather_tap(const T* stage, int at, int lo, int pitch, int image, int oh,
-                                        int ow, int OW) {
+__device__ __forceinline__ T gather_tap(const T* stage, int at, int lo, int pitch, int image,
+                                        int oh, int ow, int OW) {
     return stage[imin(imax(at + image + oh * OW + ow, lo), lo + pitch - 1)];
 }
 
@@ -421,7 +396,7 @@ __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N
     TF_DYNAMIC_SHARED(Pack<T>, stage_packs);  // (G, packs): G taps' runs of col, then their TapRuns
     const T* stage = reinterpret_cast<const T*>(stage_packs);
     TapRun* runs = reinterpret_cast<TapRun*>(stage_packs + G * packs);
-    const Pack<T>* __restrict__ col_packs = reinterpret_cast<const Pack<T>*>(col);  // 16-byte aligned
+    const Pack<T>* __restrict__ col_packs = reinterpret_cast<const Pack<T>*>(col);  // 16-aligned
     const int last_pack = (KK * C * NL - 1) / V;  // col's last pack (col has < 2^31 elements)
     const int h0 = blockIdx.x * TH, h1 = imin(H, h0 + TH);  // the tile's rows
     for (int c = blockIdx.y; c < C; c += gridDim.y) {
@@ -462,15 +437,18 @@ __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N
                 for (int g = 0; g < taps; ++g) {
                     const int at = runs[g].at;
 #pragma unroll
-                    for (int e = 0; e < P; ++e) {  // every lane loads (see gather_tap), a select keeps
+                    for (int e = 0; e < P; ++e) {  // every lane loads (gather_tap), a select keeps
                         const bool tap = (mine >> e & 1u) && rh[e] == 0 && rw[e] == 0 &&
-                                         (unsigned)qh[e] < (unsigned)OH && (unsigned)qw[e] < (unsigned)OW;
-                        const T v = gather_tap(stage, at, g * pitch, pitch, image[e], qh[e], qw[e], OW);
+                                         (unsigned)qh[e] < (unsigned)OH &&
+                                         (unsigned)qw[e] < (unsigned)OW;
+                        const T v =
+                            gather_tap(stage, at, g * pitch, pitch, image[e], qh[e], qw[e], OW);
                         sum[e] += to_acc(keep_if(tap, v));
                     }
                     if (++j < KW) {
 #pragma unroll
-                        for (int e = 0; e < P; ++e) step_tap(qw[e], rw[e], QDW, RDW, SW);  // w + PW - (j+1)*DW
+                        for (int e = 0; e < P; ++e)  // the next tap column: w + PW - (j+1)*DW
+                            step_tap(qw[e], rw[e], QDW, RDW, SW);
                     } else {  // the next row of taps: h + PH - (i+1)*DH, from tap column 0
                         j = 0;
 #pragma unroll

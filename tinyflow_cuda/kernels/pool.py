@@ -160,7 +160,7 @@ def maxpool2d_forward(x: Array, kernel_size: Pair, stride: Pair, padding: Pair =
         for p0, p1 in _fastdiv.chunks(n * c, max(h * w, oh * ow)):
             xs, os_, am = (a[p0:p1] for a in planes)
             if plan is None:
-                flat.launch(os_.size, [xs, os_, am, os_.size, *geometry, magic(ow), magic(oh * ow)])
+                flat.launch(os_.size, [xs, os_, am, os_.size, *geometry, magic(ow), magic(oh)])
             else:
                 _launch_tiles(call, plan, p1 - p0, [xs, os_, am, p1 - p0, *geometry, *plan.grid(p1 - p0),
                                                     magic(ow), magic(oh), magic(plan.per_group)])
@@ -197,7 +197,7 @@ def maxpool2d_backward(gout: Array, argmax: Array, x_shape: tuple[int, int, int,
         for p0, p1 in _fastdiv.chunks(n * c, max(h * w, oh * ow)):
             g, a, d = (arr[p0:p1] for arr in planes)
             if plan is None:
-                flat.launch(d.size, [g, a, d, d.size, *geometry, magic(w), magic(h * w), *steps])
+                flat.launch(d.size, [g, a, d, d.size, *geometry, magic(w), magic(h), *steps])
             else:
                 _launch_tiles(call, plan, p1 - p0, [g, a, d, p1 - p0, *geometry, *plan.grid(p1 - p0),
                                                     plan.capacity, magic(w), magic(h),
@@ -226,7 +226,7 @@ def avgpool2d_forward(x: Array, kernel_size: Pair, stride: Pair, padding: Pair =
         for p0, p1 in _fastdiv.chunks(n * c, max(h * w, oh * ow)):
             xs, os_ = (a[p0:p1] for a in planes)
             if plan is None:
-                flat.launch(os_.size, [xs, os_, os_.size, *geometry, magic(ow), magic(oh * ow)])
+                flat.launch(os_.size, [xs, os_, os_.size, *geometry, magic(ow), magic(oh)])
             else:
                 _launch_tiles(call, plan, p1 - p0, [xs, os_, p1 - p0, *geometry, *plan.grid(p1 - p0),
                                                     magic(ow), magic(oh), magic(plan.per_group)])
@@ -260,8 +260,7 @@ def avgpool2d_backward(gout: Array, x_shape: tuple[int, int, int, int], kernel_s
         for p0, p1 in _fastdiv.chunks(n * c, max(h * w, oh * ow)):
             g, d = (a[p0:p1] for a in planes)
             if plan is None:
-                flat.launch(d.size, [g, d, d.size, *geometry, magic(w), magic(h * w), magic(sh),
-                                     magic(sw)])
+                flat.launch(d.size, [g, d, d.size, *geometry, magic(w), magic(h), magic(sh), magic(sw)])
             else:
                 _launch_tiles(call, plan, p1 - p0, [g, d, p1 - p0, *geometry, *plan.grid(p1 - p0),
                                                     magic(w), magic(h), magic(plan.per_group),
