@@ -171,7 +171,74 @@ __device__ __forceinline__ void store_master(T* param, acc_t<T>* residual, int i
     if (residual) residual[i] = p - to_acc(rounded);
 }
 
-// rows: param, momentum_buffer, residual
+// A captured step's hyper-parameters (``scalars`` non-null: what capture.py wrote for this replay)
+// replace the launch's arguments, in order: uniform loads, once per thread.
+template <int N>
+__device__ __forceinline__ void replay_scalars(const double* __restrict__ scalars,
+                                               double* const (&params)[N]) {
+    if (scalars == nullptr) return;
+#pragma unroll
+    for (int k = 0; k < N; ++k) *params[k] = scalars[k];
+}
+
+// The skeleton of both multi-tensor updates: nothing where GradScaler found an overflow, else
+// this block's chunk of one tensor of the table (``rows`` rows: param, the optimizer's states, the
+// residual last), each element's master weight stepped by ``step`` with its (maximized) gradient
+// and the tensor's state rows, then written back.
+template <typename T, typename Step>
+__device__ __forceinline__ void multi_tensor_sweep(const unsigned long long* __restrict__ table,
+                                                   const unsigned long long* __restrict__ grads,
+                                                   int rows, int num_tensors, int chunk,
+                                                   int maximize, const float* found_inf,
+                                                   const Step& step) {
+    using A = acc_t<T>;
+    if (skip_step(found_inf)) return;
+    const TensorChunk c = find_chunk(table, rows, num_tensors, chunk);
+    T* param = table_pointer<T>(table, 0, num_tensors, c.tensor);
+    A* residual = table_pointer<A>(table, rows - 1, num_tensors, c.tensor);
+    const T* grad = reinterpret_cast<const T*>(grads[c.tensor]);
+    const typename Step::States states = step.states(table, num_tensors, c.tensor);
+    for (int i = c.begin + (int)threadIdx.x; i < c.end; i += (int)blockDim.x) {
+        const A g = to_acc(grad[i]);
+        store_master(param, residual, i, step(load_master(param, residual, i), maximize ? -g : g,
+                                              states, i));
+    }
+}
+
+// SGD's step for the sweep; table rows: param, momentum_buffer, residual.
+template <typename A>
+struct SgdMulti {
+    A lr, momentum, dampening_c, weight_decay;
+    int nesterov, first_step;
+    struct States {
+        A* buf;  // null without momentum
+    };
+    __device__ States states(const unsigned long long* table, int num_tensors, int tensor) const {
+        return States{table_pointer<A>(table, 1, num_tensors, tensor)};
+    }
+    __device__ A operator()(A p, A g, const States& s, int i) const {
+        return sgd_step<A, A>(p, g, s.buf ? s.buf + i : nullptr, lr, momentum, dampening_c,
+                              weight_decay, nesterov, first_step);
+    }
+};
+
+// Adam's; table rows: param, exp_avg, exp_avg_sq, max_exp_avg_sq, residual.
+template <typename A>
+struct AdamMulti {
+    AdamScalars<A> s;
+    struct States {
+        A *m, *v, *vmax;
+    };
+    __device__ States states(const unsigned long long* table, int num_tensors, int tensor) const {
+        return States{table_pointer<A>(table, 1, num_tensors, tensor),
+                      table_pointer<A>(table, 2, num_tensors, tensor),
+                      table_pointer<A>(table, 3, num_tensors, tensor)};
+    }
+    __device__ A operator()(A p, A g, const States& st, int i) const {
+        return adam_step<A, A>(p, g, st.m + i, st.v + i, s.amsgrad ? st.vmax + i : nullptr, s);
+    }
+};
+
 template <typename T>
 __device__ void sgd_multi_impl(const unsigned long long* __restrict__ table,
                                const unsigned long long* __restrict__ grads, int num_tensors,
@@ -180,30 +247,12 @@ __device__ void sgd_multi_impl(const unsigned long long* __restrict__ table,
                                const double* __restrict__ scalars,
                                const float* __restrict__ found_inf) {
     using A = acc_t<T>;
-    if (skip_step(found_inf)) return;
-    if (scalars) {  // this replay's values (uniform loads, once per thread)
-        lr = scalars[0];
-        momentum = scalars[1];
-        dampening = scalars[2];
-        weight_decay = scalars[3];
-    }
-    const TensorChunk c = find_chunk(table, 3, num_tensors, chunk);
-    T* param = table_pointer<T>(table, 0, num_tensors, c.tensor);
-    A* buf = table_pointer<A>(table, 1, num_tensors, c.tensor);
-    A* residual = table_pointer<A>(table, 2, num_tensors, c.tensor);
-    const T* grad = reinterpret_cast<const T*>(grads[c.tensor]);
-    const A lr_a = A(lr), momentum_a = A(momentum), dampening_c = A(1.0 - dampening),
-            wd = A(weight_decay);
-    for (int i = c.begin + (int)threadIdx.x; i < c.end; i += (int)blockDim.x) {
-        const A g = to_acc(grad[i]);
-        const A p = sgd_step<A, A>(load_master(param, residual, i), maximize ? -g : g,
-                                   buf ? buf + i : nullptr, lr_a, momentum_a, dampening_c, wd,
-                                   nesterov, first_step);
-        store_master(param, residual, i, p);
-    }
+    replay_scalars(scalars, {&lr, &momentum, &dampening, &weight_decay});
+    const SgdMulti<A> step{A(lr), A(momentum), A(1.0 - dampening), A(weight_decay), nesterov,
+                           first_step};
+    multi_tensor_sweep<T>(table, grads, 3, num_tensors, chunk, maximize, found_inf, step);
 }
 
-// rows: param, exp_avg, exp_avg_sq, max_exp_avg_sq, residual
 template <typename T>
 __device__ void adam_multi_impl(const unsigned long long* __restrict__ table,
                                 const unsigned long long* __restrict__ grads, int num_tensors,
@@ -213,31 +262,10 @@ __device__ void adam_multi_impl(const unsigned long long* __restrict__ table,
                                 const double* __restrict__ scalars,
                                 const float* __restrict__ found_inf) {
     using A = acc_t<T>;
-    if (skip_step(found_inf)) return;
-    if (scalars) {  // this replay's values (uniform loads, once per thread)
-        lr = scalars[0];
-        beta1 = scalars[1];
-        beta2 = scalars[2];
-        eps = scalars[3];
-        weight_decay = scalars[4];
-        step_size = scalars[5];
-        bias2_sqrt = scalars[6];
-    }
-    const TensorChunk c = find_chunk(table, 5, num_tensors, chunk);
-    T* param = table_pointer<T>(table, 0, num_tensors, c.tensor);
-    A* m = table_pointer<A>(table, 1, num_tensors, c.tensor);
-    A* v = table_pointer<A>(table, 2, num_tensors, c.tensor);
-    A* vmax = table_pointer<A>(table, 3, num_tensors, c.tensor);
-    A* residual = table_pointer<A>(table, 4, num_tensors, c.tensor);
-    const T* grad = reinterpret_cast<const T*>(grads[c.tensor]);
-    const AdamScalars<A> s(lr, beta1, beta2, eps, weight_decay, step_size, bias2_sqrt, decoupled,
-                           amsgrad);
-    for (int i = c.begin + (int)threadIdx.x; i < c.end; i += (int)blockDim.x) {
-        const A g = to_acc(grad[i]);
-        const A p = adam_step<A, A>(load_master(param, residual, i), maximize ? -g : g, m + i,
-                                    v + i, amsgrad ? vmax + i : nullptr, s);
-        store_master(param, residual, i, p);
-    }
+    replay_scalars(scalars, {&lr, &beta1, &beta2, &eps, &weight_decay, &step_size, &bias2_sqrt});
+    const AdamMulti<A> step{AdamScalars<A>(lr, beta1, beta2, eps, weight_decay, step_size,
+                                           bias2_sqrt, decoupled, amsgrad)};
+    multi_tensor_sweep<T>(table, grads, 5, num_tensors, chunk, maximize, found_inf, step);
 }
 
 // GradScaler.update on the device (PyTorch's _amp_update_scale_): after an overflow the scale
