@@ -183,3 +183,14 @@ def test_set_default_dtype_accepts_bfloat16_and_rejects_integers():
             tf.set_default_dtype(np.int32)
     finally:
         tf.set_default_dtype(before)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16", "float32", "float64"])
+def test_finfo_knows_every_floating_dtype_as_torch(name: str) -> None:
+    """tf.finfo(bfloat16) works (NumPy's finfo does not know ml_dtypes' bfloat16); figures as torch's."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("ml_dtypes")
+    ours, theirs = tf.finfo(getattr(tf, name)), torch.finfo(getattr(torch, name))
+    for field in ("eps", "tiny", "max", "min"):
+        assert float(getattr(ours, field)) == getattr(theirs, field), field
+    assert ours.bits == theirs.bits

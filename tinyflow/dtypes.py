@@ -92,6 +92,17 @@ def is_floating_or_complex(dtype: Any) -> bool:
     return dtype.kind in "fc" or (dtype.kind == "V" and dtype.name == "bfloat16")
 
 
+def finfo(dtype: Any = None) -> Any:
+    """``torch.finfo``: eps, tiny, max, ... of a floating dtype, bfloat16 included (NumPy's finfo
+    does not know bfloat16; ml_dtypes' does). The default dtype when none is given."""
+    dtype = get_default_dtype() if dtype is None else as_dtype(dtype)
+    if is_bfloat16(dtype):
+        import ml_dtypes  # noqa: PLC0415 (bfloat16 exists only where ml_dtypes does)
+
+        return ml_dtypes.finfo(dtype)
+    return np.finfo(dtype)
+
+
 def is_half(dtype: Any) -> bool:
     """float16 or bfloat16: too coarse for optimizer state and small updates (fp32 master weights)."""
     dtype = as_dtype(dtype)

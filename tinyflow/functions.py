@@ -25,7 +25,7 @@ from tinyflow.arg_parser import accept_axis_alias, takes_dim
 from tinyflow.autograd import is_grad_enabled, set_grad_enabled
 from tinyflow.creation import _make, cat, legacy_tensor, randint
 from tinyflow.device import CPU
-from tinyflow.dtypes import LEGACY_TYPES, as_dtype, int64
+from tinyflow.dtypes import LEGACY_TYPES, as_dtype, finfo, int64
 from tinyflow.promotion import can_cast
 from tinyflow.return_types import Size
 from tinyflow.surface import FUNCTIONS
@@ -33,7 +33,7 @@ from tinyflow.tensor import Tensor
 
 # ------------------------------------------------------------------------------ dtype names
 dtype = np.dtype  # isinstance(x.dtype, tinyflow.dtype)
-finfo, iinfo = np.finfo, np.iinfo
+iinfo = np.iinfo  # finfo is tinyflow.dtypes.finfo (it knows bfloat16)
 
 
 def function(name: str) -> Callable[..., Any]:

@@ -379,10 +379,10 @@ class Tensor:
         return elementwise.Add.apply(b, a)
 
     def __sub__(self, other: Any) -> Tensor:
-        return elementwise.Sub.apply(*self._pair(other))
+        return elementwise.Sub.apply(*self._pair(elementwise.sub_operand(self, other)))
 
     def __rsub__(self, other: Any) -> Tensor:
-        a, b = self._pair(other)
+        a, b = self._pair(elementwise.sub_operand(self, other))
         return elementwise.Sub.apply(b, a)
 
     def __mul__(self, other: Any) -> Tensor:
@@ -475,7 +475,7 @@ class Tensor:
 
     def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
         """self - alpha * other."""
-        return self - (other if alpha == 1 else other * alpha)
+        return self - (other if alpha == 1 else elementwise.sub_operand(self, other) * alpha)
 
     def mul(self, other: Any) -> Tensor:
         return self * other

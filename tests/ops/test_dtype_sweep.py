@@ -330,28 +330,7 @@ HALF_GRADIENT_REFERENCE: dict[tuple[str, str], str] = {
 _INTEGERS = ("bool", "uint8", "int8", "int32", "int64")
 # Mismatches that cannot be fixed in this change, each a strict xfail (it fails the day it is fixed
 # and must leave this list): (case, dtype) -> why. All are in files another change owns.
-KNOWN: dict[tuple[str, str], str] = {
-    **{(op, d): f"nn/functional/activation.py: F.{op} casts integer input to float32 instead of leaving it "
-       "to the op, which refuses it as torch does" for op in ("softmax", "log_softmax") for d in _INTEGERS},
-    **{("max_pool1d", d): "nn/functional/pooling_extra.py: max_pool1d is max_pool2d of a (1, L) image, "
-       "which torch computes for integers; torch's max_pool1d refuses them" for d in _INTEGERS[1:]},
-    **{("adaptive_avg_pool2d_identity", d): "nn/functional/pooling.py returns the input itself when the "
-       "output size is the input size, without the op's dtype check" for d in _INTEGERS},
-    ("avg_pool2d_divisor_override", "int64"): "nn/functional/pooling.py rescales the mean by a float "
-    "instead of dividing the sum by divisor_override (int64 stays int64 in torch)",
-    ("dropout_train_p1", "bool"): "nn/functional/dropout.py: p=1 is x * 0.0 (a float); torch keeps the dtype",
-    **{("dropout_train_p1", d): "nn/functional/dropout.py: p=1 is x * 0.0 (a float); torch keeps the dtype"
-       for d in _INTEGERS[1:]},
-    **{("rms_norm", d): "nn/functional/normalization.py: rms_norm composes mean(), whose refusal is a "
-       "RuntimeError, not torch's NotImplementedError" for d in _INTEGERS},
-    ("rms_norm", "bfloat16"): "nn/functional/normalization.py: np.finfo(bfloat16) fails (ml_dtypes.finfo works)",
-    ("avg_pool3d", "int64"): "nn/functional/pooling_extra.py: avg_pool3d is two avg_pool2d passes, so an "
-    "int64 mean is truncated twice (torch: once)",
-    **{("embedding_bag_mean", d): "nn/functional/sparse.py: embedding_bag takes integer weights (torch: "
-       "RuntimeError, floating weights only)" for d in _INTEGERS[1:]},
-    ("rsub_int", "bool"): "tensor.py: 1 - bool_tensor promotes to int64 before Sub sees a bool (torch refuses)",
-    ("sub_int", "bool"): "tensor.py: bool_tensor - 1 promotes to int64 before Sub sees a bool (torch refuses)",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _run(fn: Case, lib: Lib) -> tuple[Any, BaseException | None]:

@@ -18,7 +18,7 @@ from tinyflow.errors import ShapeError
 __all__ = [
     "Add", "Sub", "Mul", "Div", "Pow", "PowScalar", "Neg", "Exp", "Log", "Sqrt", "Abs", "Clip", "Where",
     "Maximum", "Minimum", "DropoutFunction", "NoGradient", "dropout_seed", "broadcast_error", "bool_error",
-    "floating_only", "floating_or_int64", "not_implemented_for",
+    "sub_operand", "floating_only", "floating_or_int64", "not_implemented_for",
 ]
 
 
@@ -34,6 +34,14 @@ def bool_error(op: str, message: str) -> RuntimeError:
     """PyTorch's error for an arithmetic operator that bool tensors do not support."""
     return RuntimeError(f"{op}: {message} (bool tensors); use the `~` / `^` operators or logical_not() / "
                         "logical_xor() for masks, or convert with .long() / .float() first")
+
+
+def sub_operand(a: Any, other: Any) -> Any:
+    """``other``, checked before promotion: PyTorch refuses ``-`` when either operand is a bool
+    tensor or a Python bool (promotion would turn ``mask - 1`` into an int64 subtraction)."""
+    if a.dtype == np.bool_ or isinstance(other, bool) or getattr(other, "dtype", None) == np.bool_:
+        raise bool_error("sub", "subtraction, the `-` operator, is not supported")
+    return other
 
 
 def not_implemented_for(op: str, dtype: Any) -> NotImplementedError:
@@ -161,9 +169,10 @@ class Pow(Function):
 def _scalar_power(xp: Any, a: Any, p: float) -> Any:
     """a ** p with PyTorch's shortcut for p = -0.5 (rsqrt: NaN at -inf, -inf at -0.0, where C's pow
     gives 0 and inf); NumPy already takes PyTorch's shortcuts for -1, 0, 0.5, 1 and 2."""
-    if p == -0.5 and a.dtype.kind in "fc":
+    if p == -0.5 and is_floating_or_complex(a.dtype):
         return 1 / xp.sqrt(a)
-    return a**p
+    out = a**p
+    return out if out.dtype == a.dtype or a.dtype.kind in "iub" else out.astype(a.dtype)  # bf16 ** 0.5 is float32
 
 
 class PowScalar(Function):

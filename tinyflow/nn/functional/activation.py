@@ -87,12 +87,7 @@ def _softmax_dim(op: str, ndim: int) -> int:
 
 
 def _softmax_input(input: Tensor, dtype: Any) -> Tensor:  # noqa: A002
-    """The input in ``dtype`` if given; integer input in the default float dtype (PyTorch
-    refuses it without ``dtype=``; tinyflow computes in float32 rather than raising)."""
-    if dtype is None and not input.is_floating_point():
-        from tinyflow.tensor import get_default_dtype
-
-        dtype = get_default_dtype()
+    """The input in ``dtype`` if given (integer input needs it: the op refuses integers, as PyTorch)."""
     return input if dtype is None else input.to(dtype)
 
 

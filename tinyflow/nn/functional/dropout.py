@@ -2,6 +2,7 @@
 surface, in dropout_extra.py."""
 from __future__ import annotations
 
+from tinyflow.creation import zeros_like
 from tinyflow.nn.functional._utils import FunctionalError
 from tinyflow.ops.elementwise import DropoutFunction, dropout_seed
 from tinyflow.random import Generator, rng
@@ -21,8 +22,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     _check_p("dropout", p)
     if not training or p == 0:
         return input
-    if p == 1:
-        return input * 0.0
+    if p == 1:  # zeros in the input's dtype (through the graph, for a zero gradient)
+        return input * 0 if input.is_floating_point() else zeros_like(input)
     # an int now, or inside a CUDA graph capture a device slot drawn before each replay
     seed = dropout_seed(lambda: int(rng(generator).integers(0, 2**63 - 1)))
     return DropoutFunction.apply(input, p, seed)

@@ -7,6 +7,8 @@ import numpy as np
 
 from tinyflow import amp
 from tinyflow.nn.functional._utils import FunctionalError
+from tinyflow.dtypes import finfo
+from tinyflow.ops.elementwise import not_implemented_for
 from tinyflow.ops.norm import BatchNorm, LayerNormFunction, LocalResponseNormFunction
 from tinyflow.tensor import Tensor
 
@@ -68,12 +70,14 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
 def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,  # noqa: A002
              eps: float | None = None) -> Tensor:
     """x / sqrt(mean(x^2 over the last dims) + eps) * weight; eps defaults to the dtype's epsilon."""
+    if not input.is_floating_point():
+        raise not_implemented_for("rms_norm", input.dtype)
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
     if len(shape) > input.ndim or tuple(input.shape[input.ndim - len(shape):]) != shape:
         raise FunctionalError(f"rms_norm: normalized_shape {list(shape)} must be the last dims of the input "
                               f"shape {list(input.shape)}")
     if eps is None:
-        eps = float(np.finfo(input.dtype).eps) if input.is_floating_point() else 1e-6
+        eps = float(finfo(input.dtype).eps)
     dims = tuple(range(input.ndim - len(shape), input.ndim))
     y = input * ((input * input).mean(dim=dims, keepdim=True) + eps) ** -0.5
     return y * weight if weight is not None else y

@@ -73,6 +73,9 @@ def avg_pool2d(input: Tensor, kernel_size: IntPair, stride: IntPair | None = Non
             raise FunctionalError("avg_pool2d: divisor_override must be non-zero")
         if ceil_mode:
             raise NotImplementedError("avg_pool2d: divisor_override with ceil_mode=True is not supported")
+        if input.dtype == "int64":  # PyTorch divides the integer window sum, toward zero
+            total = (avg_pool2d(input.double(), k, s, p, False, True) * (k[0] * k[1])).round()
+            return (total / divisor_override).trunc().to(input.dtype)
         return avg_pool2d(input, k, s, p, False, True) * (k[0] * k[1] / divisor_override)
     x, unbatched = _batched(input)
     y = AvgPool2dFunction.apply(x, k, s, p, bool(ceil_mode), bool(count_include_pad))
@@ -94,7 +97,7 @@ def _adaptive_size(op: str, x: Tensor, output_size: Any) -> tuple[int, int]:
 def adaptive_avg_pool2d(input: Tensor, output_size: int | None | tuple[int | None, int | None]) -> Tensor:  # noqa: A002
     """Average pooling to a fixed (OH, OW), windows as PyTorch's; None keeps that input size."""
     oh, ow = _adaptive_size("adaptive_avg_pool2d", input, output_size)
-    if (oh, ow) == tuple(input.shape[-2:]):
+    if (oh, ow) == tuple(input.shape[-2:]) and input.is_floating_point():
         return input  # every window is one pixel: the identity (AlexNet's 6x6 -> 6x6 at 224)
     return AdaptiveAvgPool2dFunction.apply(input, (oh, ow))
 

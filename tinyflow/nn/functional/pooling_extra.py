@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinyflow.creation import where
 from tinyflow.kernels.shapes import IntPair, _pair
 from tinyflow.nn.functional._utils import FunctionalError, _single, _triple
 from tinyflow.nn.functional.pooling import _batched, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, max_pool2d
+from tinyflow.ops.elementwise import not_implemented_for
 from tinyflow.ops.pool_extra import MaxUnpool2dFunction
 from tinyflow.tensor import Tensor
 
@@ -35,6 +37,8 @@ def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
                ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """Max pooling over (N, C, L): max_pool2d on a height-1 image."""
     op = "max_pool1d"
+    if not input.is_floating_point():  # PyTorch's max_pool1d has no integer kernel (max_pool2d has)
+        raise not_implemented_for("max_pool1d_impl", input.dtype)
     k = _single(kernel_size, "kernel_size", op)
     s = k if stride is None or stride == () else _single(stride, "stride", op)
     out = max_pool2d(_as_2d(op, input), (1, k), (1, s), (0, _single(padding, "padding", op)),
@@ -128,6 +132,10 @@ def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     k = _triple(kernel_size, "kernel_size", op)
     s = k if stride is None or stride == () else _triple(stride, "stride", op)
     p = _triple(padding, "padding", op)
+    if x.dtype == "int64":  # one integer division of each window's sum, not one per pass (PyTorch)
+        mean = avg_pool3d(x.double(), k, s, p, ceil_mode, count_include_pad, divisor_override)
+        out = _truncated_quotient(mean).to(x.dtype)
+        return out.squeeze(0) if unbatched else out
     if divisor_override is not None:
         if divisor_override == 0:
             raise FunctionalError(f"{op}: divisor must be not zero")
@@ -138,6 +146,14 @@ def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     plane = _plane_pass(avg_pool2d, x, k[1:], s[1:], p[1:], ceil_mode, count_include_pad)
     out = _depth_pass(avg_pool2d, plane, (1, k[0]), (1, s[0]), (0, p[0]), ceil_mode, count_include_pad)
     return out.squeeze(0) if unbatched else out
+
+
+def _truncated_quotient(q: Tensor) -> Tensor:
+    """An integer sum / count computed in float64, truncated toward zero as C's integer division:
+    a quotient within rounding of a whole number is that number (the passes round in between)."""
+    nearest = q.round()
+    close = (q - nearest).abs() <= 1e-9 * nearest.abs().clamp_min(1.0)
+    return where(close, nearest, q.trunc())
 
 
 def _adaptive_3d(op: str, x: Tensor, output_size: Any) -> tuple[Tensor, bool, tuple[int, int, int]]:

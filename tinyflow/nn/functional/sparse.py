@@ -57,6 +57,9 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError(f"{op}: per_sample_weights was not None; it is only supported for mode='sum' "
                                   f"(got mode={mode!r})")
+    if not weight.is_floating_point():
+        raise RuntimeError(f"{op}: weight must be floating point (float16, bfloat16, float32 or float64), got "
+                           f"{weight.dtype}")
     ids = np.asarray(_target(input, weight))
     if ids.ndim == 2:
         if offsets is not None:
