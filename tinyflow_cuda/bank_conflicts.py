@@ -36,7 +36,8 @@ kernel that means a 16-byte access spells it as one (a 16-byte type).
 
 ``python -m tinyflow_cuda.bank_conflicts`` prints the report for representative launches: the
 recurrence (LSTM and GRU, forward and backward, one block of the H100 plan at hidden 512 and
-1024), im2col / col2im and the pools of AlexNet's first layers.
+1024, batch 16 and 64; ``--weights bfloat16``: the autocast path), im2col / col2im and the
+pools of AlexNet's first layers.
 """
 from __future__ import annotations
 
@@ -180,7 +181,7 @@ class Report:
         lines = []
         for name, stats in sorted(self.kernels.items()):
             lines.append(_row(label, name, stats))
-            lines += [f"{'':<16}    {s.describe()}" for s in stats.worst(sites)]
+            lines += [f"{'':<18}    {s.describe()}" for s in stats.worst(sites)]
         return "\n".join(lines)
 
 
@@ -188,12 +189,12 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-HEADER = (f"{'case':<16}{'kernel':<36}{'ratio':>7}{'loads':>7}{'stores':>7}{'worst':>7}"
+HEADER = (f"{'case':<18}{'kernel':<36}{'ratio':>7}{'loads':>7}{'stores':>7}{'worst':>7}"
           f"{'wavefronts/ideal':>22}")
 
 
 def _row(label: str, name: str, stats: KernelBanks) -> str:
-    return (f"{label:<16}{name:<36}{_ratio(stats.ratio):>7}{_ratio(stats.load_ratio):>7}"
+    return (f"{label:<18}{name:<36}{_ratio(stats.ratio):>7}{_ratio(stats.load_ratio):>7}"
             f"{_ratio(stats.store_ratio):>7}{_ratio(stats.worst_ratio):>7}"
             f"{f'{stats.wavefronts}/{stats.ideal}':>22}")
 
@@ -302,24 +303,27 @@ def recording(csrc: Path = CSRC, cache_dir: Path | None = None,
 Case = tuple[str, Callable[[np.random.Generator, Any], None]]
 
 RECURRENCE_SIZES = (512, 1024)
-RECURRENCE_BATCH = 64
+RECURRENCE_BATCHES = (16, 64)
 
 
-def _recurrence_cases() -> list[Case]:
+def _recurrence_cases(weight_dtype: Any = None) -> list[Case]:
     """One block of the H100 plan of each recurrence kernel (the blocks are alike: one shows the
-    layout), one time step, at hidden 512 and 1024, batch 64."""
+    layout), one time step, at hidden 512 and 1024, batch 16 and 64; ``weight_dtype`` (bf16 or
+    fp16 with float32 data): the autocast path, tensor cores only."""
     out: list[Case] = []
     for hidden in RECURRENCE_SIZES:
-        for layer in ("lstm", "gru"):
-            for backward in (False, True):
-                for tc in (False, True):
-                    def launch(rng: np.random.Generator, dtype: Any, layer: str = layer,
-                               hidden: int = hidden, backward: bool = backward, tc: bool = tc) -> None:
-                        from tinyflow_cuda.kernels import rnn
-                        rnn.probe_block(layer, hidden, RECURRENCE_BATCH, dtype, backward=backward,
-                                        tensor_cores=tc, rng=rng)
-                    kind = f"{'bwd' if backward else 'fwd'}{' tc' if tc else ''}"
-                    out.append((f"{layer} {hidden} {kind}", launch))
+        for batch in RECURRENCE_BATCHES:
+            for layer in ("lstm", "gru"):
+                for backward in (False, True):
+                    for tc in (False, True) if weight_dtype is None else (True,):
+                        def launch(rng: np.random.Generator, dtype: Any, layer: str = layer,
+                                   hidden: int = hidden, batch: int = batch,
+                                   backward: bool = backward, tc: bool = tc) -> None:
+                            from tinyflow_cuda.kernels import rnn
+                            rnn.probe_block(layer, hidden, batch, dtype, backward=backward,
+                                            tensor_cores=tc, rng=rng, weight_dtype=weight_dtype)
+                        kind = f"{'bwd' if backward else 'fwd'}{' tc' if tc else ''}"
+                        out.append((f"{layer} {hidden}x{batch} {kind}", launch))
     return out
 
 
@@ -337,9 +341,16 @@ def _conv_and_pool_cases() -> list[Case]:
 FAMILIES = ["conv", "pool", "rnn"]  # the .cu files the CLI's cases launch
 
 
-def cases() -> list[Case]:
+def cases(weight_dtype: Any = None) -> list[Case]:
     """The CLI's launches: (label, fn(rng, dtype)) calling the CUDA twins."""
-    return _recurrence_cases() + _conv_and_pool_cases()
+    return _recurrence_cases(weight_dtype) + _conv_and_pool_cases()
+
+
+def _dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -352,19 +363,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sites", type=int, default=2,
                         help="most conflicted access sites to list under a kernel above 1.0")
     parser.add_argument("--only", default="", help="run only the cases whose label contains this")
+    parser.add_argument("--weights", default=None, choices=["float16", "bfloat16"],
+                        help="the recurrence with half W_hh and float32 data (autocast)")
     args = parser.parse_args(argv)
     if emulator.compiler() is None:
         print("bank_conflicts: the CUDA emulator needs g++ on PATH")
         return 2
-    if args.dtype == "bfloat16":
-        import ml_dtypes
-        dtype: Any = np.dtype(ml_dtypes.bfloat16)
-    else:
-        dtype = np.dtype(args.dtype)
+    dtype, weights = _dtype(args.dtype), args.weights and _dtype(args.weights)
     print(f"shared-memory wavefronts per warp request vs the ideal ({BANKS} banks of {WORD_BYTES} "
-          f"bytes; {dtype.name}); 1.00 is conflict-free")
+          f"bytes; {dtype.name}{f', {weights.name} W_hh' if weights else ''}); 1.00 is conflict-free")
     print(HEADER)
-    for label, fn in cases():
+    for label, fn in cases(weights):
         if args.only not in label:
             continue
         with recording(families=FAMILIES) as rec:
@@ -374,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             print(_row(label, name, stats))
             if stats.worst_ratio > 1.0:
                 for site in stats.worst(args.sites):
-                    print(f"{'':<16}    {site.describe()}")
+                    print(f"{'':<18}    {site.describe()}")
     return 0
 
 

@@ -201,44 +201,51 @@ from kernel_dtypes import HALVES, as_float64, widen  # noqa: E402
 import tinyflow_cuda.kernels.rnn as rnn_twin  # noqa: E402
 from tinyflow_cuda.kernels.rnn import plan_sequence, sequence_shared_bytes  # noqa: E402
 
+MODES: list[tuple[str, int]] = []
+"""(kernel, mode) of every persistent launch of this module (the mode says tensor cores or not)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _record_modes():
+    real = rnn_twin._launch_persistent
+
+    def spy(call, plan, args, hidden, batch, steps, reverse, mode):
+        MODES.append((call.kernel, mode))
+        real(call, plan, args, hidden, batch, steps, reverse, mode)
+
+    rnn_twin._launch_persistent = spy
+    yield
+    rnn_twin._launch_persistent = real
+
+
+def _ran(emu, kernel: str, tensor_cores: bool, weights: int = 0) -> None:
+    """The one launch of the last call was ``kernel`` on tensor cores or not (and weight kind)."""
+    assert emu.launches == [kernel]
+    if emu.kind == "emulator":
+        assert MODES[-1] == (kernel, (rnn_twin.MODE_TENSOR_CORES if tensor_cores else 0) | weights)
+
+
 cut_cases = st.fixed_dictionaries({
     "steps": st.integers(1, 4), "batch": st.integers(1, 9), "hidden": st.integers(1, 9),
     "reverse": st.booleans(), "with_state": st.booleans(), "dtype": FLOATS,
     "seed": st.integers(0, 99), "blocks": st.sampled_from([1, 2, 4, 7]),
-    "tight": st.booleans(),
 })
 
 
-def _tight_limit(gates: int, hidden: int, batch: int, blocks: int, itemsize: int,
-                 tensor_cores: bool = False) -> int:
-    """A shared-memory limit that leaves room for two staged columns only (so the kernel stages
-    the batch in chunks), for the forward and the backward of either layer."""
-    per = -(-hidden // max(1, min(blocks, hidden)))
-    acc = 8 if itemsize == 8 else 4
-    return max(sequence_shared_bytes(gates, hidden, per, 2, batch, 256, itemsize, acc, backward, lstm,
-                                     tensor_cores)
-               for backward in (False, True) for lstm in (True, False))
-
-
 def _with_cut(emu, case: dict, gates: int, tensor_cores: bool = False):
-    """The emulator runtime patched to ``blocks`` resident blocks (and a tight shared memory)."""
+    """The emulator runtime patched to ``blocks`` resident blocks."""
     if emu.kind != "emulator":
         pytest.skip("the cut is patched into the emulator's runtime")
     mp = pytest.MonkeyPatch()
     mp.setattr(emu.emu, "resident_blocks", lambda name, block: case["blocks"])
-    if case["tight"]:
-        limit = _tight_limit(gates, case["hidden"], case["batch"], case["blocks"],
-                             np.dtype(case["dtype"]).itemsize, tensor_cores)
-        mp.setattr(emu.emu, "shared_memory_per_block", lambda: limit)
     return mp
 
 
 @SETTINGS
 @given(case=cut_cases)
 def test_lstm_sequence_over_blocks_chunks_and_splits(emu, case):
-    """Uneven unit splits over 1 to 7 blocks, the batch staged in chunks of 2 columns or all at
-    once, split dot products (few pairs a block) and whole ones (one block, 9 units x 9 columns
-    is fewer than 256 threads: split 16 .. 1)."""
+    """Uneven unit groups over 1 to 7 blocks, products split over K (few outputs a block: up to
+    32 slices) or not, the backward's partial sums from 1 to 7 unit groups."""
     _, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, 4)
     rev, t = case["reverse"], seq_tol(case["dtype"])
     mp = _with_cut(emu, case, 4)
@@ -285,16 +292,16 @@ def test_gru_sequence_over_blocks_chunks_and_splits(emu, case, bias):
 def tc_seq_tol(dtype) -> dict:
     """Tensor cores round fp32 inputs to TF32 (10-bit mantissa: 2^-11 relative) before the exact
     products; over a few steps of sigmoids and tanh that stays within 1e-2. f64 data runs the
-    ``_tc`` kernels' scalar fallback: the float64 tolerance."""
+    kernels' scalar FMAs anyway: the float64 tolerance."""
     return {"rtol": 1e-2, "atol": 1e-2} if dtype == np.float32 else seq_tol(dtype)
 
 
 @SETTINGS
 @given(case=cut_cases, layer=st.sampled_from(["lstm", "gru"]), bias=st.booleans())
 def test_tensor_core_sequences_over_blocks_and_chunks(emu, case, layer, bias):
-    """The ``_tc`` kernels (per-step products as warp tiles through mma.sync, zero-padded where
-    4 per, 3 per, per, the chunk or H are not multiples of the tile) against the reference, over
-    the same cuts as the scalar kernels: 1 to 7 blocks, uneven units, chunked staging."""
+    """The tensor-core path (per-step products as warp tiles through mma.sync, zero-padded where
+    the gate rows, the batch columns or H are not multiples of the tile) against the reference,
+    over the same cuts as the scalar kernels: 1 to 7 blocks, uneven units, K split over warps."""
     gates = 4 if layer == "lstm" else 3
     rng, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, gates)
     rev, t = case["reverse"], tc_seq_tol(case["dtype"])
@@ -306,18 +313,18 @@ def test_tensor_core_sequences_over_blocks_and_chunks(emu, case, layer, bias):
         b_hh = rng.standard_normal(w_hh.shape[0]).astype(case["dtype"]) if bias else None
         fwd_args = (proj, w_hh, b_hh, h0, rev)
         bwd_args = lambda acts, gh, hs: (dout, dh_n, w_hh, acts, gh, hs, rev)  # noqa: E731
-    mp = _with_cut(emu, case, gates, tensor_cores=True)
+    mp = _with_cut(emu, case, gates)
     mp.setattr(rnn_twin, "TENSOR_CORES", True)
     try:
         want = reference(f"{layer}_sequence_forward")(*fwd_args)
         got = run(emu, f"{layer}_sequence_forward", *fwd_args)
-        assert emu.launches == [f"{layer}_sequence_forward_tc_{sfx}"]
+        _ran(emu, f"{layer}_sequence_forward_{sfx}", True)  # f64: scalar FMAs inside
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, **t)
         args = bwd_args(*want)
         want = reference(f"{layer}_sequence_backward")(*args)
         got = run(emu, f"{layer}_sequence_backward", *args)
-        assert emu.launches == [f"{layer}_sequence_backward_tc_{sfx}"]
+        _ran(emu, f"{layer}_sequence_backward_{sfx}", True)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, **t)
     finally:
@@ -352,13 +359,13 @@ def test_tensor_core_sequences_with_several_tiles_a_block(emu, layer, dtype):
         wide = (lambda a: a) if not half else widen
         want = reference(f"{layer}_sequence_forward")(*map(wide, fwd_args))
         got = run(emu, f"{layer}_sequence_forward", *fwd_args)
-        assert emu.launches == [f"{layer}_sequence_forward_tc_{sfx}"]
+        _ran(emu, f"{layer}_sequence_forward_{sfx}", True)  # f64: scalar FMAs inside
         for g, w in zip(got, want):
             np.testing.assert_allclose(as_float64(g), w, **t)
         args = bwd_args(*got)
         want = reference(f"{layer}_sequence_backward")(*map(wide, args))
         got = run(emu, f"{layer}_sequence_backward", *args)
-        assert emu.launches == [f"{layer}_sequence_backward_tc_{sfx}"]
+        _ran(emu, f"{layer}_sequence_backward_{sfx}", True)
         for g, w in zip(got, want):
             np.testing.assert_allclose(as_float64(g), w, **t)
 
@@ -414,18 +421,18 @@ def test_tensor_cores_follow_the_dtype_and_the_tf32_switch(monkeypatch):
 @pytest.mark.skipif(emulator.compiler() is None, reason="the emulator needs g++")
 def test_with_cupy_tf32_a_float32_layer_launches_the_tensor_core_kernels(emu, monkeypatch):
     """The switch reaches the launch: CUPY_TF32=1 turns one float32 LSTM layer's two kernels into
-    their _tc variants, whose result is within TF32 rounding of the reference."""
+    their tensor-core mode, whose result is within TF32 rounding of the reference."""
     monkeypatch.setenv("CUPY_TF32", "1")
     case = {"steps": 3, "batch": 5, "hidden": 6, "with_state": True, "dtype": np.float32, "seed": 2}
     _, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, 4)
     want = reference("lstm_sequence_forward")(proj, w_hh, h0, c0, False)
     got = run(emu, "lstm_sequence_forward", proj, w_hh, h0, c0, False)
-    assert emu.launches == ["lstm_sequence_forward_tc_f32"]
+    _ran(emu, "lstm_sequence_forward_f32", True)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, **tc_seq_tol(np.float32))
     acts, _, cs = want
     run(emu, "lstm_sequence_backward", dout, dh_n, dc_n, w_hh, acts, cs, False)
-    assert emu.launches == ["lstm_sequence_backward_tc_f32"]
+    _ran(emu, "lstm_sequence_backward_f32", True)
 
 
 def half_seq_tol(dtype) -> dict:
@@ -444,10 +451,10 @@ def test_half_sequences_against_the_float32_reference(emu, case, half, layer, tc
     tolerance)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rnn_twin, "TENSOR_CORES", tc)
-        _half_sequences(emu, case, half, layer, "_tc" if tc else "")
+        _half_sequences(emu, case, half, layer, tc)
 
 
-def _half_sequences(emu, case, half, layer, kind):
+def _half_sequences(emu, case, half, layer, tc):
     gates = 4 if layer == "lstm" else 3
     case = {**case, "dtype": np.float32, "steps": min(case["steps"], 4)}
     _, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, gates)
@@ -463,7 +470,7 @@ def _half_sequences(emu, case, half, layer, kind):
         want = reference("gru_sequence_forward")(*map(widen, (proj, w_hh, None, h0)), rev)
         got = run(emu, "gru_sequence_forward", proj, w_hh, None, h0, rev)
         grads = lambda acts, gh, hs, src: (dout, dh_n, w_hh, acts, gh, hs, rev)  # noqa: E731
-    assert emu.launches == [f"{layer}_sequence_forward{kind}_{sfx}"]
+    _ran(emu, f"{layer}_sequence_forward_{sfx}", tc)
     for g, w in zip(got, want):
         assert g.dtype == half
         np.testing.assert_allclose(as_float64(g), w, **t)
@@ -471,7 +478,7 @@ def _half_sequences(emu, case, half, layer, kind):
     args = grads(*got, None)
     want = reference(f"{layer}_sequence_backward")(*map(widen, args))
     got = run(emu, f"{layer}_sequence_backward", *args)
-    assert emu.launches == [f"{layer}_sequence_backward{kind}_{sfx}"]
+    _ran(emu, f"{layer}_sequence_backward_{sfx}", tc)
     for g, w in zip(got, want):
         assert g.dtype == half
         np.testing.assert_allclose(as_float64(g), w, **t)
@@ -509,15 +516,20 @@ def test_without_room_for_w_hh_the_twins_take_a_gemm_and_a_fused_cell_a_step(emu
 H100 = {"blocks_available": 132, "shared_limit": 227 * 1024}
 
 
-@pytest.mark.parametrize("gates, lstm, backward, itemsize, last", [
-    (4, True, False, 4, 1320), (4, True, True, 4, 1285), (3, False, False, 4, 1549),
-    (3, False, True, 4, 1463), (4, True, True, 2, 1751), (3, False, True, 2, 2104),
+@pytest.mark.parametrize("gates, lstm, backward, itemsize, tc, weights, last", [
+    (4, True, False, 4, False, None, 1320), (4, True, True, 4, False, None, 1184),
+    (3, False, False, 4, False, None, 1320), (3, False, True, 4, False, None, 1184),
+    (4, True, False, 4, True, None, 1104), (4, True, True, 4, True, None, 1184),
+    (4, True, True, 2, False, None, 1808), (4, True, True, 2, True, None, 1584),
+    (3, False, True, 2, True, None, 1584), (4, True, False, 4, True, 2, 1632),
 ])
-def test_where_w_hh_stops_fitting_on_chip(gates, lstm, backward, itemsize, last):
-    """The switch to the per-step path on an H100 at batch 64, as plan_sequence's docstring says:
-    the largest hidden size whose slice of W_hh a block holds, and none above it."""
+def test_where_w_hh_stops_fitting_on_chip(gates, lstm, backward, itemsize, tc, weights, last):
+    """The switch to the per-step path on an H100 at batch 64 (docs/lstm.md): the largest hidden
+    size whose slice of W_hh a block holds, and none above it. Scalar fp32, TF32 (its forward
+    pads the gate rows to whole tiles), 16-bit data, and half W_hh with fp32 data (autocast)."""
     def fits(hidden: int) -> bool:
-        return plan_sequence(gates, hidden, 64, itemsize, backward=backward, lstm=lstm, **H100) is not None
+        return plan_sequence(gates, hidden, 64, itemsize, backward=backward, lstm=lstm,
+                             tensor_cores=tc, weight_itemsize=weights, **H100) is not None
 
     assert fits(last) and not fits(last + 1)
     assert all(fits(h) for h in (1, 7, 64, 512, 1024)) and not any(fits(h) for h in (last + 100, 4096))
@@ -526,28 +538,153 @@ def test_where_w_hh_stops_fitting_on_chip(gates, lstm, backward, itemsize, last)
 @settings(max_examples=200, deadline=None)
 @given(gates=st.sampled_from([3, 4]), hidden=st.integers(1, 3000), batch=st.integers(1, 512),
        itemsize=st.sampled_from([2, 4, 8]), backward=st.booleans(), blocks=st.integers(1, 200),
-       limit=st.integers(1024, 256 * 1024), tc=st.booleans())
-def test_sequence_plans_fit_and_cover(gates, hidden, batch, itemsize, backward, blocks, limit, tc):
-    """Every plan fits its shared memory, covers every unit with no empty block, stages at most
-    the batch, and splits dot products only over threads that would otherwise idle (never with
-    tensor cores, whose warps compute a chunk's products into one more buffer)."""
+       limit=st.integers(1024, 256 * 1024), tc=st.booleans(), half_weights=st.booleans())
+def test_sequence_plans_fit_and_cover(gates, hidden, batch, itemsize, backward, blocks, limit, tc,
+                                      half_weights):
+    """Every plan fits its shared memory (the kernel's layout, byte for byte), covers every unit
+    and column with no empty group, keeps a batch group at 32 columns or more unless the batch is
+    smaller, splits K only in powers of two, stages h in whole 16-row chunks, and counts its round
+    trips from its own staging or reduction rounds."""
+    from tinyflow_cuda.kernels.rnn import (BARRIER_TRIPS, CELL_TRIPS, GPU_THREAD_CHOICES,
+                                           THREAD_CHOICES, operands)
+
     lstm = gates == 4
+    weights = 2 if half_weights and itemsize == 4 else None
     plan = plan_sequence(gates, hidden, batch, itemsize, backward=backward, lstm=lstm,
-                         blocks_available=blocks, shared_limit=limit, tensor_cores=tc)
-    acc = 8 if itemsize == 8 else 4
-    if plan is None:  # not even one staged column fits
-        per = -(-hidden // min(blocks, hidden))
-        assert sequence_shared_bytes(gates, hidden, per, 1, batch, 256, itemsize, acc, backward, lstm,
-                                     tc) > limit
+                         blocks_available=blocks, shared_limit=limit, tensor_cores=tc,
+                         weight_itemsize=weights)
+    if plan is None:
         return
-    assert plan.shared_mem <= limit and plan.blocks <= blocks
-    assert plan.blocks * plan.per >= hidden > (plan.blocks - 1) * plan.per
-    assert 1 <= plan.chunk <= batch
+    assert plan.shared_mem <= limit and plan.blocks == plan.groups * plan.batch_groups <= blocks
+    assert plan.groups * plan.units >= hidden > (plan.groups - 1) * plan.units
+    assert plan.batch_groups * plan.cols >= batch > (plan.batch_groups - 1) * plan.cols
+    assert plan.cols >= min(batch, 32)
+    assert plan.width >= max(32, plan.cols) and plan.width & (plan.width - 1) == 0
     assert plan.split & (plan.split - 1) == 0 and plan.split <= 32
-    assert plan.split == 1 or plan.per * plan.chunk * plan.split <= plan.threads
-    assert plan.split == 1 or not tc
-    assert plan.shared_mem == sequence_shared_bytes(gates, hidden, plan.per, plan.chunk, batch,
-                                                    plan.threads, itemsize, acc, backward, lstm, tc)
+    assert plan.threads in (GPU_THREAD_CHOICES if blocks >= 16 else THREAD_CHOICES)
+    assert backward or (plan.kchunk % 16 == 0 and 16 <= plan.kchunk <= -(-hidden // 16) * 16)
+    assert plan.trips == plan.stage_rounds + CELL_TRIPS + BARRIER_TRIPS and plan.stage_rounds >= 1
+    assert plan.shared_mem == sequence_shared_bytes(
+        hidden, plan.units, plan.width, plan.cols, plan.split, plan.kchunk, plan.threads,
+        operands(itemsize, tc, weights), backward=backward, lstm=lstm)
+    quad = 2 if itemsize == 8 else 4  # accumulators a 16-byte load
+    assert plan.partials == (2 * plan.blocks * hidden * -(-plan.cols // quad) * quad if backward else 0)
+
+
+kchunk_cases = st.fixed_dictionaries({
+    "steps": st.integers(1, 3), "batch": st.integers(1, 5), "hidden": st.integers(17, 40),
+    "reverse": st.booleans(), "with_state": st.booleans(), "dtype": FLOATS,
+    "seed": st.integers(0, 99), "blocks": st.sampled_from([1, 3]),
+})
+
+
+@settings(max_examples=10, deadline=None)
+@given(case=kchunk_cases, layer=st.sampled_from(["lstm", "gru"]), tc=st.booleans())
+def test_the_forward_stages_h_in_k_chunks(emu, case, layer, tc):
+    """Where h_{t-1} does not fit beside the block's rows of W_hh, the forward stages it 16 rows
+    at a time and adds each chunk's products to the partial sums: the same results."""
+    gates = 4 if layer == "lstm" else 3
+    rng, proj, w_hh, (h0, c0), _, _ = _sequence_inputs(case, gates)
+    itemsize = np.dtype(case["dtype"]).itemsize
+    free = plan_sequence(gates, case["hidden"], case["batch"], itemsize, backward=False,
+                         lstm=layer == "lstm", blocks_available=case["blocks"],
+                         shared_limit=227 * 1024, tensor_cores=tc)
+    limit = sequence_shared_bytes(case["hidden"], free.units, free.width, free.cols, free.split, 16,
+                                  free.threads, rnn_twin.operands(itemsize, tc),
+                                  backward=False, lstm=layer == "lstm")
+    tight = plan_sequence(gates, case["hidden"], case["batch"], itemsize, backward=False,
+                          lstm=layer == "lstm", blocks_available=case["blocks"], shared_limit=limit,
+                          tensor_cores=tc)
+    assert tight.kchunk == 16 < case["hidden"]  # two or three chunks
+    args = (proj, w_hh, h0, c0, case["reverse"]) if layer == "lstm" else \
+        (proj, w_hh, rng.standard_normal(3 * case["hidden"]).astype(case["dtype"]), h0, case["reverse"])
+    mp = _with_cut(emu, case, gates)
+    mp.setattr(emu.emu, "shared_memory_per_block", lambda: limit)
+    mp.setattr(rnn_twin, "TENSOR_CORES", tc)
+    try:
+        want = reference(f"{layer}_sequence_forward")(*args)
+        got = run(emu, f"{layer}_sequence_forward", *args)
+        assert emu.launches[0].startswith(f"{layer}_sequence_forward")
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **(tc_seq_tol if tc else seq_tol)(case["dtype"]))
+    finally:
+        mp.undo()
+
+
+@pytest.mark.parametrize("layer", ["lstm", "gru"])
+@pytest.mark.parametrize("tc", [False, True])
+def test_batch_groups_split_the_columns(emu, layer, tc):
+    """A batch of 70 over 7 blocks: 2 unit groups x 3 batch groups of 32 columns (the last one
+    6), each block staging only its columns and reducing only its partial sums; forward and
+    backward against the reference."""
+    gates = 4 if layer == "lstm" else 3
+    case = {"steps": 3, "batch": 70, "hidden": 11, "reverse": True, "with_state": True,
+            "dtype": np.float32, "seed": 7, "blocks": 7}
+    rng, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, gates)
+    plan = plan_sequence(gates, 11, 70, 4, backward=True, lstm=layer == "lstm", blocks_available=7,
+                         shared_limit=227 * 1024, tensor_cores=tc)
+    assert (plan.groups, plan.batch_groups, plan.cols) == (2, 3, 32)  # columns 32 + 32 + 6
+    if layer == "lstm":
+        fwd_args = (proj, w_hh, h0, c0, True)
+        bwd_args = lambda acts, hs, cs: (dout, dh_n, dc_n, w_hh, acts, cs, True)  # noqa: E731
+    else:
+        fwd_args = (proj, w_hh, rng.standard_normal(3 * 11).astype(np.float32), h0, True)
+        bwd_args = lambda acts, gh, hs: (dout, dh_n, w_hh, acts, gh, hs, True)  # noqa: E731
+    t = tc_seq_tol(np.float32) if tc else seq_tol(np.float32)
+    mp = _with_cut(emu, case, gates)
+    mp.setattr(rnn_twin, "TENSOR_CORES", tc)
+    try:
+        want = reference(f"{layer}_sequence_forward")(*fwd_args)
+        got = run(emu, f"{layer}_sequence_forward", *fwd_args)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **t)
+        args = bwd_args(*want)
+        want = reference(f"{layer}_sequence_backward")(*args)
+        got = run(emu, f"{layer}_sequence_backward", *args)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **t)
+    finally:
+        mp.undo()
+
+
+@SETTINGS
+@given(case=cut_cases, layer=st.sampled_from(["lstm", "gru"]), half=st.sampled_from(HALVES))
+def test_float32_sequences_with_half_w_hh_take_tensor_cores(emu, case, layer, half):
+    """Under autocast the ops hand the recurrence half W_hh with float32 data: the f32 kernel
+    (mode: tensor cores, weight kind 1 bf16 / 2 fp16) multiplies half operands and keeps states
+    and sums in float32. The reference defines the same product (tinyflow/kernels/rnn.py,
+    recurrent_weight: h and dgates rounded to W_hh's dtype, exact products summed in float32), so
+    the two agree to float32 rounding, forward and backward, over 1 to 7 blocks."""
+    gates = 4 if layer == "lstm" else 3
+    case = {**case, "dtype": np.float32}
+    rng, proj, w_hh, (h0, c0), dout, (dh_n, dc_n) = _sequence_inputs(case, gates)
+    w_half = w_hh.astype(half)
+    rev = case["reverse"]
+    if layer == "lstm":
+        fwd_args = (proj, w_half, h0, c0, rev)
+        bwd_args = lambda acts, hs, cs: (dout, dh_n, dc_n, w_half, acts, cs, rev)  # noqa: E731
+    else:
+        fwd_args = (proj, w_half, rng.standard_normal(3 * case["hidden"]).astype(np.float32), h0, rev)
+        bwd_args = lambda acts, gh, hs: (dout, dh_n, w_half, acts, gh, hs, rev)  # noqa: E731
+    mp = _with_cut(emu, case, gates)
+    try:
+        forward = reference(f"{layer}_sequence_forward")(*fwd_args)
+        got = run(emu, f"{layer}_sequence_forward", *fwd_args)
+        _ran(emu, f"{layer}_sequence_forward_f32", True, rnn_twin.weight_kind(np.float32, half))
+        for g, w in zip(got, forward):
+            assert g.dtype == np.float32
+            np.testing.assert_allclose(g, w, **seq_tol(np.float32))
+        args = bwd_args(*forward)
+        want = reference(f"{layer}_sequence_backward")(*args)
+        got = run(emu, f"{layer}_sequence_backward", *args)
+        _ran(emu, f"{layer}_sequence_backward_f32", True, rnn_twin.weight_kind(np.float32, half))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, **seq_tol(np.float32))
+    finally:
+        mp.undo()
+    if case["with_state"] or case["steps"] > 1:  # a product ran: h was rounded for it
+        widened = reference(f"{layer}_sequence_forward")(proj, w_half.astype(np.float32), *fwd_args[2:])
+        assert not all(np.array_equal(a, b) for a, b in zip(widened, forward))
 
 
 @pytest.mark.gpu

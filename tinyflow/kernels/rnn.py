@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.dtypes import is_half
 from tinyflow.kernels._cpu import array_module
 
 __all__ = [
@@ -288,6 +289,25 @@ def _check_sequence(name: str, gates: int, proj: Array, w_hh: Array) -> tuple[in
     return proj.shape[1], w_hh.shape[1], proj.shape[2]
 
 
+def recurrent_weight(w_hh: Array, dtype: Any, xp: Any) -> tuple[Array, Any]:
+    """(W_hh as the recurrence's product uses it, the dtype its other operand is rounded to).
+
+    Under autocast the sequence ops hand over half W_hh with float32 data (the GPU's tensor-core
+    kernels take both operands of the product in half precision, and keep the states and the sums
+    in float32): W_hh is widened once (exactly) and h (forward) or the gate gradients (backward)
+    are rounded to its dtype before each product, whose exact products are then summed in
+    float32, as the tensor cores do. Otherwise W_hh in the data's dtype and no rounding.
+    """
+    if is_half(w_hh.dtype) and not is_half(dtype):
+        return w_hh.astype(dtype), w_hh.dtype
+    return w_hh.astype(dtype, copy=False), None
+
+
+def operand(x: Array, rounding: Any) -> Array:
+    """``x`` rounded to ``rounding`` and back (None: ``x`` itself); see ``recurrent_weight``."""
+    return x if rounding is None else x.astype(rounding).astype(x.dtype)
+
+
 def lstm_sequence_forward(
     proj: Array, w_hh: Array, h0: Array | None, c0: Array | None, reverse: bool = False
 ) -> tuple[Array, Array, Array]:
@@ -308,12 +328,13 @@ def lstm_sequence_forward(
     init = first + 1 - out_offset
     hs[init] = 0 if h0 is None else h0
     cs[init] = 0 if c0 is None else c0
+    w, rounding = recurrent_weight(w_hh, proj.dtype, xp)
     with np.errstate(over="ignore"):
         for t in order:
             prev, new = t + 1 - out_offset, t + out_offset
             gates = acts[t]
             if t != first or h0 is not None:
-                xp.matmul(w_hh, hs[prev], out=gates)  # the only GEMM inside the loop
+                xp.matmul(w, operand(hs[prev], rounding), out=gates)  # the only GEMM inside the loop
                 gates += proj[:, t]
             else:
                 gates[...] = proj[:, t]
@@ -353,7 +374,8 @@ def lstm_sequence_backward(
     # the running gradient w.r.t. the current h, (H, B)
     dh = xp.zeros_like(cs[0]) if dh_n is None else dh_n.astype(acts.dtype, order="C")
     dc = dc_n
-    w_hh_t = xp.ascontiguousarray(w_hh.T)  # (H, 4H): BLAS runs this GEMM faster than on the view
+    w, rounding = recurrent_weight(w_hh, acts.dtype, xp)
+    w_hh_t = xp.ascontiguousarray(w.T)  # (H, 4H): BLAS runs this GEMM faster than on the view
     hidden = cs.shape[1]
     tanh_cs = None
     if hs is not None:  # (T, H, B): tanh(c_t) = h_t / o_t, see above
@@ -367,7 +389,7 @@ def lstm_sequence_backward(
         known = None if tanh_cs is None else tanh_cs[t]
         dc = _lstm_step_backward(dh, dc, acts[t], cs[prev], cs[new], dgates[t], hidden, xp, dc_bufs[k % 2], scratch,
                                  known)  # fmt: skip
-        xp.matmul(w_hh_t, dgates[t], out=dh)  # dh_prev
+        xp.matmul(w_hh_t, operand(dgates[t], rounding), out=dh)  # dh_prev
     return dgates, dh, dc
 
 
@@ -388,10 +410,11 @@ def gru_sequence_forward(
     order, out_offset = sequence_slots(steps, reverse)
     hs[order[0] + 1 - out_offset] = 0 if h0 is None else h0
     bias = None if b_hh is None else b_hh[:, None]  # (3H, 1)
+    w, rounding = recurrent_weight(w_hh, proj.dtype, xp)
     with np.errstate(over="ignore"):
         for t in order:
             prev, new = t + 1 - out_offset, t + out_offset
-            xp.matmul(w_hh, hs[prev], out=gh[t])
+            xp.matmul(w, operand(hs[prev], rounding), out=gh[t])
             if bias is not None:
                 gh[t] += bias
             acts[t] = proj[:, t]
@@ -422,7 +445,8 @@ def gru_sequence_backward(
     dgi = xp.empty((acts.shape[1], steps, acts.shape[2]), dtype=acts.dtype).transpose(1, 0, 2)
     dgh = xp.empty((acts.shape[1], steps, acts.shape[2]), dtype=acts.dtype).transpose(1, 0, 2)
     dh = xp.zeros_like(hs[0]) if dh_n is None else dh_n.astype(acts.dtype, order="C")  # (H, B)
-    w_hh_t = xp.ascontiguousarray(w_hh.T)  # (H, 3H)
+    w, rounding = recurrent_weight(w_hh, acts.dtype, xp)
+    w_hh_t = xp.ascontiguousarray(w.T)  # (H, 3H)
     hidden = hs.shape[1]
     recurrent = xp.empty_like(dh)  # W_hh^T dgh_t of each step, (H, B)
     for t in reversed(order):
@@ -430,5 +454,5 @@ def gru_sequence_backward(
         dh += dout[t]
         _gru_step_backward(dh, acts[t], gh[t], hs[prev], dgi[t], dgh[t], hidden, xp)
         dh *= acts[t, hidden : 2 * hidden]  # dh_prev = dh * z + W_hh^T dgh_t
-        dh += xp.matmul(w_hh_t, dgh[t], out=recurrent)
+        dh += xp.matmul(w_hh_t, operand(dgh[t], rounding), out=recurrent)
     return dgi, dgh, dh

@@ -414,6 +414,11 @@ inline unsigned int __float_as_uint(float f) {
     std::memcpy(&bits, &f, sizeof bits);
     return bits;
 }
+inline long long __double_as_longlong(double d) {
+    long long bits;
+    std::memcpy(&bits, &d, sizeof bits);
+    return bits;
+}
 inline double __longlong_as_double(long long bits) {
     double d;
     std::memcpy(&d, &bits, sizeof d);

@@ -41,6 +41,7 @@
 #include <link.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -137,6 +138,25 @@ inline Row& row_for(std::uint32_t site, std::uint32_t write, std::uint32_t arg) 
     return state.rows.back();
 }
 
+// A request: one site's load or store by the lanes of one warp, the n-th time each runs it.
+template <typename E>
+inline auto request_of(const E& e) {
+    return std::make_tuple(e.site, e.write, e.block, e.thread / kWarp, e.occurrence);
+}
+template <typename E>
+inline bool same_request(const E& a, const E& b) {
+    return request_of(a) == request_of(b);
+}
+
+// Sort events by request, and within one by `within`.
+template <typename E, typename Less>
+inline void sort_requests(std::vector<E>& events, Less within) {
+    std::sort(events.begin(), events.end(), [&](const E& a, const E& b) {
+        const auto ra = request_of(a), rb = request_of(b);
+        return ra != rb ? ra < rb : within(a, b);
+    });
+}
+
 inline BankRow& bank_row_for(std::uint32_t site, std::uint32_t write) {
     const std::uint64_t key = (std::uint64_t(site) << 1) | write;
     auto found = state.bank_row_index.find(key);
@@ -162,19 +182,7 @@ inline std::uint64_t phase_wavefronts(std::vector<std::pair<unsigned, std::uint6
 // Group the buffered shared-memory events into warp-wide requests and add them to the bank rows.
 inline void fold_shared() {
     auto& ev = state.shared_events;
-    auto request_less = [](const SharedEvent& a, const SharedEvent& b) {
-        if (a.site != b.site) return a.site < b.site;
-        if (a.write != b.write) return a.write < b.write;
-        if (a.block != b.block) return a.block < b.block;
-        if (a.thread / kWarp != b.thread / kWarp) return a.thread / kWarp < b.thread / kWarp;
-        if (a.occurrence != b.occurrence) return a.occurrence < b.occurrence;
-        return a.thread < b.thread;
-    };
-    auto same_request = [](const SharedEvent& a, const SharedEvent& b) {
-        return a.site == b.site && a.write == b.write && a.block == b.block &&
-               a.thread / kWarp == b.thread / kWarp && a.occurrence == b.occurrence;
-    };
-    std::sort(ev.begin(), ev.end(), request_less);
+    sort_requests(ev, [](const SharedEvent& a, const SharedEvent& b) { return a.thread < b.thread; });
     std::vector<std::pair<unsigned, std::uint64_t>> words;
     for (std::size_t begin = 0; begin < ev.size();) {
         std::size_t end = begin + 1;
@@ -212,21 +220,9 @@ inline void fold_shared() {
 // Group the buffered events into warp-wide requests and add them to the rows.
 inline void fold() {
     auto& ev = state.events;
-    auto request_less = [](const Event& a, const Event& b) {
-        if (a.site != b.site) return a.site < b.site;
-        if (a.write != b.write) return a.write < b.write;
-        if (a.block != b.block) return a.block < b.block;
-        if (a.thread / kWarp != b.thread / kWarp) return a.thread / kWarp < b.thread / kWarp;
-        if (a.occurrence != b.occurrence) return a.occurrence < b.occurrence;
-        if (a.arg != b.arg) return a.arg < b.arg;
-        if (a.sector != b.sector) return a.sector < b.sector;
-        return a.thread < b.thread;
-    };
-    auto same_request = [](const Event& a, const Event& b) {
-        return a.site == b.site && a.write == b.write && a.block == b.block &&
-               a.thread / kWarp == b.thread / kWarp && a.occurrence == b.occurrence;
-    };
-    std::sort(ev.begin(), ev.end(), request_less);
+    sort_requests(ev, [](const Event& a, const Event& b) {
+        return std::tie(a.arg, a.sector, a.thread) < std::tie(b.arg, b.sector, b.thread);
+    });
     for (std::size_t begin = 0; begin < ev.size();) {
         std::size_t end = begin + 1;
         while (end < ev.size() && same_request(ev[begin], ev[end])) ++end;

@@ -1,6 +1,19 @@
-// Warp-level tensor-core tile products (mma.sync) for the persistent recurrences of rnn.cu.
+// Block-level tools of the persistent recurrences (rnn.cu): 16-byte moves with many loads in
+// flight, the shared-memory tile layouts, and warp-level tensor-core tile products (mma.sync).
 //
-// Two instructions, both D = A B + C with fp32 accumulators, A (M x K) row-major, B (K x N)
+// Layouts (each conflict-free for the accesses made of it: tinyflow_cuda/bank_conflicts.py,
+// tests/test_bank_conflicts.py and tests/kernels/test_rnn_banks.py measure them):
+// - an A operand (a W_hh slice) is row-major with rows `ld` 4-byte words apart, ld % 8 == 4
+//   (lead_words): the 8 rows x 4 words of a fragment load then fall in 32 distinct banks;
+// - a B operand or a product (staged h, gate gradients, partial sums) is "swizzled rows": N
+//   elements a row (N a power of two >= 32, no padding), element (r, c) at r * N + swz(r, c),
+//   swz(r, c) = c ^ ((r & 3) << 3). A row's 32-element groups stay whole, so 32 lanes on 32
+//   consecutive columns and a quarter warp storing 8 consecutive 16-byte quads are conflict-free;
+//   the 4 rows x 8 columns of a B fragment load land in 4 different 8-bank groups.
+// 16-bit operands are stored as pairs along K in 32-bit words (the low half first): A rows hold
+// K / 2 words, B holds K / 2 "pair rows" of N words; each fragment register is one word.
+//
+// The instructions, both D = A B + C with fp32 accumulators, A (M x K) row-major, B (K x N)
 // column-major ("row.col"), one 16 x 8 tile of D per warp:
 // - mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32   (fp32 data rounded to TF32: 10-bit mantissa)
 // - mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32  (and .f16.f16 for fp16 data)
@@ -18,20 +31,124 @@
 // its own four D elements from the whole tiles (exact products, summed in double, added to its C,
 // rounded once to fp32), and the warp meets again before the scratch is reused. A fragment put in
 // the wrong place gives a wrong product there, which tests/kernels/test_mma_emulation.py checks.
-//
-// block_products() is what rnn.cu calls: a (M x N) = (M x K) (K x N) product of shared-memory
-// operands by every warp of the block, zero-padded at the edges (M, N, K need not be multiples of
-// the tile). Its double overload is the scalar fallback (there is no fp64 tensor-core path here).
 #pragma once
 #include "common.cuh"
 
-// The lane of the calling thread (threads numbered x fastest, as CUDA forms warps).
+template <typename A, typename B> struct same_type { static constexpr bool value = false; };
+template <typename A> struct same_type<A, A> { static constexpr bool value = true; };
+
+// The lane and warp of the calling thread (threads numbered x fastest, as CUDA forms warps).
 __device__ __forceinline__ unsigned mma_lane() {
     return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
 }
 __device__ __forceinline__ unsigned mma_warp() {
     return (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) >> 5;
 }
+
+// log2 of a power of two.
+__device__ __forceinline__ int log2_of(int n) {
+    int s = 0;
+    while ((1 << s) < n) ++s;
+    return s;
+}
+
+// The row length (4-byte words) of an A operand holding `words` a row: the next one that is 4 more
+// than a multiple of 8 (tinyflow_cuda/kernels/rnn.py's lead_words is the same). Rows g = 0..7
+// then start at 8 distinct multiples of 4 banks (g * ld mod 32), and the 8 rows x 4 words of a
+// fragment load fill the 32 banks.
+__device__ __forceinline__ int lead_words(int words) { return words + (12 - words % 8) % 8; }
+
+// Column c of row r of a swizzled tile (see the top).
+__device__ __forceinline__ int swz(int r, int c) { return c ^ ((r & 3) << 3); }
+
+// The (row, col) of flat index first, first + stride, ... in a space of `cols` columns, advanced
+// with an add and a compare: one division per thread, none per element.
+struct Walk {
+    int row, col;
+    int cols, drow, dcol;
+    __device__ Walk(int first, int stride, int cols_)
+        : row(first / cols_), col(first % cols_), cols(cols_), drow(stride / cols_),
+          dcol(stride % cols_) {}
+    __device__ void next() {
+        row += drow;
+        col += dcol;
+        if (col >= cols) {
+            col -= cols;
+            ++row;
+        }
+    }
+};
+
+// ---- 16-byte moves, many in flight --------------------------------------------------------------
+struct alignas(16) Quad {
+    unsigned w[4];
+};
+
+// Two floats stored as one 8-byte access (st.v2 / b64; one access in the emulator too, whose
+// bank-conflict report then sees what the GPU does).
+__device__ __forceinline__ void store_pair(float* p, float x, float y) {
+    *reinterpret_cast<unsigned long long*>(p) =
+        (unsigned long long)__float_as_uint(x) | ((unsigned long long)__float_as_uint(y) << 32);
+}
+
+// 16 bytes at p (16-byte aligned) written by another block before the last grid barrier: through
+// L2 (ld.global.cg.v4: never a stale L1 line).
+__device__ __forceinline__ Quad load_quad_cg(const void* p) {
+    Quad q;
+#ifdef TINYFLOW_EMULATOR
+    q = *reinterpret_cast<const Quad*>(p);
+#else
+    asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(q.w[0]), "=r"(q.w[1]), "=r"(q.w[2]), "=r"(q.w[3])
+                 : "l"(p));
+#endif
+    return q;
+}
+
+// One element written by another block before the last grid barrier, through L2.
+__device__ __forceinline__ float load_cg(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ double load_cg(const double* p) { return __ldcg(p); }
+__device__ __forceinline__ f16_t load_cg(const f16_t* p) {
+    return f16_t{__ldcg(reinterpret_cast<const unsigned short*>(p))};
+}
+__device__ __forceinline__ bf16_t load_cg(const bf16_t* p) {
+    return bf16_t{__ldcg(reinterpret_cast<const unsigned short*>(p))};
+}
+
+constexpr int kInFlight = 8;  // 16-byte loads each thread issues before it waits for the first
+
+// Every (row, col) of a rows x cols space, spread over the block's threads, kItems items a thread
+// at a time: a thread issues the loads of its next kItems items (load(row, col)), then stores
+// them (store(row, col, value)), so that no load waits for the one before it (kItems = kInFlight
+// for one 16-byte load an item). Items run along the columns first (consecutive threads,
+// consecutive columns). One division per thread (Walk); the stores walk the items again.
+// `start`: Walk(threadIdx.x, blockDim.x, cols), made once where a kernel repeats the loop (per
+// time step), so that no division runs inside its loops.
+template <int kItems = kInFlight, typename Load, typename Store>
+__device__ __forceinline__ void in_flight(Walk start, int rows, Load load, Store store) {
+    const int threads = (int)blockDim.x, n = rows * start.cols;
+    Walk at = start;
+    for (int first = (int)threadIdx.x; first < n; first += kItems * threads) {
+        decltype(load(0, 0)) value[kItems];
+        Walk again = at;
+#pragma unroll
+        for (int i = 0; i < kItems; ++i) {
+            if (first + i * threads < n) value[i] = load(at.row, at.col);
+            at.next();
+        }
+#pragma unroll
+        for (int i = 0; i < kItems; ++i) {
+            if (first + i * threads < n) store(again.row, again.col, value[i]);
+            again.next();
+        }
+    }
+}
+template <int kItems = kInFlight, typename Load, typename Store>
+__device__ __forceinline__ void in_flight(int rows, int cols, Load load, Store store) {
+    in_flight<kItems>(Walk((int)threadIdx.x, (int)blockDim.x, cols > 0 ? cols : 1), rows, load, store);
+}
+
+// ---- the instructions ---------------------------------------------------------------------------
 
 // fp32 -> TF32 as cvt.rna.tf32.f32: round to nearest, ties away from zero, to a 10-bit mantissa
 // (the low 13 bits become zero); infinities and NaN pass unchanged.
@@ -66,48 +183,13 @@ inline float from_tf32(unsigned bits) { return __uint_as_float(bits & 0xffffe000
 inline float from_bf16(unsigned short bits) { return to_acc(bf16_t{bits}); }
 inline float from_f16(unsigned short bits) { return to_acc(f16_t{bits}); }
 
-// The rendezvous: every lane has put its A and B elements into `tiles`; each lane computes its
-// four accumulators d (c0..c3 of the C/D fragment) += sum over k < K of A(row, k) B(k, col).
-inline void multiply(float (&d)[4], const Tiles& tiles, int K) {
-    emu::sync_warp();  // all fragments deposited
+// Deposit one lane's fragments as fp32: m16n8k8 (tf32 words) or m16n8k16 (16-bit pairs, widened).
+inline void deposit_k8(Tiles& tiles, const unsigned (&a)[4], const unsigned (&b)[2]) {
     const unsigned lane = mma_lane(), g = lane >> 2, t = lane & 3u;
-    for (int i = 0; i < 4; ++i) {
-        const unsigned row = g + (i >= 2 ? 8u : 0u), col = 2u * t + (unsigned)(i & 1);
-        double sum = 0.0;  // products of tf32 / 16-bit values are exact in double
-        for (int k = 0; k < K; ++k) sum += (double)tiles.a[row][k] * (double)tiles.b[k][col];
-        d[i] = (float)(sum + (double)d[i]);
-    }
-    emu::sync_warp();  // all lanes done reading before the scratch is reused
+    for (int r = 0; r < 4; ++r)  // a0..a3: rows g, g + 8, g, g + 8; cols t, t, t + 4, t + 4
+        tiles.a[g + ((r & 1) ? 8u : 0u)][t + (r >= 2 ? 4u : 0u)] = from_tf32(a[r]);
+    for (int r = 0; r < 2; ++r) tiles.b[t + (r ? 4u : 0u)][g] = from_tf32(b[r]);
 }
-}  // namespace mma_emu
-#endif
-
-// d (this lane's C/D fragment) += A (16 x 8, tf32) B (8 x 8, tf32), one warp, all 32 lanes.
-__device__ __forceinline__ void mma_tf32_m16n8k8(float (&d)[4], const unsigned (&a)[4],
-                                                 const unsigned (&b)[2]) {
-#ifdef TINYFLOW_EMULATOR
-    using namespace mma_emu;
-    Tiles& tiles = *reinterpret_cast<Tiles*>(emu::warp_scratch());
-    const unsigned lane = mma_lane(), g = lane >> 2, t = lane & 3u;
-    tiles.a[g][t] = from_tf32(a[0]);
-    tiles.a[g + 8][t] = from_tf32(a[1]);
-    tiles.a[g][t + 4] = from_tf32(a[2]);
-    tiles.a[g + 8][t + 4] = from_tf32(a[3]);
-    tiles.b[t][g] = from_tf32(b[0]);
-    tiles.b[t + 4][g] = from_tf32(b[1]);
-    multiply(d, tiles, 8);
-#else
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
-
-#ifdef TINYFLOW_EMULATOR
-namespace mma_emu {
-// Deposit one lane's m16n8k16 fragments (16-bit pairs) as fp32, widened by `widen`.
 template <typename Widen>
 inline void deposit_k16(Tiles& tiles, const unsigned (&a)[4], const unsigned (&b)[2], Widen widen) {
     const unsigned lane = mma_lane(), g = lane >> 2, t = lane & 3u;
@@ -122,170 +204,164 @@ inline void deposit_k16(Tiles& tiles, const unsigned (&a)[4], const unsigned (&b
         tiles.b[row + 1][g] = widen((unsigned short)(b[r] >> 16));
     }
 }
-}  // namespace mma_emu
-#endif
 
-// d += A (16 x 16, bf16) B (16 x 8, bf16), fp32 accumulators, one warp.
-__device__ __forceinline__ void mma_bf16_m16n8k16(float (&d)[4], const unsigned (&a)[4],
-                                                  const unsigned (&b)[2]) {
-#ifdef TINYFLOW_EMULATOR
-    using namespace mma_emu;
+// The rendezvous: every lane has put its A and B elements into its warp's tiles; each lane
+// computes its four accumulators d (c0..c3 of the C/D fragment) += sum over k < K of A(row, k)
+// B(k, col). `deposit` puts this lane's fragments in place first.
+template <typename Deposit>
+inline void multiply(float (&d)[4], int K, Deposit deposit) {
     Tiles& tiles = *reinterpret_cast<Tiles*>(emu::warp_scratch());
-    deposit_k16(tiles, a, b, from_bf16);
-    multiply(d, tiles, 16);
-#else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
+    deposit(tiles);
+    emu::sync_warp();  // all fragments deposited
+    const unsigned lane = mma_lane(), g = lane >> 2, t = lane & 3u;
+    for (int i = 0; i < 4; ++i) {
+        const unsigned row = g + (i >= 2 ? 8u : 0u), col = 2u * t + (unsigned)(i & 1);
+        double sum = 0.0;  // products of tf32 / 16-bit values are exact in double
+        for (int k = 0; k < K; ++k) sum += (double)tiles.a[row][k] * (double)tiles.b[k][col];
+        d[i] = (float)(sum + (double)d[i]);
+    }
+    emu::sync_warp();  // all lanes done reading before the scratch is reused
 }
+}  // namespace mma_emu
+#define TF_MMA_EMULATED(K, deposit_call) \
+    mma_emu::multiply(d, K, [&](mma_emu::Tiles& tiles) { deposit_call; })
+#endif
 
-// d += A (16 x 16, fp16) B (16 x 8, fp16), fp32 accumulators, one warp.
-__device__ __forceinline__ void mma_f16_m16n8k16(float (&d)[4], const unsigned (&a)[4],
+// d (this lane's C/D fragment) += A (16 x 8, tf32) B (8 x 8, tf32), one warp, all 32 lanes.
+__device__ __forceinline__ void mma_tf32_m16n8k8(float (&d)[4], const unsigned (&a)[4],
                                                  const unsigned (&b)[2]) {
 #ifdef TINYFLOW_EMULATOR
-    using namespace mma_emu;
-    Tiles& tiles = *reinterpret_cast<Tiles*>(emu::warp_scratch());
-    deposit_k16(tiles, a, b, from_f16);
-    multiply(d, tiles, 16);
+    TF_MMA_EMULATED(8, mma_emu::deposit_k8(tiles, a, b));
 #else
     asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
         "{%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #endif
 }
 
-// ---- block-wide products of shared-memory operands ---------------------------------------------
+// d += A (16 x 16) B (16 x 8), 16-bit inputs (bf16, or fp16 where kBf16 is false), fp32 sums.
+template <bool kBf16>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4],
+                                             const unsigned (&b)[2]) {
+#ifdef TINYFLOW_EMULATOR
+    TF_MMA_EMULATED(16, mma_emu::deposit_k16(tiles, a, b,
+                                             kBf16 ? mma_emu::from_bf16 : mma_emu::from_f16));
+#else
+    if constexpr (kBf16)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+__device__ __forceinline__ void mma_bf16_m16n8k16(float (&d)[4], const unsigned (&a)[4],
+                                                  const unsigned (&b)[2]) {
+    mma_m16n8k16<true>(d, a, b);
+}
+__device__ __forceinline__ void mma_f16_m16n8k16(float (&d)[4], const unsigned (&a)[4],
+                                                 const unsigned (&b)[2]) {
+    mma_m16n8k16<false>(d, a, b);
+}
 
-// One operand element in the instruction's input format, zero outside the matrix (padded tiles).
-// TF32 bits from fp32 data; raw 16 bits from bf16 / fp16 data or from fp32 values that are exactly
-// representable (the staged columns of a 16-bit recurrence: rounding them is exact).
-template <typename In> struct MmaInput;
-template <> struct MmaInput<float> {  // tf32
+// ---- tiles of the shared-memory layouts ---------------------------------------------------------
+
+// The instruction for operands of type In, its fragments loaded from the layouts above (words:
+// tf32 values, or pairs of 16-bit values along K). a: the A operand, lda words a row; b: the B
+// operand's swizzled rows of N words (pair rows for 16-bit). r0, n0: the tile's first row and
+// column; k0: its first K index (a multiple of kK).
+template <typename In> struct Mma;
+template <> struct Mma<float> {  // tf32: the layouts hold values already rounded (to_tf32)
     static constexpr int kK = 8;
-    __device__ static unsigned get(float v) { return to_tf32(v); }
+    __device__ static void load_a(unsigned (&fa)[4], const unsigned* a, int lda, int r0, int k0) {
+        const unsigned lane = mma_lane();
+        const unsigned* p = a + (r0 + (int)(lane >> 2)) * lda + k0 + (int)(lane & 3u);
+        fa[0] = p[0];
+        fa[1] = p[8 * lda];
+        fa[2] = p[4];
+        fa[3] = p[8 * lda + 4];
+    }
+    __device__ static void load_b(unsigned (&fb)[2], const unsigned* b, int N, int k0, int n0) {
+        const unsigned lane = mma_lane();
+        const int k = k0 + (int)(lane & 3u), c = n0 + (int)(lane >> 2);
+        fb[0] = b[k * N + swz(k, c)];
+        fb[1] = b[(k + 4) * N + swz(k + 4, c)];
+    }
     __device__ static void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
         mma_tf32_m16n8k8(d, a, b);
     }
 };
-template <> struct MmaInput<bf16_t> {
+template <typename Half> struct Mma16 {  // bf16 / fp16: pairs along K in each word
     static constexpr int kK = 16;
+    __device__ static void load_a(unsigned (&fa)[4], const unsigned* a, int lda, int r0, int k0) {
+        const unsigned lane = mma_lane();
+        const unsigned* p = a + (r0 + (int)(lane >> 2)) * lda + k0 / 2 + (int)(lane & 3u);
+        fa[0] = p[0];
+        fa[1] = p[8 * lda];
+        fa[2] = p[4];
+        fa[3] = p[8 * lda + 4];
+    }
+    __device__ static void load_b(unsigned (&fb)[2], const unsigned* b, int N, int k0, int n0) {
+        const unsigned lane = mma_lane();
+        const int kp = k0 / 2 + (int)(lane & 3u), c = n0 + (int)(lane >> 2);
+        fb[0] = b[kp * N + swz(kp, c)];
+        fb[1] = b[(kp + 4) * N + swz(kp + 4, c)];
+    }
     __device__ static void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        mma_bf16_m16n8k16(d, a, b);
+        mma_m16n8k16<same_type<Half, bf16_t>::value>(d, a, b);
     }
-    __device__ static unsigned short get(bf16_t v) { return v.bits; }
-    __device__ static unsigned short get(float v) { return from_acc<bf16_t>(v).bits; }
 };
-template <> struct MmaInput<f16_t> {
-    static constexpr int kK = 16;
-    __device__ static void mma(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-        mma_f16_m16n8k16(d, a, b);
+template <> struct Mma<bf16_t> : Mma16<bf16_t> {};
+template <> struct Mma<f16_t> : Mma16<f16_t> {};
+
+// d += A[r0.., k_lo..k_hi) B[k_lo..k_hi), n0..): the tile's share of K in [k_lo, k_hi) (multiples of
+// kK). B's rows are counted from b_row0 (the K index of its first row: a staged chunk).
+template <typename In>
+__device__ __forceinline__ void mma_span(float (&d)[4], const unsigned* a, int lda, const unsigned* b,
+                                         int N, int b_row0, int r0, int n0, int k_lo, int k_hi) {
+    for (int k0 = k_lo; k0 < k_hi; k0 += Mma<In>::kK) {
+        unsigned fa[4], fb[2];
+        Mma<In>::load_a(fa, a, lda, r0, k0);
+        Mma<In>::load_b(fb, b, N, k0 - b_row0, n0);
+        Mma<In>::mma(d, fa, fb);
     }
-    __device__ static unsigned short get(f16_t v) { return v.bits; }
-    __device__ static unsigned short get(float v) { return from_acc<f16_t>(v).bits; }
+}
+
+// Where this lane's four accumulators of a tile at (r0, n0) belong: (row, col) of c0 (c1 is the
+// next column), and of c2 (c3 next).
+struct FragmentPlace {
+    int row0, row1, col;
+    __device__ FragmentPlace(int r0, int n0) {
+        const unsigned lane = mma_lane();
+        row0 = r0 + (int)(lane >> 2);
+        row1 = row0 + 8;
+        col = n0 + 2 * (int)(lane & 3u);
+    }
 };
 
-// A (row r, col k) = a[r * lda + k], r < M, k < K, else zero.
-template <typename In, typename TA>
-__device__ __forceinline__ auto mma_a(const TA* a, int lda, int M, int K, int r, int k) {
-    using R = decltype(MmaInput<In>::get(TA{}));
-    return (r < M && k < K) ? MmaInput<In>::get(a[r * lda + k]) : R(0);
+// Load a tile's accumulators from a swizzled fp32 tile of N columns, and store them (8-byte
+// accesses: c0 c1, c2 c3).
+__device__ __forceinline__ void load_tile_swizzled(float (&d)[4], const float* in, int N, int r0,
+                                                   int n0) {
+    const FragmentPlace at(r0, n0);
+    const float* p0 = in + at.row0 * N + swz(at.row0, at.col);
+    const float* p1 = in + at.row1 * N + swz(at.row1, at.col);
+    const unsigned long long v0 = *reinterpret_cast<const unsigned long long*>(p0);
+    const unsigned long long v1 = *reinterpret_cast<const unsigned long long*>(p1);
+    d[0] = __uint_as_float((unsigned)v0), d[1] = __uint_as_float((unsigned)(v0 >> 32));
+    d[2] = __uint_as_float((unsigned)v1), d[3] = __uint_as_float((unsigned)(v1 >> 32));
 }
-
-// The tile loop shared by both shapes: warps take 16 x 8 tiles of D in turn; every lane of a warp
-// runs the same trips (mma.sync needs the whole warp).
-//   out[r * ldo + c] = sum over k < K of a[r * lda + k] * b[c * ldb + k],  r < M, c < N
-// a (M, K) row-major, b (K, N) column-major (each column contiguous: the staged columns of
-// rnn.cu), out (M, N) row-major, all in shared memory. Called by every thread of the block.
-template <typename In, typename TA>
-__device__ void block_products_tc(float* out, int ldo, const TA* a, int lda, const float* b,
-                                  int ldb, int M, int N, int K) {
-    constexpr int KK = MmaInput<In>::kK;
-    const unsigned lane = mma_lane(), g = lane >> 2, t = lane & 3u;
-    const int warps = (int)((blockDim.x * blockDim.y * blockDim.z) >> 5);
-    if (M <= 0 || N <= 0) return;
-    const int tiles_m = (M + 15) / 16, tiles_n = (N + 7) / 8;
-    // warp w takes tiles w, w + warps, ... in row-major order, as (tile row, tile col) advanced by
-    // subtraction: no division (warps is at most 32, a tile row usually wider)
-    int tile_r = 0, tile_c = (int)mma_warp();
-    while (tile_c >= tiles_n) {
-        tile_c -= tiles_n;
-        ++tile_r;
-    }
-    for (; tile_r < tiles_m; tile_c += warps) {
-        while (tile_c >= tiles_n) {
-            tile_c -= tiles_n;
-            ++tile_r;
-        }
-        if (tile_r >= tiles_m) break;
-        const int r0 = tile_r * 16, c0 = tile_c * 8;
-        const int ra = r0 + (int)g, rb = ra + 8, col = c0 + (int)g;  // A rows, B column of this lane
-        float d[4] = {0.f, 0.f, 0.f, 0.f};
-        for (int k0 = 0; k0 < K; k0 += KK) {
-            unsigned fa[4], fb[2];
-            if constexpr (KK == 8) {  // tf32 m16n8k8
-                const int k = k0 + (int)t;
-                fa[0] = mma_a<In>(a, lda, M, K, ra, k);
-                fa[1] = mma_a<In>(a, lda, M, K, rb, k);
-                fa[2] = mma_a<In>(a, lda, M, K, ra, k + 4);
-                fa[3] = mma_a<In>(a, lda, M, K, rb, k + 4);
-                fb[0] = mma_a<In>(b, ldb, N, K, col, k);  // B (k, col) = b[col * ldb + k]
-                fb[1] = mma_a<In>(b, ldb, N, K, col, k + 4);
-                MmaInput<In>::mma(d, fa, fb);
-            } else {  // 16-bit m16n8k16
-                const int k = k0 + 2 * (int)t;
-                fa[0] = pack16(mma_a<In>(a, lda, M, K, ra, k), mma_a<In>(a, lda, M, K, ra, k + 1));
-                fa[1] = pack16(mma_a<In>(a, lda, M, K, rb, k), mma_a<In>(a, lda, M, K, rb, k + 1));
-                fa[2] = pack16(mma_a<In>(a, lda, M, K, ra, k + 8),
-                               mma_a<In>(a, lda, M, K, ra, k + 9));
-                fa[3] = pack16(mma_a<In>(a, lda, M, K, rb, k + 8),
-                               mma_a<In>(a, lda, M, K, rb, k + 9));
-                fb[0] = pack16(mma_a<In>(b, ldb, N, K, col, k), mma_a<In>(b, ldb, N, K, col, k + 1));
-                fb[1] = pack16(mma_a<In>(b, ldb, N, K, col, k + 8),
-                               mma_a<In>(b, ldb, N, K, col, k + 9));
-                MmaInput<In>::mma(d, fa, fb);
-            }
-        }
-        const int rows[2] = {ra, rb};
-        for (int i = 0; i < 4; ++i) {  // c0 c1 on row g, c2 c3 on row g + 8; cols 2t, 2t + 1
-            const int r = rows[i >> 1], c = c0 + 2 * (int)t + (i & 1);
-            if (r < M && c < N) out[r * ldo + c] = d[i];
-        }
-    }
-}
-
-// block_products: the same product in the accumulate type of the data T: tensor cores for fp32
-// (TF32), bf16 and fp16 data; scalar FMAs for fp64 (no fp64 mma here), one output a thread.
-__device__ inline void block_products(float* out, int ldo, const float* a, int lda,
-                                      const float* b, int ldb, int M, int N, int K) {
-    block_products_tc<float>(out, ldo, a, lda, b, ldb, M, N, K);
-}
-__device__ inline void block_products(float* out, int ldo, const bf16_t* a, int lda,
-                                      const float* b, int ldb, int M, int N, int K) {
-    block_products_tc<bf16_t>(out, ldo, a, lda, b, ldb, M, N, K);
-}
-__device__ inline void block_products(float* out, int ldo, const f16_t* a, int lda,
-                                      const float* b, int ldb, int M, int N, int K) {
-    block_products_tc<f16_t>(out, ldo, a, lda, b, ldb, M, N, K);
-}
-__device__ inline void block_products(double* out, int ldo, const double* a, int lda,
-                                      const double* b, int ldb, int M, int N, int K) {
-    const int threads = (int)(blockDim.x * blockDim.y * blockDim.z);
-    const int tid = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
-    if (M <= 0 || N <= 0) return;
-    int r = 0, c = tid;  // this thread's outputs tid, tid + threads, ... as (row, col): no division
-    for (;; c += threads) {
-        while (c >= N) {
-            c -= N;
-            ++r;
-        }
-        if (r >= M) break;
-        double sum = 0.0;
-        for (int k = 0; k < K; ++k) sum += a[r * lda + k] * b[c * ldb + k];
-        out[r * ldo + c] = sum;
-    }
+__device__ __forceinline__ void store_tile_swizzled(float* out, int N, const float (&d)[4], int r0,
+                                                    int n0) {
+    const FragmentPlace at(r0, n0);
+    store_pair(out + at.row0 * N + swz(at.row0, at.col), d[0], d[1]);
+    store_pair(out + at.row1 * N + swz(at.row1, at.col), d[2], d[3]);
 }

@@ -1,5 +1,6 @@
 // Fused LSTM and GRU cells, and the whole recurrence of a layer as one persistent kernel
-// (tinyflow/kernels/rnn.py is the reference; docs/lstm.md draws who holds what).
+// (tinyflow/kernels/rnn.py is the reference; docs/lstm.md draws who holds what and what a step
+// costs).
 //
 // Cells: the GEMMs stay in cuBLAS; these kernels do every element-wise step of one time step in
 // a single pass, one thread per (hidden unit j, batch column b). The layout is the reference's
@@ -11,33 +12,38 @@
 // half types load to fp32, compute and keep their running state in fp32, and round once on store.
 //
 // Sequences (*_sequence_*): one cooperative launch runs all T steps of one layer in one
-// direction, the way Persistent RNNs (Diamos et al., 2016) do:
-// - block b owns the hidden units [b * per, b * per + own) and copies its slice of W_hh into
-//   shared memory ONCE for the whole sequence (forward: the G gate rows of its units, (G*own, H);
-//   backward: the columns of its units, (own, G*H), i.e. its rows of W_hh^T);
-// - at each step it stages the vector every unit needs, h_{t-1} (forward) or the step's gate
-//   gradients dgates_t (backward), from global memory into shared memory once per block, in
-//   chunks of `chunk` batch columns (coalesced loads along the batch, stored column-major with
-//   one word of padding so that the dot products read consecutive banks);
-// - `split` consecutive threads share one (unit, column) dot product, each summing every
-//   split-th term, then add their partial sums through shared memory (a block reduction);
-// - the cell (or cell backward) of the block's units runs right there; the running state of its
-//   own units (c in the forward; dh and dc in the backward) never leaves shared memory;
-// - the grid synchronises ONCE per step (grid_sync, cooperative groups): h_t (or dgates_t) is
-//   then complete for every block.
-// The *_tc_* entry points are the same kernels with the per-step products on tensor cores: the
-// block's warps compute a chunk's products as 16 x 8 mma.sync tiles (mma.cuh: TF32 for f32, BF16 /
-// FP16 for the 16-bit types, scalar inside f64) into shared memory (`prod`), then one thread a
-// (unit, column) runs the cell from there (no split). The scalar kernels stay the reference path.
-// The grid is at most the SMs' worth of blocks (a cooperative launch refuses more than can be
-// resident). Where W_hh's slice and one staged column do not fit in a block's shared memory
-// (large H), the host takes the per-step path instead: one cuBLAS GEMM and one fused cell
-// kernel per step (tinyflow_cuda/kernels/rnn.py, plan_sequence, says where the switch is).
+// direction, as Persistent RNNs (Diamos et al., 2016) do. One skeleton serves both cells and both
+// directions (sequence_forward, sequence_backward); a cell functor (LstmForward, GruForward,
+// LstmBackward, GruBackward) holds the cell's arrays and its element-wise step.
+// - The grid is (unit groups) x (batch groups): block (ug, bg) owns hidden units
+//   [ug * U, ug * U + own) and batch columns [bg * cols, bg * cols + bcols). It copies its units'
+//   rows of W_hh into shared memory ONCE for the whole sequence (4 rows a unit, unit-major: row
+//   u * 4 + k is gate k of unit u; the GRU's fourth is zero), rounded to the products' operand type.
+// - Forward, each step: the block stages h_{t-1} (all H rows, its columns) into shared memory,
+//   K-chunk by K-chunk where all of it does not fit, with 16-byte loads through L2, eight in flight
+//   a thread (mma.cuh, in_flight); multiplies its W_hh rows by it (products split over K in
+//   `split` slices so that every warp works, partial sums in shared memory); runs the cell of its
+//   (unit, column) pairs, the running c of its units in shared memory; one grid barrier.
+// - Backward, each step: the cell backward of its pairs gives the gate gradients dg of its units
+//   (written gate-major to global memory for the weight GEMMs, and into shared memory); the block
+//   multiplies ITS columns of W_hh^T by them: its share of dh_{t-1} for EVERY unit, an (H, cols)
+//   partial sum written to a workspace (`partials`, two slots by step parity); one grid barrier;
+//   then each block adds, for its own units, the partial sums of all unit groups (16-byte loads,
+//   eight in flight). So a block moves H x cols values a step each way, not the 4H x cols of
+//   dg_t, and no step waits on more than a handful of dependent global round trips.
+// - Every shared-memory tile has a conflict-free layout (mma.cuh: A operands with rows 4 words
+//   past a multiple of 8 words; B operands and products in swizzled rows of N columns).
+// A launch's `mode` picks how the products run: scalar FMAs (the reference path), or tensor cores
+// (mma.cuh: TF32 for f32, BF16 / FP16 for the 16-bit types; scalar for f64), where an f32 launch
+// may take W_hh in bf16 or fp16 with fp32 states and accumulation (autocast).
+// tinyflow_cuda/kernels/rnn.py (plan_sequence) cuts the launch and sizes its shared memory by the
+// same layout; where W_hh's slice does not fit, it runs a GEMM and a fused cell kernel a step.
 // States are (T+1, H, B) in the slots of sequence_slots: forward, step t reads slot t and writes
 // t+1; reverse, it reads t+1 and writes t. The backward writes its gate gradients gate-major,
 // (G*H, T, B), so that the op's weight-gradient GEMMs read them as a (G*H, T*B) matrix.
 #include "common.cuh"
 #include "mma.cuh"
+
 
 template <typename T>
 __device__ void lstm_forward_impl(T* __restrict__ gates, const T* __restrict__ c_prev,
@@ -121,40 +127,51 @@ __device__ void gru_backward_impl(const T* __restrict__ dh, const T* __restrict_
     }
 }
 
-// ---- whole sequences: the building blocks -------------------------------------------------------
+// ---- whole sequences: the cut of a launch -------------------------------------------------------
 
-// A load of data another block wrote before the last grid_sync: through L2 (never a stale L1 line).
-__device__ __forceinline__ float load_cg(const float* p) { return __ldcg(p); }
-__device__ __forceinline__ double load_cg(const double* p) { return __ldcg(p); }
-__device__ __forceinline__ f16_t load_cg(const f16_t* p) {
-    return f16_t{__ldcg(reinterpret_cast<const unsigned short*>(p))};
-}
-__device__ __forceinline__ bf16_t load_cg(const bf16_t* p) {
-    return bf16_t{__ldcg(reinterpret_cast<const unsigned short*>(p))};
-}
+__device__ __forceinline__ int round16(int n) { return (n + 15) & ~15; }
 
+// The rows of a block's gates, 4 a unit, as the backward's product takes them (its K): a multiple
+// of the instruction's K step, 16 for 16-bit pairs, else 8 (tf32, scalar).
+template <class Path>
+__device__ __forceinline__ int gate_rows(int units) {
+    return Path::kPairs ? round16(4 * units) : (4 * units + 7) & ~7;
+}
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 
-// The (row, col) of flat index first, first + stride, ... in a space of `cols` columns, advanced
-// with an add and a compare: one division per thread, none per element.
-struct Walk {
-    int row, col;
-    int cols, drow, dcol;
-    __device__ Walk(int first, int stride, int cols_)
-        : row(first / cols_), col(first % cols_), cols(cols_), drow(stride / cols_),
-          dcol(stride % cols_) {}
-    __device__ void next() {
-        row += drow;
-        col += dcol;
-        if (col >= cols) {
-            col -= cols;
-            ++row;
-        }
+// The launch's cut (kernels/rnn.py plan_sequence chooses it) and this block's place in it.
+struct Geometry {
+    int H, B, steps, reverse;
+    int U, groups;         // units a block; unit groups, ceil(H / U)
+    int cols, N, log_n;    // batch columns a block; the tiles' columns (a power of two >= 32)
+    int split, log_split;  // K slices of the products (a power of two)
+    int kchunk;            // rows of h staged at once (forward; a multiple of 16)
+    int group, batch_group, j0, own, b0, bcols;  // this block: its units [j0, j0 + own), columns
+    long long HB, TB;
+    __device__ Geometry(int H_, int B_, int steps_, int reverse_, int U_, int cols_, int split_,
+                        int kchunk_)
+        : H(H_), B(B_), steps(steps_), reverse(reverse_), U(U_), cols(cols_), split(split_),
+          kchunk(kchunk_) {
+        groups = (H + U - 1) / U;
+        N = 32;
+        while (N < cols) N <<= 1;
+        log_n = log2_of(N);
+        log_split = log2_of(split);
+        batch_group = (int)blockIdx.x / groups;
+        group = (int)blockIdx.x - batch_group * groups;
+        j0 = group * U;
+        own = imax(0, imin(U, H - j0));
+        b0 = batch_group * cols;
+        bcols = imax(0, imin(cols, B - b0));
+        HB = (long long)H * B;
+        TB = (long long)steps * B;
     }
+    __device__ int batch_groups() const { return (int)gridDim.x / groups; }
 };
 
 // Carves the launch's dynamic shared memory into arrays, each 16-byte aligned. The host's
-// plan_sequence (tinyflow_cuda/kernels/rnn.py) sizes the launch by the same layout.
+// sequence_shared_bytes (kernels/rnn.py) sizes the launch by the same layout.
 struct Carve {
     unsigned char* next;
     template <typename U>
@@ -165,415 +182,589 @@ struct Carve {
     }
 };
 
-// The block's units: [j0, j0 + own), `per` a block (the last block may have fewer).
-struct Units {
-    int j0, own;
-    __device__ Units(int H, int per) {
-        j0 = (int)blockIdx.x * per;
-        own = H - j0 < per ? H - j0 : per;
-        if (own < 0) own = 0;
+// How the products are computed: scalar FMAs on W (the reference path), or tensor cores on In
+// operands (tf32 for fp32 data; bf16 / fp16 pairs). X: what a staged value (h, dg) is stored as.
+template <typename W, typename A> struct Scalar {
+    using Weight = W;
+    using X = A;
+    static constexpr bool kMma = false, kPairs = false;
+};
+template <typename In> struct TensorCores {
+    using Weight = In;
+    using X = unsigned;  // tf32 bits, or two 16-bit values along K
+    static constexpr bool kMma = true, kPairs = !same_type<In, float>::value;
+};
+
+// Bit moves between 16-byte quads and values.
+__device__ __forceinline__ float quad_value(const Quad& q, int e, float*) {
+    return __uint_as_float(q.w[e]);
+}
+__device__ __forceinline__ double quad_value(const Quad& q, int e, double*) {
+    const unsigned long long bits = ((unsigned long long)q.w[2 * e + 1] << 32) | q.w[2 * e];
+    return __longlong_as_double((long long)bits);
+}
+template <typename Half>
+__device__ __forceinline__ Half quad_value(const Quad& q, int e, Half*) {
+    return Half{(unsigned short)(q.w[e >> 1] >> ((e & 1) * 16))};
+}
+__device__ __forceinline__ void quad_put_half(Quad& q, int e, unsigned short bits) {
+    const int shift = (e & 1) * 16;
+    q.w[e >> 1] = (q.w[e >> 1] & ~(0xffffu << shift)) | ((unsigned)bits << shift);
+}
+__device__ __forceinline__ void quad_put(Quad& q, int e, float v) { q.w[e] = __float_as_uint(v); }
+__device__ __forceinline__ void quad_put(Quad& q, int e, unsigned v) { q.w[e] = v; }
+__device__ __forceinline__ void quad_put(Quad& q, int e, f16_t v) { quad_put_half(q, e, v.bits); }
+__device__ __forceinline__ void quad_put(Quad& q, int e, bf16_t v) { quad_put_half(q, e, v.bits); }
+__device__ __forceinline__ void quad_put(Quad& q, int e, double v) {
+    const unsigned long long bits = (unsigned long long)__double_as_longlong(v);
+    q.w[2 * e] = (unsigned)bits;
+    q.w[2 * e + 1] = (unsigned)(bits >> 32);
+}
+
+// A value of type V as the product's operand: fp32 / fp64 for the scalar path, tf32 bits, or the
+// 16 bits of In (16-bit values of In pass unchanged).
+template <class Path, typename V>
+__device__ __forceinline__ typename Path::X operand(V v) {
+    if constexpr (!Path::kMma) return to_acc(v);
+    else return to_tf32(to_acc(v));
+}
+template <typename In, typename V>
+__device__ __forceinline__ unsigned short half_operand(V v) {
+    if constexpr (same_type<V, In>::value) return v.bits;
+    else return from_acc<In>(to_acc(v)).bits;
+}
+
+// ---- whole sequences: shared-memory tiles -------------------------------------------------------
+
+// The row length (4-byte words) of a W_hh slice of `count` elements a row: lead_words for the
+// tensor cores' operands; an odd number of elements for 8-byte ones (scalar only), so that 16
+// lanes on consecutive rows of a column store to 32 distinct banks.
+template <typename W>
+__device__ __forceinline__ int weight_lead(int count) {
+    if constexpr (sizeof(W) == 8) return 2 * (count | 1);
+    else return lead_words(count * (int)sizeof(W) / 4);
+}
+
+// The block's rows of W_hh, unit-major (row u * 4 + k = gate k of unit u, zero for the GRU's
+// k = 3 and past its units), K = H columns padded to Kp with zeros; rows `ld` words apart
+// (weight_lead). Forward: A operand (rows, K). Transposed (backward): A operand of W_hh^T, row m
+// of it holds column m of the block's rows (rows Hp, K = its 4U rows).
+template <class Path, int G>
+__device__ void load_weights(unsigned* smem, int ld_words, const typename Path::Weight* w_hh,
+                             const Geometry& g, bool transposed) {
+    using W = typename Path::Weight;
+    W* w = reinterpret_cast<W*>(smem);
+    const int ld = ld_words * 4 / (int)sizeof(W);
+    auto value = [&](int u, int k, int m) {  // W_hh[k * H + j0 + u, m] rounded as the products want
+        const bool real = u < g.own && k < G && m < g.H;
+        const W v = real ? w_hh[(k * g.H + g.j0 + u) * g.H + m] : from_acc<W>(acc_t<W>(0));
+        if constexpr (Path::kMma && !Path::kPairs) return __uint_as_float(to_tf32(v));
+        else return v;
+    };
+    if (!transposed) {  // rows u * 4 + k, consecutive threads on consecutive columns m
+        in_flight(Path::kMma ? round16(4 * g.U) : 4 * g.U, round16(g.H),
+                  [&](int r, int m) { return value(r >> 2, r & 3, m); },
+                  [&](int r, int m, W v) { w[r * ld + m] = v; });
+    } else if constexpr (sizeof(W) == 8) {  // row m, columns u * 4 + k: consecutive threads on m
+        in_flight(gate_rows<Path>(g.U), round16(g.H),
+                  [&](int r, int m) { return value(r >> 2, r & 3, m); },
+                  [&](int r, int m, W v) { w[m * ld + r] = v; });
+    } else {  // consecutive threads on (m, k), k fastest: 8 rows m x 4 words, 32 banks
+        in_flight(gate_rows<Path>(g.U) / 4, round16(g.H) * 4,
+                  [&](int u, int mk) { return value(u, mk & 3, mk >> 2); },
+                  [&](int u, int mk, W v) { w[(mk >> 2) * ld + u * 4 + (mk & 3)] = v; });
+    }
+}
+
+// 16-byte loads of src and the staged values they give: kRows source rows (2: pairs along K for
+// 16-bit tensor-core operands) of kCols columns.
+template <class Path, typename T>
+struct Stage {
+    using X = typename Path::X;
+    static constexpr int kCols = 16 / (int)sizeof(T);
+    static constexpr int kRows = Path::kPairs ? 2 : 1;
+    static constexpr int kQuads = kCols * (Path::kPairs ? 4 : (int)sizeof(X)) / 16;  // stored
+    struct Loaded {
+        Quad q[kRows];
+    };
+};
+
+// Stage rows [k_lo, k_hi) of h (H, B), the block's columns, into the swizzled tile xs (N columns;
+// rows past H and columns past the block's are zero). 16-byte loads where rows and columns are
+// aligned to them, else element by element; kInFlight a thread at a time either way.
+// `start`: stage_start's Walk, made once a launch.
+template <class Path, typename T>
+__device__ void stage_rows(typename Path::X* xs, const T* __restrict__ h, const Geometry& g,
+                           const Walk& start, int k_lo, int k_hi) {
+    using S = Stage<Path, T>;
+    const T* base = h + g.b0;
+    const bool vec = g.B % S::kCols == 0 && g.bcols % S::kCols == 0 &&
+                     (reinterpret_cast<unsigned long long>(h) & 15ull) == 0;
+    auto load = [&](int row, int q) {
+        typename S::Loaded v;
+        const int c = q * S::kCols;
+        for (int i = 0; i < S::kRows; ++i) {
+            const int k = k_lo + row * S::kRows + i;
+            const T* src = base + (long long)k * g.B + c;
+            v.q[i] = Quad{{0u, 0u, 0u, 0u}};
+            if (k >= g.H || c >= g.bcols) continue;
+            if (vec) {
+                v.q[i] = load_quad_cg(src);
+            } else {
+                for (int e = 0; e < S::kCols; ++e)
+                    if (c + e < g.bcols) quad_put(v.q[i], e, load_cg(src + e));
+            }
+        }
+        return v;
+    };
+    auto store = [&](int row, int q, const typename S::Loaded& v) {
+        Quad out[S::kQuads];
+        for (int e = 0; e < S::kCols; ++e) {
+            T* tag = nullptr;
+            if constexpr (Path::kPairs) {
+                using In = typename Path::Weight;
+                const unsigned lo = half_operand<In>(quad_value(v.q[0], e, tag));
+                const unsigned hi = half_operand<In>(quad_value(v.q[1], e, tag));
+                quad_put(out[e >> 2], e & 3, lo | (hi << 16));
+            } else {
+                constexpr int per = 16 / (int)sizeof(typename Path::X);
+                quad_put(out[e / per], e % per, operand<Path>(quad_value(v.q[0], e, tag)));
+            }
+        }
+        typename Path::X* dst = xs + row * g.N;
+        constexpr int per_quad = 16 / (int)sizeof(typename Path::X);
+        // two quads an item (16-bit data): lanes 4-7 of each 8 store their second one first, so
+        // that each store of a quarter warp covers 8 distinct 16-byte bank groups
+        const int flip = S::kQuads == 2 ? (int)(threadIdx.x >> 2) & 1 : 0;
+        for (int i = 0; i < S::kQuads; ++i) {
+            const int j = i ^ flip;
+            *reinterpret_cast<Quad*>(dst + swz(row, q * S::kCols + j * per_quad)) =
+                j == 0 ? out[0] : out[S::kQuads - 1];
+        }
+    };
+    in_flight<kInFlight / S::kRows>(start, (k_hi - k_lo) / S::kRows, load, store);
+}
+
+// Where a thread's staging items start (stage_rows): one division a launch.
+template <class Path, typename T>
+__device__ Walk stage_start(const Geometry& g) {
+    return Walk((int)threadIdx.x, (int)blockDim.x, g.N / Stage<Path, T>::kCols);
+}
+
+// ---- whole sequences: the per-step products ----------------------------------------------------
+
+// A thread's first scalar item of chunk_products, threadIdx.x as (K slice, output): one division
+// a launch.
+struct Item {
+    int slice, output;
+};
+__device__ __forceinline__ Item first_item(const Geometry& g) {
+    const int outputs = 4 * g.U * g.N, s = (int)threadIdx.x / outputs;
+    return Item{s, (int)threadIdx.x - s * outputs};
+}
+
+// The forward's products of one staged K-chunk, k in [k_lo, k_hi): the partial sums parts
+// (split x Mp x N, swizzled rows) of out (rows, N) = W_slice (rows, Kp) x h (Kp, N), written by the
+// first chunk and added to by the others (a shared-memory round trip per item and chunk, no
+// accumulators to keep in registers across the chunks). Scalar: thread items (output, K slice),
+// consecutive threads on consecutive outputs of one slice, the slice's K indices interleaved (s,
+// s + split, ...). Tensor cores: warp items (16 x 8 tile, K slice), the slice a contiguous range
+// of Kp / split.
+// start: this thread's first scalar item (first_item).
+template <class Path, typename A>
+__device__ void chunk_products(A* parts, const unsigned* w_words, int ld_words,
+                               const typename Path::X* xs, const Geometry& g, int Mp,
+                               Item start, int k_lo, int k_hi, bool first) {
+    if constexpr (Path::kMma) {
+        using In = typename Path::Weight;
+        const int log_tn = g.log_n - 3, span = round16(g.H) >> g.log_split;
+        const int total = ((Mp >> 4) << log_tn) << g.log_split;
+        for (int e = (int)mma_warp(); e < total; e += (int)(blockDim.x >> 5)) {  // warp-uniform
+            const int slice = e & (g.split - 1), tile = e >> g.log_split;
+            const int r0 = (tile >> log_tn) * 16, n0 = (tile & ((g.N >> 3) - 1)) * 8;
+            const int lo = imax(k_lo, slice * span), hi = imin(k_hi, (slice + 1) * span);
+            if (lo >= hi && !first) continue;
+            float* out = parts + slice * Mp * g.N;
+            float d[4] = {0.f, 0.f, 0.f, 0.f};
+            if (!first) load_tile_swizzled(d, out, g.N, r0, n0);
+            mma_span<In>(d, w_words, ld_words, xs, g.N, k_lo, r0, n0, lo, hi);
+            store_tile_swizzled(out, g.N, d, r0, n0);
+        }
+    } else {
+        using W = typename Path::Weight;
+        const W* w = reinterpret_cast<const W*>(w_words);
+        const int ld = ld_words * 4 / (int)sizeof(W), outputs = 4 * g.U * g.N;
+        const int threads = (int)blockDim.x;
+        int s = start.slice, o = start.output;  // item (s, o)
+        for (; s < g.split; o += threads) {
+            while (o >= outputs) o -= outputs, ++s;
+            if (s >= g.split) break;
+            const int r = o >> g.log_n, c = o & (g.N - 1);
+            A& out = parts[(s * Mp + r) * g.N + swz(r, c)];
+            A sum = first ? A(0) : out;
+            const W* wr = w + r * ld;
+            for (int k = k_lo + ((s - k_lo) & (g.split - 1)); k < k_hi; k += g.split)
+                sum += to_acc(wr[k]) * xs[(k - k_lo) * g.N + swz(k - k_lo, c)];
+            out = sum;
+        }
+    }
+}
+
+// The backward's product of a step: its share of dh_{t-1} for every unit, out (H, cols) =
+// W_slice^T (H, 4U) x dg (4U, N), written to the block's slot of the partial sums (rows CP apart).
+template <class Path, typename A>
+__device__ void product_to_partials(A* out, int CP, const unsigned* wt_words, int ld_words,
+                                    const typename Path::X* dg, const Geometry& g) {
+    const int K = gate_rows<Path>(g.U);
+    if constexpr (Path::kMma) {
+        using In = typename Path::Weight;
+        const int tiles_n = g.N >> 3, log_tn = g.log_n - 3, tiles = (round16(g.H) >> 4) * tiles_n;
+        for (int tile = (int)mma_warp(); tile < tiles; tile += (int)(blockDim.x >> 5)) {
+            float d[4] = {0.f, 0.f, 0.f, 0.f};
+            const int r0 = (tile >> log_tn) * 16, n0 = (tile & (tiles_n - 1)) * 8;
+            mma_span<In>(d, wt_words, ld_words, dg, g.N, 0, r0, n0, 0, K);
+            const FragmentPlace at(r0, n0);
+            if (at.col < CP) {
+                if (at.row0 < g.H) store_pair(out + at.row0 * CP + at.col, d[0], d[1]);
+                if (at.row1 < g.H) store_pair(out + at.row1 * CP + at.col, d[2], d[3]);
+            }
+        }
+    } else {
+        using W = typename Path::Weight;
+        const W* wt = reinterpret_cast<const W*>(wt_words);
+        const int ld = ld_words * 4 / (int)sizeof(W), n = g.H << g.log_n;
+        for (int o = (int)threadIdx.x; o < n; o += (int)blockDim.x) {
+            const int m = o >> g.log_n, c = o & (g.N - 1);
+            if (c >= CP) continue;
+            A sum = A(0);
+            for (int r = 0; r < K; ++r) sum += to_acc(wt[m * ld + r]) * dg[r * g.N + swz(r, c)];
+            out[m * CP + c] = sum;
+        }
+    }
+}
+
+// The sums over unit groups of the partial sums of the block's units: red[z][u * CP + c], z < Z
+// (a few sums a value, added by the cell), from `groups` slots of (H, CP) values. A thread takes
+// a quad p of the block's own x CP values and every Z-th group, kInFlight loads at a time.
+template <typename A>
+struct Reduce {
+    static constexpr int kQ = 16 / (int)sizeof(A);  // values a quad
+    int quads, Z, z, first, step;
+    __device__ Reduce(const Geometry& g, int CP) {
+        quads = g.own * CP / kQ;
+        const int threads = (int)blockDim.x, tid = (int)threadIdx.x;
+        if (quads == 0) {
+            Z = 1, z = 0, first = 0, step = 1;
+        } else if (quads <= threads) {
+            Z = threads / quads;
+            z = tid / quads;
+            first = z < Z ? tid - z * quads : quads;
+            step = quads;
+        } else {
+            Z = 1, z = 0, first = tid, step = threads;
+        }
+    }
+    // slot0: the block's units in the first group's slot; stride: from one group's to the next
+    __device__ void run(const A* slot0, long long stride, int groups, A* red) const {
+        for (int p = first; p < quads; p += step) {
+            A sum[kQ];
+            for (int e = 0; e < kQ; ++e) sum[e] = A(0);
+            const A* src = slot0 + z * stride + p * kQ;
+            for (int group = z; group < groups;
+                 group += kInFlight * Z, src += kInFlight * Z * stride) {
+                Quad v[kInFlight];
+#pragma unroll
+                for (int i = 0; i < kInFlight; ++i)
+                    if (group + i * Z < groups) v[i] = load_quad_cg(src + i * Z * stride);
+#pragma unroll
+                for (int i = 0; i < kInFlight; ++i)
+                    if (group + i * Z < groups)
+                        for (int e = 0; e < kQ; ++e) sum[e] += quad_value(v[i], e, (A*)nullptr);
+            }
+            Quad out;
+            for (int e = 0; e < kQ; ++e) quad_put(out, e, sum[e]);
+            *reinterpret_cast<Quad*>(red + (z * quads + p) * kQ) = out;
+        }
+    }
+    __device__ A total(const A* red, int at) const {  // at = u * CP + c
+        A sum = A(0);
+        for (int i = 0; i < Z; ++i) sum += red[i * quads * kQ + at];
+        return sum;
     }
 };
 
-// dst[c * (rows + 1) + r] = src[r * ld + c0 + c] for r < rows, c < cols: columns of a row-major
-// global matrix, transposed into shared memory (one padding word a column), in the accumulate type.
-template <typename T, typename A>
-__device__ void stage_columns(A* dst, const T* src, long long ld, int rows, int c0, int cols) {
-    const int n = rows * cols;
-    Walk at((int)threadIdx.x, (int)blockDim.x, cols);
-    for (int idx = threadIdx.x; idx < n; idx += blockDim.x, at.next())
-        dst[at.col * (rows + 1) + at.row] = to_acc(load_cg(src + at.row * ld + c0 + at.col));
-}
+// ---- whole sequences: the skeleton --------------------------------------------------------------
 
-// acc[k] += sum over m = s, s + S, ... < K of w[k * w_stride + m] * x[m]: this thread's share
-// of G dot products with one vector (the S threads of a group read consecutive words).
-template <int G, typename T, typename A>
-__device__ void partial_dots(A (&acc)[G], const T* w, long long w_stride, const A* x, int K, int s,
-                             int S) {
-    for (int m = s; m < K; m += S) {
-        const A xv = x[m];
-        for (int k = 0; k < G; ++k) acc[k] += to_acc(w[k * w_stride + m]) * xv;
+// Every (unit u, column c) pair of the block, consecutive threads on consecutive columns:
+// visit(u, c, j, b, e) with j = j0 + u, b = b0 + c, e = j * B + b.
+template <typename Visit>
+__device__ __forceinline__ void for_each_pair(const Geometry& g, Visit visit) {
+    const int n = g.own << g.log_n;
+    for (int p = (int)threadIdx.x; p < n; p += (int)blockDim.x) {
+        const int u = p >> g.log_n, c = p & (g.N - 1);
+        if (c >= g.bcols) continue;
+        const int j = g.j0 + u, b = g.b0 + c;
+        visit(u, c, j, b, (long long)j * g.B + b);
     }
 }
 
-// The sums over each group of S consecutive threads, into the group's first thread (s == 0).
-// Every thread of the block calls it (it synchronises the block when S > 1).
-template <int G, typename A>
-__device__ void reduce_split(A (&acc)[G], A* red, int s, int S) {
-    if (S == 1) return;
-    for (int k = 0; k < G; ++k) red[k * blockDim.x + threadIdx.x] = acc[k];
-    __syncthreads();
-    if (s == 0)
-        for (int k = 0; k < G; ++k)
-            for (int q = 1; q < S; ++q) acc[k] += red[k * blockDim.x + threadIdx.x + q];
-    __syncthreads();  // red is free again
-}
-
-// ---- LSTM ---------------------------------------------------------------------------------------
-
-// proj (4H, T, B): W_ih x_t + biases; w_hh (4H, H); h0, c0 (H, B) or null (zeros);
-// acts (T, 4H, B) out: activated gates; hs, cs (T+1, H, B) out.
-template <typename T, bool TC>
-__device__ void lstm_sequence_forward_impl(const T* __restrict__ proj, const T* __restrict__ w_hh,
-                                           const T* __restrict__ h0, const T* __restrict__ c0,
-                                           T* acts, T* hs, T* cs, int steps, int H, int B,
-                                           int reverse, int per, int chunk, int split) {
+// All T steps forward: per step, stage h_{t-1}, multiply, run the cell of every pair (Cell: see
+// LstmForward), one grid barrier.
+template <class Path, class Cell>
+__device__ void sequence_forward(const Cell& cell, const typename Path::Weight* __restrict__ w_hh,
+                                 const Geometry& g) {
+    using T = typename Cell::T;
     using A = acc_t<T>;
-    const Units units(H, per);
-    const long long HB = (long long)H * B, TB = (long long)steps * B;
+    using X = typename Path::X;
+    const int Mp = Path::kMma ? round16(4 * g.U) : 4 * g.U, Kp = round16(g.H);  // m16 tiles
+    const int ld = weight_lead<typename Path::Weight>(Kp);
     TF_DYNAMIC_SHARED(unsigned char, smem);
     Carve carve{smem};
-    T* w = carve.take<T>(4LL * per * H);  // w[(k * per + u) * H + m] = W_hh[k * H + j0 + u, m]
-    A* xs = carve.take<A>((long long)chunk * (H + 1));  // h_{t-1}[m, b0 + c] at xs[c * (H + 1) + m]
-    A* red = carve.take<A>(4LL * blockDim.x);
-    A* c_state = carve.take<A>((long long)per * B);  // c of the block's units, (own, B)
-    A* prod = carve.take<A>(TC ? 4LL * per * chunk : 0);  // TC: a chunk's W h, (4 per, chunk)
+    unsigned* w = carve.take<unsigned>((long long)Mp * ld);
+    X* xs = carve.take<X>((long long)(Path::kPairs ? g.kchunk / 2 : g.kchunk) * g.N);
+    A* parts = carve.take<A>((long long)g.split * Mp * g.N);
+    A* state = carve.take<A>((long long)g.U * g.N);  // the running c (LSTM; unused by the GRU)
 
-    for (int k = 0; k < 4; ++k) {  // the block's slice of W_hh, for the whole sequence
-        Walk at((int)threadIdx.x, (int)blockDim.x, H);
-        for (int idx = threadIdx.x; idx < units.own * H; idx += blockDim.x, at.next())
-            w[((long long)k * per + at.row) * H + at.col] =
-                w_hh[((long long)k * H + units.j0 + at.row) * H + at.col];
-    }
-    const int init = reverse ? steps : 0;
-    {
-        Walk at((int)threadIdx.x, (int)blockDim.x, B);
-        for (int idx = threadIdx.x; idx < units.own * B; idx += blockDim.x, at.next()) {
-            const long long e = (long long)(units.j0 + at.row) * B + at.col;
-            const A h = h0 ? to_acc(h0[e]) : A(0), c = c0 ? to_acc(c0[e]) : A(0);
-            hs[init * HB + e] = from_acc<T>(h);
-            cs[init * HB + e] = from_acc<T>(c);
-            c_state[at.row * B + at.col] = c;
-        }
-    }
-    __syncthreads();
-    if (h0) grid_sync();  // every block reads all of h0 at the first step
-
-    const int s_idx = threadIdx.x % split, group = threadIdx.x / split;
-    const int groups = blockDim.x / split;
-    for (int s = 0; s < steps; ++s) {
-        const int t = reverse ? steps - 1 - s : s;
-        const int prev = reverse ? t + 1 : t, next = reverse ? t : t + 1;
-        const bool zero_h = !h0 && s == 0;  // no product with a zero initial state
-        T* gates = acts + 4 * (long long)t * HB;  // (4H, B)
-        for (int b0 = 0; b0 < B; b0 += chunk) {
-            const int cols = imin(chunk, B - b0);
-            __syncthreads();  // everyone is done with the previous chunk's xs
-            if (!zero_h) stage_columns(xs, hs + prev * HB, B, H, b0, cols);
+    load_weights<Path, Cell::G>(w, ld, w_hh, g, false);
+    for_each_pair(g, [&](int u, int c, int j, int b, long long e) {
+        cell.start(g, e, state[(u << g.log_n) + c]);
+    });
+    const Walk staging = stage_start<Path, T>(g);
+    const Item item = first_item(g);
+    for (int s = 0; s < g.steps; ++s) {
+        const int t = g.reverse ? g.steps - 1 - s : s;
+        const int next = g.reverse ? t : t + 1;
+        const T* h = s == 0 ? cell.h0 : cell.hs + (g.reverse ? t + 1 : t) * g.HB;  // null: zeros
+        for (int k_lo = 0; h != nullptr && k_lo < Kp; k_lo += g.kchunk) {
+            const int k_hi = imin(Kp, k_lo + g.kchunk);
+            __syncthreads();  // the chunk before is consumed
+            stage_rows<Path>(xs, h, g, staging, k_lo, k_hi);
             __syncthreads();
-            if (TC && !zero_h) {  // all (4 per) x cols products of the chunk, by the warps
-                block_products(prod, chunk, w, H, xs, H + 1, 4 * per, cols, H);
-                __syncthreads();
-            }
-            const int items = units.own * cols;  // (unit, column) pairs of this chunk
-            Walk at(group, groups, cols);
-            for (int base = 0; base < items; base += groups, at.next()) {  // same trips for all
-                const bool active = base + group < items;
-                A pre[4] = {A(0), A(0), A(0), A(0)};
-                if (TC) {
-                    if (active && !zero_h)
-                        for (int k = 0; k < 4; ++k) pre[k] = prod[(k * per + at.row) * chunk + at.col];
-                } else {
-                    if (active && !zero_h)
-                        partial_dots<4>(pre, w + (long long)at.row * H, (long long)per * H,
-                                        xs + at.col * (H + 1), H, s_idx, split);
-                    if (!zero_h) reduce_split<4>(pre, red, s_idx, split);
-                }
-                if (!active || s_idx != 0) continue;
-                const int j = units.j0 + at.row, b = b0 + at.col;
-                const long long e = (long long)j * B + b, col = (long long)t * B + b;
-                for (int k = 0; k < 4; ++k) pre[k] += to_acc(proj[((long long)k * H + j) * TB + col]);
-                const A i = sigmoid(pre[0]), f = sigmoid(pre[1]), g = tanh(pre[2]), o = sigmoid(pre[3]);
-                gates[e] = from_acc<T>(i);
-                gates[HB + e] = from_acc<T>(f);
-                gates[2 * HB + e] = from_acc<T>(g);
-                gates[3 * HB + e] = from_acc<T>(o);
-                A& c = c_state[at.row * B + b];
-                const A cell = f * c + i * g;
-                c = cell;
-                cs[next * HB + e] = from_acc<T>(cell);
-                hs[next * HB + e] = from_acc<T>(o * tanh(cell));
-            }
+            chunk_products<Path>(parts, w, ld, xs, g, Mp, item, k_lo, k_hi, k_lo == 0);
         }
-        if (s + 1 < steps) grid_sync();  // h_t is complete everywhere
+        __syncthreads();
+        for_each_pair(g, [&](int u, int c, int j, int b, long long e) {
+            A rec[4];
+            for (int k = 0; k < 4; ++k) {
+                const int r = u * 4 + k;
+                A sum = A(0);
+                for (int sl = 0; h != nullptr && sl < g.split; ++sl)
+                    sum += parts[(sl * Mp + r) * g.N + swz(r, c)];
+                rec[k] = sum;
+            }
+            cell.step(g, t, next, j, b, e, h, rec, state[(u << g.log_n) + c]);
+        });
+        if (s + 1 < g.steps) grid_sync();  // h_t is complete everywhere
     }
 }
+
+// All T steps backward: per step, the partial sums of the step before (s > 0) give dh at the
+// block's units, the cell backward of every pair gives dg, the block's product with it goes to
+// the partial sums, one grid barrier. At the end the last partial sums give dh0.
+template <class Path, class Cell>
+__device__ void sequence_backward(const Cell& cell, const typename Path::Weight* __restrict__ w_hh,
+                                  acc_t<typename Cell::T>* partials, const Geometry& g) {
+    using T = typename Cell::T;
+    using A = acc_t<T>;
+    using X = typename Path::X;
+    const int Hp = round16(g.H), K = gate_rows<Path>(g.U);
+    const int ld = weight_lead<typename Path::Weight>(K);
+    const int CP = (g.cols + Reduce<A>::kQ - 1) / Reduce<A>::kQ * Reduce<A>::kQ;  // a slot's row
+    TF_DYNAMIC_SHARED(unsigned char, smem);
+    Carve carve{smem};
+    unsigned* wt = carve.take<unsigned>((long long)Hp * ld);
+    const int dg_rows = Path::kPairs ? K / 2 : K;
+    X* dg = carve.take<X>((long long)dg_rows * g.N);
+    const int red_quads = imax((int)blockDim.x, g.U * CP / Reduce<A>::kQ);
+    A* red = carve.take<A>((long long)red_quads * Reduce<A>::kQ);
+    A* carry = carve.take<A>((long long)g.U * g.N);  // dh not yet through W_hh^T (GRU: dh * z)
+    A* dc = carve.take<A>((long long)g.U * g.N);     // the running dc (LSTM)
+
+    load_weights<Path, Cell::G>(wt, ld, w_hh, g, true);
+    for (int i = (int)threadIdx.x; i < dg_rows * g.N; i += (int)blockDim.x) dg[i] = X(0);
+    for_each_pair(g, [&](int u, int c, int j, int b, long long e) {
+        cell.start(g, e, carry[(u << g.log_n) + c], dc[(u << g.log_n) + c]);
+    });
+    const Reduce<A> reduce(g, CP);
+    const long long slot = (long long)g.H * CP;  // one block's partial sums
+    A* const mine = partials + ((long long)g.batch_group * g.groups + g.group) * slot;
+    const long long parity_stride = (long long)g.batch_groups() * g.groups * slot;
+    auto sums_of = [&](int s) {  // the block's units in group 0's slot of step s's partial sums
+        return partials + (s & 1) * parity_stride + (long long)g.batch_group * g.groups * slot +
+               (long long)g.j0 * CP;
+    };
+    for (int s = 0; s < g.steps; ++s) {
+        const int t = g.reverse ? s : g.steps - 1 - s;  // the forward's steps, last first
+        if (s > 0) reduce.run(sums_of(s - 1), slot, g.groups, red);
+        __syncthreads();
+        for_each_pair(g, [&](int u, int c, int j, int b, long long e) {
+            const int at = (u << g.log_n) + c;
+            const A dh_rec = s > 0 ? reduce.total(red, u * CP + c) : A(0);
+            T d[4];  // the gate gradients as stored (the product takes them so, as the reference)
+            cell.step(g, t, j, b, e, dh_rec, carry[at], dc[at], d);
+            if constexpr (Path::kPairs) {  // pair rows u * 2, u * 2 + 1: gates (0, 1), (2, 3)
+                using In = typename Path::Weight;
+                for (int h = 0; h < 2; ++h) {
+                    const int r = u * 2 + h;
+                    dg[r * g.N + swz(r, c)] = half_operand<In>(d[2 * h]) |
+                                              ((unsigned)half_operand<In>(d[2 * h + 1]) << 16);
+                }
+            } else {
+                for (int k = 0; k < 4; ++k) {
+                    const int r = u * 4 + k;
+                    dg[r * g.N + swz(r, c)] = operand<Path>(d[k]);
+                }
+            }
+        });
+        __syncthreads();
+        product_to_partials<Path>(mine + (s & 1) * parity_stride, CP, wt, ld, dg, g);
+        grid_sync();  // every block's partial sums of this step are complete
+    }
+    reduce.run(sums_of(g.steps - 1), slot, g.groups, red);
+    __syncthreads();
+    for_each_pair(g, [&](int u, int c, int j, int b, long long e) {
+        const int at = (u << g.log_n) + c;
+        cell.finish(e, reduce.total(red, u * CP + c) + carry[at], dc[at]);
+    });
+}
+
+// ---- whole sequences: the cells -----------------------------------------------------------------
+
+// proj (4H, T, B): W_ih x_t + biases; h0, c0 (H, B) or null (zeros); acts (T, 4H, B) out: the
+// activated gates; hs, cs (T+1, H, B) out.
+template <typename T_>
+struct LstmForward {
+    using T = T_;
+    using A = acc_t<T>;
+    static constexpr int G = 4;  // gates
+    const T *proj, *h0, *c0;
+    T *acts, *hs, *cs;
+    __device__ void start(const Geometry& g, long long e, A& c_run) const {
+        const long long init = (g.reverse ? g.steps : 0) * g.HB + e;
+        const A h = h0 ? to_acc(h0[e]) : A(0), c = c0 ? to_acc(c0[e]) : A(0);
+        hs[init] = from_acc<T>(h);
+        cs[init] = from_acc<T>(c);
+        c_run = c;
+    }
+    __device__ void step(const Geometry& g, int t, int next, int j, int b, long long e, const T*,
+                         const A (&rec)[4], A& c_run) const {
+        T* gates = acts + 4 * (long long)t * g.HB;
+        const long long col = (long long)t * g.B + b;
+        A pre[4];
+        for (int k = 0; k < 4; ++k)
+            pre[k] = rec[k] + to_acc(proj[(long long)(k * g.H + j) * g.TB + col]);
+        const A i = sigmoid(pre[0]), f = sigmoid(pre[1]), gg = tanh(pre[2]), o = sigmoid(pre[3]);
+        const A act[4] = {i, f, gg, o};
+        for (int k = 0; k < 4; ++k) gates[k * g.HB + e] = from_acc<T>(act[k]);
+        const A cell = f * c_run + i * gg;
+        c_run = cell;
+        cs[next * g.HB + e] = from_acc<T>(cell);
+        hs[next * g.HB + e] = from_acc<T>(o * tanh(cell));
+    }
+};
+
+// proj (3H, T, B): W_ih x_t + b_ih; b_hh (3H) or null; h0 (H, B) or null; acts (T, 3H, B) out:
+// activated gates (r, z, n); gh (T, 3H, B) out: W_hh h + b_hh; hs out.
+template <typename T_>
+struct GruForward {
+    using T = T_;
+    using A = acc_t<T>;
+    static constexpr int G = 3;  // gates
+    const T *proj, *b_hh, *h0;
+    T *acts, *gh, *hs;
+    __device__ void start(const Geometry& g, long long e, A&) const {
+        hs[(g.reverse ? g.steps : 0) * g.HB + e] = h0 ? h0[e] : from_acc<T>(A(0));
+    }
+    __device__ void step(const Geometry& g, int t, int next, int j, int b, long long e, const T* h,
+                         const A (&rec_in)[4], A&) const {
+        const long long col = (long long)t * g.B + b, gt = 3 * (long long)t * g.HB;
+        A rec[3];
+        for (int k = 0; k < 3; ++k) rec[k] = rec_in[k] + (b_hh ? to_acc(b_hh[k * g.H + j]) : A(0));
+        const A r = sigmoid(to_acc(proj[(long long)j * g.TB + col]) + rec[0]);
+        const A z = sigmoid(to_acc(proj[(long long)(g.H + j) * g.TB + col]) + rec[1]);
+        const A n = tanh(to_acc(proj[(long long)(2 * g.H + j) * g.TB + col]) + r * rec[2]);
+        const A h_prev = h ? to_acc(load_cg(h + e)) : A(0);
+        const A act[3] = {r, z, n};
+        for (int k = 0; k < 3; ++k) {
+            gh[gt + k * g.HB + e] = from_acc<T>(rec[k]);
+            acts[gt + k * g.HB + e] = from_acc<T>(act[k]);
+        }
+        hs[next * g.HB + e] = from_acc<T>(n + z * (h_prev - n));
+    }
+};
 
 // dout (T, H, B): gradient of the outputs; dh_n, dc_n (H, B) or null (zeros); acts, cs from the
 // forward; dgates (4H, T, B) out (gate-major); dh, dc (H, B) out: dh0 and dc0.
-template <typename T, bool TC>
-__device__ void lstm_sequence_backward_impl(const T* __restrict__ dout, const T* __restrict__ dh_n,
-                                            const T* __restrict__ dc_n, const T* __restrict__ w_hh,
-                                            const T* __restrict__ acts, const T* __restrict__ cs,
-                                            T* dgates, T* dh, T* dc, int steps, int H, int B,
-                                            int reverse, int per, int chunk, int split) {
+template <typename T_>
+struct LstmBackward {
+    using T = T_;
     using A = acc_t<T>;
-    const Units units(H, per);
-    const int GH = 4 * H;
-    const long long HB = (long long)H * B, TB = (long long)steps * B;
-    TF_DYNAMIC_SHARED(unsigned char, smem);
-    Carve carve{smem};
-    T* wt = carve.take<T>((long long)per * GH);  // wt[u * 4H + r] = W_hh[r, j0 + u]
-    A* xs = carve.take<A>((long long)chunk * (GH + 1));  // dgates_t[r, b0 + c] at xs[c * (4H + 1) + r]
-    A* red = carve.take<A>(blockDim.x);
-    A* dh_state = carve.take<A>((long long)per * B);  // gradient at h of the block's units
-    A* dc_state = carve.take<A>((long long)per * B);  // and at c
-    A* prod = carve.take<A>(TC ? (long long)per * chunk : 0);  // TC: a chunk's W^T dg, (per, chunk)
-
-    {  // the block's columns of W_hh (its rows of W_hh^T), read along the rows of W_hh
-        Walk at((int)threadIdx.x, (int)blockDim.x, units.own > 0 ? units.own : 1);
-        for (int idx = threadIdx.x; idx < units.own * GH; idx += blockDim.x, at.next())
-            wt[(long long)at.col * GH + at.row] = w_hh[(long long)at.row * H + units.j0 + at.col];
+    static constexpr int G = 4;  // gates
+    const T *dout, *dh_n, *dc_n, *acts, *cs;
+    T *dgates, *dh, *dc;
+    __device__ void start(const Geometry&, long long e, A& carry, A& dc_run) const {
+        carry = dh_n ? to_acc(dh_n[e]) : A(0);
+        dc_run = dc_n ? to_acc(dc_n[e]) : A(0);
     }
-    {
-        Walk at((int)threadIdx.x, (int)blockDim.x, B);
-        for (int idx = threadIdx.x; idx < units.own * B; idx += blockDim.x, at.next()) {
-            const long long e = (long long)(units.j0 + at.row) * B + at.col;
-            dh_state[at.row * B + at.col] = dh_n ? to_acc(dh_n[e]) : A(0);
-            dc_state[at.row * B + at.col] = dc_n ? to_acc(dc_n[e]) : A(0);
+    // dh_rec: (W_hh^T dgates_{t+1}) at (j, b); dq out: the gate gradients as stored
+    __device__ void step(const Geometry& g, int t, int j, int b, long long e, A dh_rec, A& carry,
+                         A& dc_run, T (&dq)[4]) const {
+        const int prev = g.reverse ? t + 1 : t, next = g.reverse ? t : t + 1;
+        const T* a = acts + 4 * (long long)t * g.HB;
+        const A i = to_acc(a[e]), f = to_acc(a[g.HB + e]), gg = to_acc(a[2 * g.HB + e]);
+        const A o = to_acc(a[3 * g.HB + e]);
+        const A grad_h = carry + dh_rec + to_acc(dout[t * g.HB + e]);
+        const A tanh_c = tanh(to_acc(cs[next * g.HB + e]));
+        const A dc_total = dc_run + grad_h * o * (A(1) - tanh_c * tanh_c);
+        const A d[4] = {dc_total * gg * i * (A(1) - i),
+                        dc_total * to_acc(cs[prev * g.HB + e]) * f * (A(1) - f),
+                        dc_total * i * (A(1) - gg * gg), grad_h * tanh_c * o * (A(1) - o)};
+        for (int k = 0; k < 4; ++k) {
+            dq[k] = from_acc<T>(d[k]);
+            dgates[(long long)(k * g.H + j) * g.TB + (long long)t * g.B + b] = dq[k];
         }
+        carry = A(0);  // from now on dh arrives through the partial sums
+        dc_run = dc_total * f;
     }
-    const int s_idx = threadIdx.x % split, group = threadIdx.x / split;
-    const int groups = blockDim.x / split;
-    for (int s = 0; s < steps; ++s) {
-        const int t = reverse ? s : steps - 1 - s;  // the forward's steps, last first
-        const int prev = reverse ? t + 1 : t, next = reverse ? t : t + 1;
-        const T* a = acts + 4 * (long long)t * HB;
-        __syncthreads();  // dh_state of the last step is complete
-        {  // 1. the cell backward of the block's units, one thread a (unit, column)
-            Walk at((int)threadIdx.x, (int)blockDim.x, B);
-            for (int idx = threadIdx.x; idx < units.own * B; idx += blockDim.x, at.next()) {
-                const int j = units.j0 + at.row, b = at.col;
-                const long long e = (long long)j * B + b;
-                const A i = to_acc(a[e]), f = to_acc(a[HB + e]);
-                const A g = to_acc(a[2 * HB + e]), o = to_acc(a[3 * HB + e]);
-                const A grad_h = dh_state[at.row * B + b] + to_acc(dout[(long long)t * HB + e]);
-                const A tanh_c = tanh(to_acc(cs[next * HB + e]));
-                A& dc_run = dc_state[at.row * B + b];
-                const A dc_total = dc_run + grad_h * o * (A(1) - tanh_c * tanh_c);
-                const A d[4] = {dc_total * g * i * (A(1) - i),
-                                dc_total * to_acc(cs[prev * HB + e]) * f * (A(1) - f),
-                                dc_total * i * (A(1) - g * g), grad_h * tanh_c * o * (A(1) - o)};
-                for (int k = 0; k < 4; ++k)
-                    dgates[((long long)k * H + j) * TB + (long long)t * B + b] = from_acc<T>(d[k]);
-                dc_run = dc_total * f;
-            }
-        }
-        grid_sync();  // dgates_t is complete everywhere
-        // 2. dh_{t-1} = W_hh^T dgates_t for the block's units
-        for (int b0 = 0; b0 < B; b0 += chunk) {
-            const int cols = imin(chunk, B - b0);
-            __syncthreads();
-            stage_columns(xs, dgates + (long long)t * B, TB, GH, b0, cols);
-            __syncthreads();
-            if (TC) {  // all per x cols products of the chunk, by the warps
-                block_products(prod, chunk, wt, GH, xs, GH + 1, per, cols, GH);
-                __syncthreads();
-            }
-            const int items = units.own * cols;
-            Walk at(group, groups, cols);
-            for (int base = 0; base < items; base += groups, at.next()) {
-                const bool active = base + group < items;
-                A acc[1] = {A(0)};
-                if (TC) {
-                    if (active) acc[0] = prod[at.row * chunk + at.col];
-                } else {
-                    if (active)
-                        partial_dots<1>(acc, wt + (long long)at.row * GH, 0, xs + at.col * (GH + 1),
-                                        GH, s_idx, split);
-                    reduce_split<1>(acc, red, s_idx, split);
-                }
-                if (active && s_idx == 0) dh_state[at.row * B + b0 + at.col] = acc[0];
-            }
-        }
+    __device__ void finish(long long e, A dh_total, A dc_run) const {
+        dh[e] = from_acc<T>(dh_total);
+        dc[e] = from_acc<T>(dc_run);
     }
-    __syncthreads();
-    Walk at((int)threadIdx.x, (int)blockDim.x, B);
-    for (int idx = threadIdx.x; idx < units.own * B; idx += blockDim.x, at.next()) {
-        const long long e = (long long)(units.j0 + at.row) * B + at.col;
-        dh[e] = from_acc<T>(dh_state[at.row * B + at.col]);
-        dc[e] = from_acc<T>(dc_state[at.row * B + at.col]);
-    }
-}
-
-// ---- GRU ----------------------------------------------------------------------------------------
-
-// proj (3H, T, B): W_ih x_t + b_ih; w_hh (3H, H); b_hh (3H) or null; h0 (H, B) or null;
-// acts (T, 3H, B) out: activated gates (r, z, n); gh (T, 3H, B) out: W_hh h + b_hh; hs out.
-template <typename T, bool TC>
-__device__ void gru_sequence_forward_impl(const T* __restrict__ proj, const T* __restrict__ w_hh,
-                                          const T* __restrict__ b_hh, const T* __restrict__ h0,
-                                          T* acts, T* gh, T* hs, int steps, int H, int B,
-                                          int reverse, int per, int chunk, int split) {
-    using A = acc_t<T>;
-    const Units units(H, per);
-    const long long HB = (long long)H * B, TB = (long long)steps * B;
-    TF_DYNAMIC_SHARED(unsigned char, smem);
-    Carve carve{smem};
-    T* w = carve.take<T>(3LL * per * H);  // w[(k * per + u) * H + m] = W_hh[k * H + j0 + u, m]
-    A* xs = carve.take<A>((long long)chunk * (H + 1));  // h_{t-1}, as in the LSTM
-    A* red = carve.take<A>(3LL * blockDim.x);
-    A* prod = carve.take<A>(TC ? 3LL * per * chunk : 0);  // TC: a chunk's W h, (3 per, chunk)
-
-    for (int k = 0; k < 3; ++k) {
-        Walk at((int)threadIdx.x, (int)blockDim.x, H);
-        for (int idx = threadIdx.x; idx < units.own * H; idx += blockDim.x, at.next())
-            w[((long long)k * per + at.row) * H + at.col] =
-                w_hh[((long long)k * H + units.j0 + at.row) * H + at.col];
-    }
-    const int init = reverse ? steps : 0;
-    {
-        Walk at((int)threadIdx.x, (int)blockDim.x, B);
-        for (int idx = threadIdx.x; idx < units.own * B; idx += blockDim.x, at.next()) {
-            const long long e = (long long)(units.j0 + at.row) * B + at.col;
-            hs[init * HB + e] = h0 ? h0[e] : from_acc<T>(A(0));
-        }
-    }
-    __syncthreads();
-    if (h0) grid_sync();
-
-    const int s_idx = threadIdx.x % split, group = threadIdx.x / split;
-    const int groups = blockDim.x / split;
-    for (int s = 0; s < steps; ++s) {
-        const int t = reverse ? steps - 1 - s : s;
-        const int prev = reverse ? t + 1 : t, next = reverse ? t : t + 1;
-        const bool zero_h = !h0 && s == 0;
-        T* r_gh = gh + 3 * (long long)t * HB;  // (3H, B)
-        T* gates = acts + 3 * (long long)t * HB;
-        for (int b0 = 0; b0 < B; b0 += chunk) {
-            const int cols = imin(chunk, B - b0);
-            __syncthreads();
-            if (!zero_h) stage_columns(xs, hs + prev * HB, B, H, b0, cols);
-            __syncthreads();
-            if (TC && !zero_h) {  // all (3 per) x cols products of the chunk, by the warps
-                block_products(prod, chunk, w, H, xs, H + 1, 3 * per, cols, H);
-                __syncthreads();
-            }
-            const int items = units.own * cols;
-            Walk at(group, groups, cols);
-            for (int base = 0; base < items; base += groups, at.next()) {
-                const bool active = base + group < items;
-                A rec[3] = {A(0), A(0), A(0)};
-                if (TC) {
-                    if (active && !zero_h)
-                        for (int k = 0; k < 3; ++k) rec[k] = prod[(k * per + at.row) * chunk + at.col];
-                } else {
-                    if (active && !zero_h)
-                        partial_dots<3>(rec, w + (long long)at.row * H, (long long)per * H,
-                                        xs + at.col * (H + 1), H, s_idx, split);
-                    if (!zero_h) reduce_split<3>(rec, red, s_idx, split);
-                }
-                if (!active || s_idx != 0) continue;
-                const int j = units.j0 + at.row, b = b0 + at.col;
-                const long long e = (long long)j * B + b, col = (long long)t * B + b;
-                if (b_hh)
-                    for (int k = 0; k < 3; ++k) rec[k] += to_acc(b_hh[k * H + j]);
-                const A r = sigmoid(to_acc(proj[(long long)j * TB + col]) + rec[0]);
-                const A z = sigmoid(to_acc(proj[(long long)(H + j) * TB + col]) + rec[1]);
-                const A n = tanh(to_acc(proj[(long long)(2 * H + j) * TB + col]) + r * rec[2]);
-                const A h_prev = zero_h ? A(0) : xs[at.col * (H + 1) + j];
-                for (int k = 0; k < 3; ++k) r_gh[k * HB + e] = from_acc<T>(rec[k]);
-                gates[e] = from_acc<T>(r);
-                gates[HB + e] = from_acc<T>(z);
-                gates[2 * HB + e] = from_acc<T>(n);
-                hs[next * HB + e] = from_acc<T>(n + z * (h_prev - n));
-            }
-        }
-        if (s + 1 < steps) grid_sync();
-    }
-}
+};
 
 // dout (T, H, B); dh_n (H, B) or null; dgi, dgh (3H, T, B) out (gate-major); dh (H, B) out: dh0.
-template <typename T, bool TC>
-__device__ void gru_sequence_backward_impl(const T* __restrict__ dout, const T* __restrict__ dh_n,
-                                           const T* __restrict__ w_hh, const T* __restrict__ acts,
-                                           const T* __restrict__ gh, const T* __restrict__ hs,
-                                           T* dgi, T* dgh, T* dh, int steps, int H, int B,
-                                           int reverse, int per, int chunk, int split) {
+template <typename T_>
+struct GruBackward {
+    using T = T_;
     using A = acc_t<T>;
-    const Units units(H, per);
-    const int GH = 3 * H;
-    const long long HB = (long long)H * B, TB = (long long)steps * B;
-    TF_DYNAMIC_SHARED(unsigned char, smem);
-    Carve carve{smem};
-    T* wt = carve.take<T>((long long)per * GH);  // wt[u * 3H + r] = W_hh[r, j0 + u]
-    A* xs = carve.take<A>((long long)chunk * (GH + 1));  // dgh_t columns
-    A* red = carve.take<A>(blockDim.x);
-    A* dh_state = carve.take<A>((long long)per * B);
-    A* prod = carve.take<A>(TC ? (long long)per * chunk : 0);  // TC: a chunk's W^T dgh, (per, chunk)
-
-    {
-        Walk at((int)threadIdx.x, (int)blockDim.x, units.own > 0 ? units.own : 1);
-        for (int idx = threadIdx.x; idx < units.own * GH; idx += blockDim.x, at.next())
-            wt[(long long)at.col * GH + at.row] = w_hh[(long long)at.row * H + units.j0 + at.col];
+    static constexpr int G = 3;  // gates
+    const T *dout, *dh_n, *acts, *gh, *hs;
+    T *dgi, *dgh, *dh;
+    __device__ void start(const Geometry&, long long e, A& carry, A&) const {
+        carry = dh_n ? to_acc(dh_n[e]) : A(0);
     }
-    {
-        Walk at((int)threadIdx.x, (int)blockDim.x, B);
-        for (int idx = threadIdx.x; idx < units.own * B; idx += blockDim.x, at.next()) {
-            const long long e = (long long)(units.j0 + at.row) * B + at.col;
-            dh_state[at.row * B + at.col] = dh_n ? to_acc(dh_n[e]) : A(0);
+    __device__ void step(const Geometry& g, int t, int j, int b, long long e, A dh_rec, A& carry,
+                         A&, T (&dq)[4]) const {
+        const int prev = g.reverse ? t + 1 : t;
+        const long long gt = 3 * (long long)t * g.HB;
+        const A r = to_acc(acts[gt + e]), z = to_acc(acts[gt + g.HB + e]);
+        const A n = to_acc(acts[gt + 2 * g.HB + e]);
+        const A grad = carry + dh_rec + to_acc(dout[t * g.HB + e]);
+        const A dn = grad * (A(1) - z) * (A(1) - n * n);
+        const A dz = grad * (to_acc(hs[prev * g.HB + e]) - n) * z * (A(1) - z);
+        const A dr = dn * to_acc(gh[gt + 2 * g.HB + e]) * r * (A(1) - r);
+        const A d_in[3] = {dr, dz, dn}, d_rec[3] = {dr, dz, dn * r};
+        for (int k = 0; k < 3; ++k) {
+            const long long at = (long long)(k * g.H + j) * g.TB + (long long)t * g.B + b;
+            dgi[at] = from_acc<T>(d_in[k]);
+            dq[k] = from_acc<T>(d_rec[k]);
+            dgh[at] = dq[k];
         }
+        dq[3] = from_acc<T>(A(0));
+        carry = grad * z;  // the direct part of dh_{t-1}
     }
-    const int s_idx = threadIdx.x % split, group = threadIdx.x / split;
-    const int groups = blockDim.x / split;
-    for (int s = 0; s < steps; ++s) {
-        const int t = reverse ? s : steps - 1 - s;
-        const int prev = reverse ? t + 1 : t;
-        const T* a = acts + 3 * (long long)t * HB;
-        const T* r_gh = gh + 3 * (long long)t * HB;
-        __syncthreads();
-        {  // 1. the cell backward of the block's units; dh_state keeps the direct part dh * z
-            Walk at((int)threadIdx.x, (int)blockDim.x, B);
-            for (int idx = threadIdx.x; idx < units.own * B; idx += blockDim.x, at.next()) {
-                const int j = units.j0 + at.row, b = at.col;
-                const long long e = (long long)j * B + b, tb = (long long)t * B + b;
-                const A r = to_acc(a[e]), z = to_acc(a[HB + e]), n = to_acc(a[2 * HB + e]);
-                A& dh_run = dh_state[at.row * B + b];
-                const A g = dh_run + to_acc(dout[(long long)t * HB + e]);
-                const A dn = g * (A(1) - z) * (A(1) - n * n);
-                const A dz = g * (to_acc(hs[prev * HB + e]) - n) * z * (A(1) - z);
-                const A dr = dn * to_acc(r_gh[2 * HB + e]) * r * (A(1) - r);
-                const A d_in[3] = {dr, dz, dn}, d_rec[3] = {dr, dz, dn * r};
-                for (int k = 0; k < 3; ++k) {
-                    dgi[((long long)k * H + j) * TB + tb] = from_acc<T>(d_in[k]);
-                    dgh[((long long)k * H + j) * TB + tb] = from_acc<T>(d_rec[k]);
-                }
-                dh_run = g * z;
-            }
-        }
-        grid_sync();  // dgh_t is complete everywhere
-        // 2. dh_{t-1} = dh * z + W_hh^T dgh_t for the block's units
-        for (int b0 = 0; b0 < B; b0 += chunk) {
-            const int cols = imin(chunk, B - b0);
-            __syncthreads();
-            stage_columns(xs, dgh + (long long)t * B, TB, GH, b0, cols);
-            __syncthreads();
-            if (TC) {  // all per x cols products of the chunk, by the warps
-                block_products(prod, chunk, wt, GH, xs, GH + 1, per, cols, GH);
-                __syncthreads();
-            }
-            const int items = units.own * cols;
-            Walk at(group, groups, cols);
-            for (int base = 0; base < items; base += groups, at.next()) {
-                const bool active = base + group < items;
-                A acc[1] = {A(0)};
-                if (TC) {
-                    if (active) acc[0] = prod[at.row * chunk + at.col];
-                } else {
-                    if (active)
-                        partial_dots<1>(acc, wt + (long long)at.row * GH, 0, xs + at.col * (GH + 1),
-                                        GH, s_idx, split);
-                    reduce_split<1>(acc, red, s_idx, split);
-                }
-                if (active && s_idx == 0) dh_state[at.row * B + b0 + at.col] += acc[0];
-            }
-        }
-    }
-    __syncthreads();
-    Walk at((int)threadIdx.x, (int)blockDim.x, B);
-    for (int idx = threadIdx.x; idx < units.own * B; idx += blockDim.x, at.next())
-        dh[(long long)(units.j0 + at.row) * B + at.col] = from_acc<T>(dh_state[at.row * B + at.col]);
-}
+    __device__ void finish(long long e, A dh_total, A) const { dh[e] = from_acc<T>(dh_total); }
+};
 
 // ---- entry points, one per dtype ----------------------------------------------------------------
 #define RNN_CELL_KERNELS(sfx, T)                                                                    \
@@ -595,67 +786,76 @@ __device__ void gru_sequence_backward_impl(const T* __restrict__ dout, const T* 
         gru_backward_impl<T>(dh, acts, gh, h_prev, dgi, dgh, dh_prev, H, B);                        \
     }
 
-#define RNN_SEQUENCE_KERNELS(sfx, T)                                                                \
-    TF_COOPERATIVE __global__ void lstm_sequence_forward_##sfx(                                     \
-        const T* proj, const T* w_hh, const T* h0, const T* c0, T* acts, T* hs, T* cs, int steps,   \
-        int H, int B, int reverse, int per, int chunk, int split) {                                 \
-        lstm_sequence_forward_impl<T, false>(proj, w_hh, h0, c0, acts, hs, cs, steps, H, B, reverse, per,  \
-                                      chunk, split);                                                \
-    }                                                                                               \
-    TF_COOPERATIVE __global__ void lstm_sequence_backward_##sfx(                                    \
-        const T* dout, const T* dh_n, const T* dc_n, const T* w_hh, const T* acts, const T* cs,     \
-        T* dgates, T* dh, T* dc, int steps, int H, int B, int reverse, int per, int chunk,          \
-        int split) {                                                                                \
-        lstm_sequence_backward_impl<T, false>(dout, dh_n, dc_n, w_hh, acts, cs, dgates, dh, dc, steps, H,  \
-                                       B, reverse, per, chunk, split);                              \
-    }                                                                                               \
-    TF_COOPERATIVE __global__ void gru_sequence_forward_##sfx(                                      \
-        const T* proj, const T* w_hh, const T* b_hh, const T* h0, T* acts, T* gh, T* hs, int steps, \
-        int H, int B, int reverse, int per, int chunk, int split) {                                 \
-        gru_sequence_forward_impl<T, false>(proj, w_hh, b_hh, h0, acts, gh, hs, steps, H, B, reverse, per, \
-                                     chunk, split);                                                 \
-    }                                                                                               \
-    TF_COOPERATIVE __global__ void gru_sequence_backward_##sfx(                                     \
-        const T* dout, const T* dh_n, const T* w_hh, const T* acts, const T* gh, const T* hs,       \
-        T* dgi, T* dgh, T* dh, int steps, int H, int B, int reverse, int per, int chunk,            \
-        int split) {                                                                                \
-        gru_sequence_backward_impl<T, false>(dout, dh_n, w_hh, acts, gh, hs, dgi, dgh, dh, steps, H, B,    \
-                                      reverse, per, chunk, split);                                  \
-    }
 
-// The same four with the per-step products on tensor cores (mma.cuh: TF32 for f32, BF16 / FP16
-// mma for the 16-bit types; scalar FMAs inside the f64 ones, which exist for the naming rule):
-// the twin picks these where TF32 is allowed for f32 data, and for 16-bit data.
-#define RNN_SEQUENCE_TC_KERNELS(sfx, T)                                                             \
-    TF_COOPERATIVE __global__ void lstm_sequence_forward_tc_##sfx(                                  \
-        const T* proj, const T* w_hh, const T* h0, const T* c0, T* acts, T* hs, T* cs, int steps,   \
-        int H, int B, int reverse, int per, int chunk, int split) {                                 \
-        lstm_sequence_forward_impl<T, true>(proj, w_hh, h0, c0, acts, hs, cs, steps, H, B, reverse, \
-                                            per, chunk, split);                                     \
+// The product path of a launch, from its `mode` (kernels/rnn.py, sequence_mode): bit 2 set,
+// tensor cores on T (f64: scalar FMAs anyway), where an f32 launch takes bf16 (bits 0-1 = 1) or
+// fp16 (2) weights with fp32 states (autocast); clear, scalar FMAs on weights of the data's dtype.
+template <typename T, typename Run>
+__device__ __forceinline__ void with_path(int mode, Run run) {
+    const bool tensor_cores = (mode & 4) != 0;
+    const int weights = mode & 3;
+    if constexpr (same_type<T, double>::value) {
+        run(Scalar<T, acc_t<T>>{});
+    } else if (!tensor_cores) {
+        run(Scalar<T, acc_t<T>>{});
+    } else if constexpr (same_type<T, float>::value) {
+        if (weights == 1) run(TensorCores<bf16_t>{});
+        else if (weights == 2) run(TensorCores<f16_t>{});
+        else run(TensorCores<float>{});
+    } else {
+        run(TensorCores<T>{});
+    }
+}
+
+template <class Cell>
+__device__ void run_forward(const Cell& cell, const void* w_hh, int mode, const Geometry& g) {
+    with_path<typename Cell::T>(mode, [&](auto path) {
+        using P = decltype(path);
+        sequence_forward<P>(cell, static_cast<const typename P::Weight*>(w_hh), g);
+    });
+}
+template <class Cell>
+__device__ void run_backward(const Cell& cell, const void* w_hh, int mode,
+                             acc_t<typename Cell::T>* partials, const Geometry& g) {
+    with_path<typename Cell::T>(mode, [&](auto path) {
+        using P = decltype(path);
+        sequence_backward<P>(cell, static_cast<const typename P::Weight*>(w_hh), partials, g);
+    });
+}
+
+// Every sequence kernel takes the cut last: steps, H, B, reverse, mode (with_path), units, cols,
+// split, kchunk (kernels/rnn.py, plan_sequence). At most 512 threads a block: up to 128 registers
+// a thread (kernels/rnn.py GPU_THREAD_CHOICES).
+#define RNN_GEOMETRY Geometry(H, B, steps, reverse, units, cols, split, kchunk)
+#define RNN_SEQUENCE_KERNELS(sfx, T)                                                                \
+    __launch_bounds__(512) TF_COOPERATIVE __global__ void lstm_sequence_forward_##sfx(              \
+        const T* proj, const void* w_hh, const T* h0, const T* c0, T* acts, T* hs, T* cs,           \
+        int steps, int H, int B, int reverse, int mode, int units, int cols, int split,             \
+        int kchunk) {                                                                               \
+        run_forward(LstmForward<T>{proj, h0, c0, acts, hs, cs}, w_hh, mode, RNN_GEOMETRY);          \
     }                                                                                               \
-    TF_COOPERATIVE __global__ void lstm_sequence_backward_tc_##sfx(                                 \
-        const T* dout, const T* dh_n, const T* dc_n, const T* w_hh, const T* acts, const T* cs,     \
-        T* dgates, T* dh, T* dc, int steps, int H, int B, int reverse, int per, int chunk,          \
-        int split) {                                                                                \
-        lstm_sequence_backward_impl<T, true>(dout, dh_n, dc_n, w_hh, acts, cs, dgates, dh, dc,      \
-                                             steps, H, B, reverse, per, chunk, split);              \
+    __launch_bounds__(512) TF_COOPERATIVE __global__ void gru_sequence_forward_##sfx(               \
+        const T* proj, const void* w_hh, const T* b_hh, const T* h0, T* acts, T* gh, T* hs,         \
+        int steps, int H, int B, int reverse, int mode, int units, int cols, int split,             \
+        int kchunk) {                                                                               \
+        run_forward(GruForward<T>{proj, b_hh, h0, acts, gh, hs}, w_hh, mode, RNN_GEOMETRY);         \
     }                                                                                               \
-    TF_COOPERATIVE __global__ void gru_sequence_forward_tc_##sfx(                                   \
-        const T* proj, const T* w_hh, const T* b_hh, const T* h0, T* acts, T* gh, T* hs, int steps, \
-        int H, int B, int reverse, int per, int chunk, int split) {                                 \
-        gru_sequence_forward_impl<T, true>(proj, w_hh, b_hh, h0, acts, gh, hs, steps, H, B,         \
-                                           reverse, per, chunk, split);                             \
+    __launch_bounds__(512) TF_COOPERATIVE __global__ void lstm_sequence_backward_##sfx(             \
+        const T* dout, const T* dh_n, const T* dc_n, const void* w_hh, const T* acts, const T* cs,  \
+        T* dgates, T* dh, T* dc, acc_t<T>* partials, int steps, int H, int B, int reverse,          \
+        int mode, int units, int cols, int split, int kchunk) {                                     \
+        run_backward(LstmBackward<T>{dout, dh_n, dc_n, acts, cs, dgates, dh, dc}, w_hh, mode,       \
+                     partials, RNN_GEOMETRY);                                                       \
     }                                                                                               \
-    TF_COOPERATIVE __global__ void gru_sequence_backward_tc_##sfx(                                  \
-        const T* dout, const T* dh_n, const T* w_hh, const T* acts, const T* gh, const T* hs,       \
-        T* dgi, T* dgh, T* dh, int steps, int H, int B, int reverse, int per, int chunk,            \
-        int split) {                                                                                \
-        gru_sequence_backward_impl<T, true>(dout, dh_n, w_hh, acts, gh, hs, dgi, dgh, dh, steps, H, \
-                                            B, reverse, per, chunk, split);                         \
+    __launch_bounds__(512) TF_COOPERATIVE __global__ void gru_sequence_backward_##sfx(              \
+        const T* dout, const T* dh_n, const void* w_hh, const T* acts, const T* gh, const T* hs,    \
+        T* dgi, T* dgh, T* dh, acc_t<T>* partials, int steps, int H, int B, int reverse, int mode,  \
+        int units, int cols, int split, int kchunk) {                                               \
+        run_backward(GruBackward<T>{dout, dh_n, acts, gh, hs, dgi, dgh, dh}, w_hh, mode, partials,  \
+                     RNN_GEOMETRY);                                                                 \
     }
 
 extern "C" {
 TF_FLOAT_TYPES(RNN_CELL_KERNELS)
 TF_FLOAT_TYPES(RNN_SEQUENCE_KERNELS)
-TF_FLOAT_TYPES(RNN_SEQUENCE_TC_KERNELS)
 }
