@@ -13,8 +13,10 @@ LSTM (i, f, g, o), GRU (r, z, n).
 
 Under ``tf.amp.autocast`` the GEMMs of inputs and weights (the input projection, the cells'
 recurrent GEMM, the backward GEMMs) run in the autocast dtype; the gates, c and h stay float32
-(``_state_dtype``), and so does the sequence ops' recurrent product W_hh h_{t-1}, which is
-inside the fused recurrence. See docs/lstm.md.
+(``_state_dtype``). The sequence ops hand the fused recurrence W_hh in the autocast dtype too
+(cast once a call, ``_recurrent_weight``): its product W_hh h_{t-1} then takes half operands, as
+tensor cores do (h rounded to W_hh's dtype for the product, the sums in float32;
+``tinyflow.kernels.rnn.recurrent_weight``), while the states stay float32. See docs/lstm.md.
 """
 from __future__ import annotations
 
@@ -82,6 +84,13 @@ def _state_dtype(gemm_dtype: Any) -> Any:
     """The dtype of gates, c and h: float32 when the GEMMs run in half precision (autocast), so
     that the cell state does not lose bits step after step; else the GEMMs' own dtype."""
     return np.dtype(np.float32) if is_half(gemm_dtype) else np.dtype(gemm_dtype)
+
+
+def _recurrent_weight(w_hh: Array, state: Any) -> Array:
+    """W_hh as the sequence kernels take it: in its own dtype where that is half precision and the
+    states are float32 (autocast, or a half model: the recurrence's tensor-core products take half
+    operands with float32 sums), else in the states' dtype."""
+    return w_hh if is_half(w_hh.dtype) and not is_half(state) else w_hh.astype(state, copy=False)
 
 
 def _gemm(a: Array, b: Array, dtype: Any) -> Array:
@@ -259,7 +268,7 @@ class LSTMLayer(Function):
         proj = _gemm(w_ih, x_fm, state)  # (4H, T*B)
         if b_ih is not None:
             proj += (b_ih + b_hh)[:, None]
-        w_rec = w_hh.astype(state, copy=False)  # (4H, H)
+        w_rec = _recurrent_weight(w_hh, state)  # (4H, H)
         # The recurrence of all T steps: acts (T, 4H, B) are the activated gates (cuDNN's reserve
         # space), hs and cs (T+1, H, B) the states, in the slots of _slots.
         acts, hs, cs = ctx.kernels.lstm_sequence_forward(
@@ -319,7 +328,7 @@ class GRULayer(Function):
         proj = _gemm(w_ih, x_fm, state)  # (3H, T*B): the input projection of all steps, one GEMM
         if b_ih is not None:
             proj += b_ih[:, None]
-        w_rec = w_hh.astype(state, copy=False)  # (3H, H)
+        w_rec = _recurrent_weight(w_hh, state)  # (3H, H)
         # acts (T, 3H, B) activated gates, gh (T, 3H, B) recurrent pre-activations, hs (T+1, H, B)
         acts, gh, hs = ctx.kernels.gru_sequence_forward(
             proj.reshape(3 * hidden, steps, batch), w_rec, b_hh, None if h0 is None else h0.T, reverse
@@ -363,8 +372,9 @@ class GRULayer(Function):
 
 # The entry points on Tensors, used by nn.LSTM, nn.GRU and the cells (PyTorch's F has no
 # recurrent functions, so neither has tinyflow's). Under autocast they cast the GEMM operands
-# that are inputs (x and the weights; the sequence ops keep W_hh for their float32 recurrence)
-# with the differentiable Cast, so float32 parameters receive float32 gradients.
+# that are inputs (x and the weights, W_hh too: the sequence ops' recurrence multiplies half
+# W_hh with float32 sums) with the differentiable Cast, once a call, so float32 parameters
+# receive float32 gradients.
 def lstm_cell(x: Any, h: Any, c: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None) -> tuple:
     """(h', c') of one LSTM step on Tensors; see ``LSTMCellFunction``."""
     x, w_ih, w_hh = amp.autocast_inputs(x, w_ih, w_hh)
@@ -380,12 +390,12 @@ def gru_cell(x: Any, h: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any =
 def lstm_layer(x: Any, h0: Any, c0: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None,
                reverse: bool = False) -> tuple:  # fmt: skip
     """(out, h_n, c_n) of one LSTM layer over x (T, B, I) on Tensors; see ``LSTMLayer``."""
-    x, w_ih = amp.autocast_inputs(x, w_ih)
+    x, w_ih, w_hh = amp.autocast_inputs(x, w_ih, w_hh)
     return LSTMLayer.apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
 
 
 def gru_layer(x: Any, h0: Any, w_ih: Any, w_hh: Any, b_ih: Any = None, b_hh: Any = None,
               reverse: bool = False) -> tuple:  # fmt: skip
     """(out, h_n) of one GRU layer over x (T, B, I) on Tensors; see ``GRULayer``."""
-    x, w_ih = amp.autocast_inputs(x, w_ih)
+    x, w_ih, w_hh = amp.autocast_inputs(x, w_ih, w_hh)
     return GRULayer.apply(x, h0, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
