@@ -47,37 +47,53 @@ def conv_cases(draw):
     h = draw(st.integers(max(1, d[0] * (k[0] - 1) + 1 - 2 * p[0]), 9))
     w = draw(st.integers(max(1, d[1] * (k[1] - 1) + 1 - 2 * p[1]), 9))
     shape = (draw(st.integers(1, 3)), draw(st.integers(1, 3)), h, w)
-    return shape, (k, s, p, d), draw(DTYPES), draw(st.booleans()), draw(st.integers(0, 2**16))
+    return shape, (k, s, p, d), draw(DTYPES), draw(st.sampled_from(PATHS)), draw(st.integers(0, 2**16))
 
 
-def staging(on: bool):
-    """The staged kernels where ``on`` (every case here fits them), else the direct ones: a
-    stage of 0 bytes fits no tile."""
-    if on:
+PATHS = ("packs", "staged", "direct")
+"""im2col's three 32-bit kernels (packs of x: im2col; staged rows: im2col_staged; im2col_direct)
+and col2im's two (staged: col2im, for the first two; col2im_direct)."""
+
+
+def path(name: str):
+    """Force a path: ``packs`` as the host chooses (every case here fits the staged kernels), else
+    no packs for im2col, and for ``direct`` no stage either (0 bytes fit no tile)."""
+    if name == "packs":
         return contextlib.nullcontext()
-    return mock.patch.multiple(twin, STAGE_BYTES=0, STAGE_BYTES_PER_THREAD=0)
+    no_packs = {"im2col_gathers": lambda geo, itemsize: False}
+    if name == "staged":
+        return mock.patch.multiple(twin, **no_packs)
+    return mock.patch.multiple(twin, STAGE_BYTES=0, STAGE_BYTES_PER_THREAD=0, **no_packs)
+
+
+def im2col_kernel(name: str, geom, x: np.ndarray) -> str:
+    """The im2col kernel ``path(name)`` launches for x: packs only where a tap's columns lie at
+    most 16 bytes apart (and x is 16-byte aligned), else staged rows."""
+    packs = geom[1][1] * x.dtype.itemsize <= 16 and x.ctypes.data % 16 == 0
+    kernel = {"packs": "im2col" if packs else "im2col_staged", "staged": "im2col_staged",
+              "direct": "im2col_direct"}[name]
+    return f"{kernel}_{dtype_suffix(x)}"
 
 
 @SETTINGS
 @given(case=conv_cases())
 def test_im2col_and_col2im_match_reference_in_every_dtype(emu, case):
-    """Strides, padding and dilation in both directions, staged and direct kernels; im2col exact
-    (it moves bits), col2im to fp32 accumulation."""
-    shape, geom, dtype, staged, seed = case
+    """Strides, padding and dilation in both directions, on every path (packs, staged, direct);
+    im2col exact (it moves bits), col2im to fp32 accumulation."""
+    shape, geom, dtype, name, seed = case
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(shape).astype(dtype)
-    path = "" if staged else "_direct"
     want = reference("im2col")(x, *geom)
-    with staging(staged):
+    with path(name):
         got = run(emu, "im2col", x, *geom)
-    assert emu.launches == [f"im2col{path}_{dtype_suffix(x)}"]
+    assert emu.launches == [im2col_kernel(name, geom, x)]
     assert got.shape == want.shape and got.dtype == x.dtype
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))  # bit for bit
 
     col = rng.standard_normal(want.shape).astype(dtype)
-    with staging(staged):
+    with path(name):
         dx = run(emu, "col2im", col, x.shape, *geom)
-    assert emu.launches == [f"col2im{path}_{dtype_suffix(x)}"]
+    assert emu.launches == [f"col2im{'_direct' if name == 'direct' else ''}_{dtype_suffix(x)}"]
     assert dx.shape == x.shape and dx.dtype == col.dtype
     want64 = reference("col2im")(exact(col), x.shape, *geom)
     assert_sum_close(dx, want64, dtype, scale=float(np.abs(exact(col)).max(initial=0)) * geom[0][0] * geom[0][1])
@@ -85,25 +101,31 @@ def test_im2col_and_col2im_match_reference_in_every_dtype(emu, case):
 
 @pytest.mark.parametrize("dtype", ALL_FLOATS, ids=lambda d: np.dtype(d).name)
 def test_staged_kernels_across_tiles_rounds_and_leads(emu, dtype):
-    """The seams of the staged kernels. im2col: rows of N*L = 3*899 columns (odd, so every row
-    starts its tile at another lead) over several tiles of 256*V, into an ``out`` shifted by one
-    element (head != 0) with K padded by zero rows; stride 1 and a strided, dilated, padded
-    kernel. col2im: image rows of 47 pixels over several tiles of TH rows, a stage small enough
-    for only 2 taps a round (rounds of 2, 2 and 1 over KW = 5), stride (3, 2), dilation (2, 1)."""
+    """The seams of the tiled kernels. im2col (packs and staged rows): rows of N*L = 3*899
+    columns (odd, so every row starts its tile at another lead) over several tiles, into an
+    ``out`` shifted by one element (head != 0) with K padded by zero rows; stride 1 and a strided,
+    dilated, padded kernel; and an x that starts past a 16-byte boundary (no packs: staged).
+    col2im: image rows of 47 pixels over several tiles of TH rows, a stage small enough for only 3
+    taps a round (rounds that end inside a row of 5 taps), stride (3, 2), dilation (2, 1)."""
     rng = np.random.default_rng(7)
     size = np.dtype(dtype).itemsize
     for shape, geom in [((3, 2, 29, 31), ((3, 3), (1, 1), (1, 1), (1, 1))),
                         ((3, 2, 61, 63), ((5, 3), (2, 3), (2, 1), (1, 2)))]:
         x = rng.standard_normal(shape).astype(dtype)
+        shifted_x = np.empty(x.size + 1, dtype)[1:].reshape(shape)  # one element past x's alignment
+        shifted_x[...] = x
         want = reference("im2col")(x, *geom)
         k, nl = want.shape
         buffer = np.full((k + 5) * nl + 1, np.nan, dtype=dtype)
         out = buffer[1:].reshape(k + 5, nl)  # starts one element past a 16-byte boundary or so
         assert twin.im2col_stage(twin._geometry(shape, *geom), size) is not None
-        assert run(emu, "im2col", x, *geom, out=out) is out
-        assert emu.launches == [f"im2col_{dtype_suffix(x)}"]
-        np.testing.assert_array_equal(out[:k].view(np.uint8), want.view(np.uint8))
-        np.testing.assert_array_equal(exact(out[k:]), 0)
+        for name, source in (("packs", x), ("staged", x), ("packs", shifted_x)):
+            out[...] = np.nan
+            with path(name):
+                assert run(emu, "im2col", source, *geom, out=out) is out
+            assert emu.launches == [im2col_kernel(name, geom, source)]
+            np.testing.assert_array_equal(out[:k].view(np.uint8), want.view(np.uint8))
+            np.testing.assert_array_equal(exact(out[k:]), 0)
 
     shape, geom = (2, 3, 61, 47), ((4, 5), (3, 2), (2, 1), (2, 1))
     geo = twin._geometry(shape, *geom)
@@ -147,16 +169,18 @@ def test_col2im_tiles_of_whole_planes_across_images_rounds_and_folded_grids(emu,
 
 
 def test_the_staged_kernels_are_chosen_where_their_tiles_fit():
-    """im2col stages where the input rows of a tile fit and the taps of a row are at most a sector
-    apart; col2im where an image row fits a tile and a tap's run the stage; else the direct
-    kernels. And the host's copy of the kernels' shared-memory sizes matches conv.cu's."""
+    """im2col reads packs of x where a tap's columns are at most 16 bytes apart, stages where the
+    input rows of a tile fit and they are at most a sector apart; col2im stages where an image row
+    fits a tile and a tap's run the stage; else the direct kernels. And the host's copy of the
+    kernels' constants matches conv.cu's."""
     source = (CSRC / "conv.cu").read_text()
-    for name in ("STAGE_BYTES", "STAGE_ROWS", "COL2IM_PIXELS", "COPY_BYTES"):
+    for name in ("IM2COL_COLUMNS", "COL2IM_PIXELS", "COPY_BYTES"):
         assert int(re.search(rf"constexpr int {name} = (\d+);", source).group(1)) == getattr(twin, name)
     assert "struct TapRun {\n    int src, packs, at;\n};" in source and twin.TAP_RUN_BYTES == 3 * 4
     geo = lambda x_shape, k, s, p: twin._geometry(x_shape, (k, k), (s, s), (p, p), (1, 1))  # noqa: E731
     conv1 = geo((128, 3, 224, 224), 11, 4, 2)  # AlexNet conv1: OW = 55
-    assert twin.im2col_stage(conv1, 4) == 224  # 217 pixels a row + the sector lead, in warps
+    assert twin.im2col_gathers(conv1, 4) and not twin.im2col_gathers(conv1, 8)  # 16, 32 bytes apart
+    assert twin.im2col_stage(conv1, 8) == (224, 11)  # 217 pixels a row + the sector lead, in warps
     # 4 image rows; a tap's run is one output row (55 + 7 lead, in sectors: 64); 91 of 121 taps a round
     assert twin.col2im_tile(conv1, 4) == twin.Col2imTile(4, 1, 91, 64, 256, 24400)
     for x_shape, k, s, p in [((128, 64, 27, 27), 5, 1, 2), ((128, 192, 13, 13), 3, 1, 1),
@@ -220,19 +244,19 @@ def test_the_copies_around_the_gemm_use_every_thread_of_a_block(shape):
 def test_im2col_vector_and_scalar_stores_agree_and_padding_rows_are_zero(emu, dtype):
     """N*L = 2*6*6 is a multiple of every V: an aligned out and one shifted by an element. The
     direct kernel takes the vector stores into the first, the scalar ones into the second; the
-    staged kernel aligns its packs to either. All exact; rows past C*kh*kw (the padded K) come
-    back zero."""
+    staged kernel aligns its packs to either, the packs' kernel its sectors. All exact; rows past
+    C*kh*kw (the padded K) come back zero."""
     x = np.random.default_rng(1).standard_normal((2, 3, 6, 6)).astype(dtype)
     want = reference("im2col")(x, (3, 3), (1, 1), (1, 1))  # (27, 72)
     aligned = np.full((32, 72), np.nan, dtype=dtype)
     assert aligned.ctypes.data % 16 == 0
     shifted = np.full(32 * 72 + 1, np.nan, dtype=dtype)[1:].reshape(32, 72)
-    for staged in (True, False):
+    for name in PATHS:
         for out in (aligned, shifted):
             out[...] = np.nan
-            with staging(staged):
+            with path(name):
                 got = run(emu, "im2col", x, (3, 3), (1, 1), (1, 1), out=out)
-            assert emu.launches == [f"im2col{'' if staged else '_direct'}_{dtype_suffix(x)}"]
+            assert emu.launches == [im2col_kernel(name, ((3, 3), (1, 1)), x)]
             assert got is out
             np.testing.assert_array_equal(exact(out[:27]), exact(want))
             np.testing.assert_array_equal(exact(out[27:]), 0)
@@ -248,8 +272,8 @@ def test_im2col_rejects_a_buffer_with_fewer_rows_or_other_columns(emu):
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
 def test_wide_variants_and_folded_grids_match_reference(emu, monkeypatch, dtype):
     """The 64-bit kernels, selected here by lowering the limit (allocating 2**31 elements is not
-    a unit test), the direct ones (no stage fits 0 bytes), and grids whose y and z are capped at 2
-    so every kernel loops over the rest."""
+    a unit test), the staged and direct ones, and grids whose y and z are capped at 2 so every
+    kernel loops over the rest."""
     rng = np.random.default_rng(2)
     x = rng.standard_normal((3, 5, 7, 6)).astype(dtype)
     geom = ((3, 2), (2, 1), (1, 1), (1, 2))
@@ -257,15 +281,16 @@ def test_wide_variants_and_folded_grids_match_reference(emu, monkeypatch, dtype)
     col = rng.standard_normal(want.shape).astype(dtype)
     want_dx = reference("col2im")(exact(col), x.shape, *geom)
     monkeypatch.setattr(twin, "MAX_GRID_YZ", 2)
-    for limit, stage, suffix in ((2**31, twin.STAGE_BYTES, ""), (2**31, 0, "_direct"), (1, twin.STAGE_BYTES, "_wide")):
+    for limit, name, suffix in ((2**31, "packs", ""), (2**31, "staged", "_staged"), (2**31, "direct", "_direct"),
+                                (1, "packs", "_wide")):
         monkeypatch.setattr(twin, "INDEX_LIMIT", limit)
-        monkeypatch.setattr(twin, "STAGE_BYTES", stage)
-        monkeypatch.setattr(twin, "STAGE_BYTES_PER_THREAD", stage)
-        got = run(emu, "im2col", x, *geom)
+        with path(name):
+            got = run(emu, "im2col", x, *geom)
         assert emu.launches == [f"im2col{suffix}_{dtype_suffix(x)}"]
         np.testing.assert_array_equal(exact(got), exact(want))
-        dx = run(emu, "col2im", col, x.shape, *geom)
-        assert emu.launches == [f"col2im{suffix}_{dtype_suffix(x)}"]
+        with path(name):
+            dx = run(emu, "col2im", col, x.shape, *geom)
+        assert emu.launches == [f"col2im{suffix.replace('_staged', '')}_{dtype_suffix(x)}"]
         assert_sum_close(dx, want_dx, dtype, scale=float(np.abs(exact(col)).max()) * 6)
     out = rng.standard_normal((15, 3 * 4)).astype(dtype)
     b = rng.standard_normal(15).astype(dtype)

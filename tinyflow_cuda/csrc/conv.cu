@@ -43,12 +43,10 @@ __device__ __forceinline__ T pixel(const T* __restrict__ plane, int h, int w, in
     return keep_if(inside, plane[imin(imax(h, 0), H - 1) * W + imin(imax(w, 0), W - 1)]);
 }
 
-// The staged kernels' shared memory (kernels/conv.py mirrors these three numbers): a block stages
-// what its tile reads, at most STAGE_BYTES, in runs that start on a 32-byte sector boundary, so
-// that consecutive threads load consecutive, sector-aligned addresses whatever the stride.
-constexpr int STAGE_BYTES = 24576;
-constexpr int STAGE_ROWS = 512;   // im2col: the most input rows one tile stages
-constexpr int COL2IM_PIXELS = 4;  // col2im: the pixels one thread sums
+// The staged kernels stage what a tile reads in the launch's dynamic shared memory (sized by the
+// host, kernels/conv.py), in runs that start on a 32-byte sector boundary, so that consecutive
+// threads load consecutive, sector-aligned addresses whatever the stride.
+constexpr int COL2IM_PIXELS = 4;  // col2im: the pixels one thread sums (kernels/conv.py mirrors it)
 
 // The elements of one 32-byte sector: a run's start is rounded down to a multiple of this.
 template <typename T>
@@ -87,7 +85,75 @@ __device__ __forceinline__ void store_pack(T* __restrict__ row, int m, int NL, c
         if (m + r >= 0 && m + r < NL) row[m + r] = p.v[r];
 }
 
-// im2col, staged. One row k = (c, i, j) of col per block (blockIdx.y, folded past 65535), a tile
+// im2col: one row k = (c, i, j) of col per blockIdx.y (folded past 65535), a tile of blockDim *
+// IM2COL_COLUMNS columns per blockIdx.x; the images run along the columns (m = n*L + oh*OW + ow),
+// so a row is one run of N*L elements. Each thread takes IM2COL_COLUMNS columns blockDim apart
+// (consecutive lanes, consecutive columns), decodes each (two magic divisions) and loads the
+// aligned 16-byte pack of x that holds its pixel: all its loads are independent (that many 16-byte
+// loads in flight), and a warp's packs are consecutive whatever the stride, as long as a tap's
+// columns lie at most 16 bytes apart (SW * sizeof(T) <= 16: AlexNet conv1's stride 4 in fp32), so
+// every request is one run of whole packs, no sector loaded for nothing. The pixel is picked from
+// its pack by a select (a pixel in the padding is read at the nearest one inside and masked), and
+// stored with consecutive lanes on consecutive columns, the tile starting ``lead`` columns early
+// so that its warps store whole sectors (``head``: col's first element past a 16-byte boundary,
+// the allocation taken as sector-aligned); the
+// lanes outside the row store its first or last column again. No shared memory, so no bank
+// conflicts and no stage to size. The host launches it where x is 16-byte aligned; rows k >= K
+// (the GEMM's padding of K) are zeros.
+constexpr int IM2COL_COLUMNS = 4;
+
+// Element ``at`` of a pack, by selects (a runtime index into registers would go to local memory).
+template <typename T>
+__device__ __forceinline__ T pick(const Pack<T>& p, int at) {
+    T v = p.v[0];
+#pragma unroll
+    for (int r = 1; r < (int)(16 / sizeof(T)); ++r) v = at == r ? p.v[r] : v;
+    return v;
+}
+
+template <typename T>
+__device__ void im2col_impl(const T* __restrict__ x, T* __restrict__ col, int N, int C, int H, int W,
+                            int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OH,
+                            int OW, int K, int KP, int head, unsigned long long magic_kk,
+                            unsigned long long magic_kw, unsigned long long magic_ow,
+                            unsigned long long magic_oh) {
+    constexpr int V = 16 / sizeof(T), SE = sector_elements<T>(), U = IM2COL_COLUMNS;
+    const int L = OH * OW, NL = N * L, HW = H * W, KK = KH * KW;
+    const FastDiv by_kk = fast_div(KK, magic_kk), by_kw = fast_div(KW, magic_kw);
+    const FastDiv by_ow = fast_div(OW, magic_ow), by_oh = fast_div(OH, magic_oh);
+    const Pack<T>* __restrict__ packs = reinterpret_cast<const Pack<T>*>(x);  // 16-byte aligned
+    for (int k = blockIdx.y; k < KP; k += gridDim.y) {
+        T* __restrict__ row = col + k * NL;  // (N*L,)
+        const int lead = (head + k * NL) & (SE - 1);  // row's first column, in elements mod a sector
+        const int m0 = (int)(blockIdx.x * blockDim.x) * U - lead;  // the tile's first column
+        if (m0 >= NL) continue;  // the spare last tile of a row with a short lead: uniform
+        // decode the row once: k -> (c, i, j), and where tap (i, j) starts in the plane
+        const int c = quotient(k, by_kk), ij = k - c * KK;
+        const int i = quotient(ij, by_kw), j = ij - i * KW;
+        const int h0 = i * DH - PH, w0 = j * DW - PW;
+        Pack<T> p[U];  // the packs, all loaded before any is used: U 16-byte loads in flight
+        int at[U];     // the pixel's place in its pack, -1 in the padding
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int m = imin(imax(m0 + u * (int)blockDim.x + (int)threadIdx.x, 0), NL - 1);
+            const int g = quotient(m, by_ow), ow = m - g * OW, n = quotient(g, by_oh);
+            const int h = (g - n * OH) * SH + h0, w = ow * SW + w0;
+            const bool inside = k < K && (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;
+            const int e = (n * C + c) * HW + imin(imax(h, 0), H - 1) * W + imin(imax(w, 0), W - 1);
+            p[u] = packs[e / V];
+            at[u] = inside ? e & (V - 1) : -1;
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int m = imin(imax(m0 + u * (int)blockDim.x + (int)threadIdx.x, 0), NL - 1);
+            row[m] = keep_if(at[u] >= 0, pick(p[u], at[u]));
+        }
+    }
+}
+
+// im2col, staged (where a tap's columns lie more than 16 bytes apart, so that im2col's packs
+// would leave most of each sector unread). One row k = (c, i, j) of col per block (blockIdx.y,
+// folded past 65535), a tile
 // of 256*V columns per blockIdx.x; the images run along the columns (m = n*L + oh*OW + ow), so a
 // row is one run of N*L elements. The tile's columns fall on a few output rows g = n*OH + oh
 // (m / OW = g); for each, the block first loads the input row h = oh*SH + i*DH - PH from the
@@ -100,23 +166,25 @@ __device__ __forceinline__ void store_pack(T* __restrict__ row, int m, int NL, c
 // in elements mod V), and the ragged ends of a row are stored one by one. Rows past the padding
 // (h outside [0, H)) and columns in it read no memory.
 //
-// The host (kernels/conv.py im2col) launches this where a tile's rows fit STAGE_BYTES and
-// STAGE_ROWS and SW * sizeof(T) <= 32 (there, every sector of the input row holds a tap, so
-// staging moves no more sectors than the direct gather); elsewhere im2col_direct.
+// The host (kernels/conv.py im2col) launches this where 16 < SW * sizeof(T) <= 32 (there, every
+// sector of the input row still holds a tap, so staging moves no more sectors than the direct
+// gather) and a tile's ``stage_rows`` rows fit STAGE_BYTES and STAGE_ROWS; the launch's dynamic
+// shared memory holds them (stage_rows * pitch elements) and a row_lead per row.
 template <typename T>
-__device__ void im2col_impl(const T* __restrict__ x, T* __restrict__ col, int N, int C, int H, int W,
-                            int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OH,
-                            int OW, int K, int KP, int head, int pitch, unsigned long long magic_kk,
-                            unsigned long long magic_kw, unsigned long long magic_ow,
-                            unsigned long long magic_oh, unsigned long long magic_pitch) {
+__device__ void im2col_staged_impl(const T* __restrict__ x, T* __restrict__ col, int N, int C,
+                                   int H, int W, int KH, int KW, int SH, int SW, int PH, int PW,
+                                   int DH, int DW, int OH, int OW, int K, int KP, int head,
+                                   int pitch, int stage_rows, unsigned long long magic_kk,
+                                   unsigned long long magic_kw, unsigned long long magic_ow,
+                                   unsigned long long magic_oh, unsigned long long magic_pitch) {
     constexpr int V = 16 / sizeof(T), SE = sector_elements<T>();
     const int L = OH * OW, NL = N * L, HW = H * W, KK = KH * KW;
     const FastDiv by_kk = fast_div(KK, magic_kk), by_kw = fast_div(KW, magic_kw);
     const FastDiv by_ow = fast_div(OW, magic_ow), by_oh = fast_div(OH, magic_oh);
     const FastDiv by_pitch = fast_div(pitch, magic_pitch);
-    __shared__ Pack<T> stage_packs[STAGE_BYTES / 16];  // (rows, pitch): the input rows of the tile
-    __shared__ int row_lead[STAGE_ROWS];  // per staged row: where pixel wlo sits in it, -1: padding
-    T* stage = reinterpret_cast<T*>(stage_packs);
+    TF_DYNAMIC_SHARED(T, stage);  // (stage_rows, pitch): the input rows of the tile, then
+    int* row_lead = reinterpret_cast<int*>(stage + stage_rows * pitch);  // where pixel wlo sits in
+                                                                         // each row, -1: padding
     const int tile = blockDim.x * V;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     for (int k = blockIdx.y; k < KP; k += gridDim.y) {
@@ -666,12 +734,23 @@ __device__ void conv_output_grad_impl(const T* __restrict__ gout, const T* __res
 #define IM2COL(sfx, T)                                                                              \
     __global__ void im2col_##sfx(const T* x, T* col, int N, int C, int H, int W, int KH, int KW,    \
                                  int SH, int SW, int PH, int PW, int DH, int DW, int OH, int OW,    \
-                                 int K, int KP, int head, int pitch, unsigned long long magic_kk,  \
+                                 int K, int KP, int head, unsigned long long magic_kk,             \
                                  unsigned long long magic_kw, unsigned long long magic_ow,         \
-                                 unsigned long long magic_oh, unsigned long long magic_pitch) {    \
+                                 unsigned long long magic_oh) {                                    \
         conv_detail::im2col_impl<T>(x, col, N, C, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW, K, \
-                                    KP, head, pitch, magic_kk, magic_kw, magic_ow, magic_oh,       \
-                                    magic_pitch);                                                   \
+                                    KP, head, magic_kk, magic_kw, magic_ow, magic_oh);             \
+    }
+#define IM2COL_STAGED(sfx, T)                                                                       \
+    __global__ void im2col_staged_##sfx(const T* x, T* col, int N, int C, int H, int W, int KH,     \
+                                        int KW, int SH, int SW, int PH, int PW, int DH, int DW,     \
+                                        int OH, int OW, int K, int KP, int head, int pitch,         \
+                                        int stage_rows, unsigned long long magic_kk,                \
+                                        unsigned long long magic_kw, unsigned long long magic_ow,   \
+                                        unsigned long long magic_oh,                                \
+                                        unsigned long long magic_pitch) {                           \
+        conv_detail::im2col_staged_impl<T>(x, col, N, C, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, \
+                                           OW, K, KP, head, pitch, stage_rows, magic_kk, magic_kw,  \
+                                           magic_ow, magic_oh, magic_pitch);                        \
     }
 #define IM2COL_DIRECT(sfx, T)                                                                       \
     __global__ void im2col_direct_##sfx(const T* x, T* col, int N, int C, int H, int W, int KH,     \
@@ -737,6 +816,7 @@ __device__ void conv_output_grad_impl(const T* __restrict__ gout, const T* __res
     }
 extern "C" {
 TF_FLOAT_TYPES(IM2COL)
+TF_FLOAT_TYPES(IM2COL_STAGED)
 TF_FLOAT_TYPES(IM2COL_DIRECT)
 TF_FLOAT_TYPES(IM2COL_WIDE)
 TF_FLOAT_TYPES(COL2IM)

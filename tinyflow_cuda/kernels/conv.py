@@ -6,9 +6,10 @@ rows to a multiple of 8, see ops/conv.py), rows (channel, kernel row, kernel col
 (image, output row, output column). The GEMMs between them are ``xp.matmul`` calls in
 ops/conv.py (cuBLAS through CuPy). The host does the integer work the kernels must not do per
 element: magic-number divisors (``_fastdiv.magic``), the 32- or 64-bit variant
-(:func:`index_kernel`), grids that keep y and z within 65535, and whether a block's tile fits the
-staged kernels' shared memory (:func:`im2col_stage`, :func:`col2im_tile`; else the ``*_direct``
-kernels, which read x or col straight). See docs/convolution.md.
+(:func:`index_kernel`), grids that keep y and z within 65535, which im2col gathers x by packs
+(:func:`im2col_gathers`) or stages it, and the staged kernels' tiles and dynamic shared memory
+(:func:`im2col_stage`, :func:`col2im_tile`; where none fits, the ``*_direct`` kernels, which read
+x or col straight). See docs/convolution.md and docs/cuda.md.
 """
 from __future__ import annotations
 
@@ -33,14 +34,17 @@ INDEX_LIMIT = 2**31
 MAX_GRID_YZ = 65535
 """CUDA's limit on gridDim.y and gridDim.z; the kernels loop over what lies beyond it."""
 VECTOR_BYTES = 16
-"""im2col stores 16 bytes a thread where it can: 4 float32, 2 float64, 8 float16 / bfloat16."""
+"""The kernels load and store 16 bytes a thread where they can: 4 float32, 2 float64, 8 float16 /
+bfloat16 (im2col's packs of x, col2im's of col, the staged im2col's stores)."""
 SECTOR_BYTES = 32
 WARP = 32
 """The staged kernels start every run they load on a 32-byte sector boundary."""
+IM2COL_COLUMNS = 4
+"""Columns an im2col thread gathers, blockDim apart (csrc/conv.cu IM2COL_COLUMNS)."""
 STAGE_BYTES = 24576
-"""Shared memory a staged im2col block stages its input rows in (csrc/conv.cu STAGE_BYTES)."""
+"""The most dynamic shared memory a staged im2col block stages its input rows in."""
 STAGE_ROWS = 512
-"""The most input rows a staged im2col tile may stage (csrc/conv.cu STAGE_ROWS)."""
+"""The most input rows a staged im2col tile may stage."""
 COL2IM_PIXELS = 4
 """Pixels a staged col2im thread sums (csrc/conv.cu COL2IM_PIXELS)."""
 STAGE_BYTES_PER_THREAD = 96
@@ -81,15 +85,22 @@ def _warp_multiple(n: int) -> int:
     return -(-n // WARP) * WARP
 
 
-def im2col_stage(geo: list[int], itemsize: int, stage_bytes: int | None = None) -> int | None:
-    """The row pitch (elements) of a staged im2col tile, or None where the staged kernel does not
-    apply: a tile of THREADS * V columns spans at most ceil(tile / OW) + 1 output rows (and at
-    most N*OH), each
-    staging the input pixels its taps span (at most min(W, (OW-1)*SW + 1)) from the sector
-    boundary below (a pitch rounded up to whole warps); they must fit ``stage_bytes`` and
-    STAGE_ROWS. And SW * itemsize <= 32:
-    beyond, the taps of a row are more than a sector apart, and loading the whole row would move
-    more sectors than reading the taps straight (im2col_direct)."""
+def im2col_gathers(geo: list[int], itemsize: int) -> bool:
+    """Whether im2col's packs read x without loading sectors for nothing: a tap's columns at most
+    16 bytes apart (SW * itemsize <= 16), so that a warp's packs are consecutive (the kernel also
+    needs x 16-byte aligned, which the caller checks)."""
+    return geo[7] * itemsize <= VECTOR_BYTES
+
+
+def im2col_stage(geo: list[int], itemsize: int, stage_bytes: int | None = None
+                 ) -> tuple[int, int] | None:
+    """(pitch, rows) of a staged im2col tile, or None where the staged kernel does not apply: a
+    tile of THREADS * V columns spans at most ``rows`` = ceil(tile / OW) + 1 output rows (and at
+    most N*OH), each staging the input pixels its taps span (at most min(W, (OW-1)*SW + 1)) from
+    the sector boundary below (``pitch``: rounded up to whole warps); they must fit
+    ``stage_bytes`` (the launch's dynamic shared memory, with an int a row) and STAGE_ROWS. And
+    SW * itemsize <= 32: beyond, the taps of a row are more than a sector apart, and loading the
+    whole row would move more sectors than reading the taps straight (im2col_direct)."""
     stage_bytes = STAGE_BYTES if stage_bytes is None else stage_bytes
     w, sw, ow = geo[3], geo[7], geo[13]
     if sw * itemsize > SECTOR_BYTES:
@@ -97,9 +108,9 @@ def im2col_stage(geo: list[int], itemsize: int, stage_bytes: int | None = None) 
     tile = THREADS * (VECTOR_BYTES // itemsize)
     rows = min(-(-tile // ow) + 1, geo[0] * geo[12])  # and no more than the N*OH there are
     pitch = _warp_multiple(min(w, (ow - 1) * sw + 1) + SECTOR_BYTES // itemsize - 1)
-    if rows > STAGE_ROWS or rows * pitch * itemsize > stage_bytes:
+    if rows > STAGE_ROWS or rows * (pitch * itemsize + 4) > stage_bytes:
         return None
-    return pitch
+    return pitch, rows
 
 
 def im2col(x: Array, kernel_size: Pair, stride: Pair = (1, 1), padding: Pair = (0, 0),
@@ -131,16 +142,32 @@ def im2col(x: Array, kernel_size: Pair, stride: Pair = (1, 1), padding: Pair = (
             wide.launch_grid(grid, THREADS, [x, out, *geo, k, kp, *divisors, magic(ow)])
             return out
         itemsize = x.dtype.itemsize
-        per_thread = VECTOR_BYTES // itemsize
+        per_thread, sector = VECTOR_BYTES // itemsize, SECTOR_BYTES // itemsize
         address = call.runtime.address(out)
-        pitch = im2col_stage(geo, itemsize) if address % itemsize == 0 else None
-        if pitch is not None:
+        aligned_x = call.runtime.address(x) % VECTOR_BYTES == 0
+        if address % itemsize == 0 and aligned_x and im2col_gathers(geo, itemsize):
+            # tiles of blockDim * IM2COL_COLUMNS columns, each starting up to a sector early so
+            # that its warps store whole sectors: one spare tile per row. ``head``: out's first
+            # element past a 16-byte boundary (a view's offset; allocations are 256-byte aligned
+            # on a GPU, and the emulator's 16-byte aligned ones count as aligned in its reports)
+            head = address // itemsize % per_thread
+            columns = nl + sector - 1
+            threads = _block_threads(-(-columns // IM2COL_COLUMNS))
+            grid = (-(-columns // (threads * IM2COL_COLUMNS)), min(kp, MAX_GRID_YZ))
+            call.launch_grid(grid, threads, [x, out, *geo, k, kp, head, *divisors, magic(ow),
+                                             magic(oh)])
+            return out
+        stage = im2col_stage(geo, itemsize) if address % itemsize == 0 else None
+        if stage is not None:
             # tiles of THREADS * V columns, each starting up to V-1 columns early so that its
             # 16-byte stores are aligned: one spare tile per row
+            (pitch, rows), staged = stage, KernelCall("im2col_staged", x)
             head = address // itemsize % per_thread  # out's first element, in elements mod V
             grid = (-(-(nl + per_thread - 1) // (THREADS * per_thread)), min(kp, MAX_GRID_YZ))
-            call.launch_grid(grid, THREADS, [x, out, *geo, k, kp, head, pitch, *divisors,
-                                             magic(ow), magic(oh), magic(pitch)])
+            staged.runtime.launch(staged.kernel, grid, THREADS,
+                                  [x, out, *geo, k, kp, head, pitch, rows, *divisors, magic(ow),
+                                   magic(oh), magic(pitch)],
+                                  shared_mem=rows * (pitch * itemsize + 4))
             return out
         direct = KernelCall("im2col_direct", x)
         # vector stores: every row starts 16-byte aligned, so the rows' length must allow it
