@@ -407,11 +407,14 @@ __device__ __forceinline__ void stage_runs(Pack<T>* stage, const Pack<T>* __rest
 // affine index, clamped into the run's slots: the words of a warp then run as its pixels do
 // (consecutive at stride 1, where OW = W; shared at larger strides), at most 32 apart, and no
 // two lanes meet in a bank at different words. A lane clamped to a neighbour's word is served
-// with it.
+// with it. At a stride (SW > 1) the column is clamped into the row too, so that a warp wrapping
+// from one image row to the next spans no more than a row of the run (fp64's half warps: 16
+// words).
 template <typename T>
 __device__ __forceinline__ T gather_tap(const T* stage, int at, int lo, int pitch, int image,
-                                        int oh, int ow, int OW) {
-    return stage[imin(imax(at + image + oh * OW + ow, lo), lo + pitch - 1)];
+                                        int oh, int ow, int OW, int SW) {
+    const int col = SW > 1 ? imin(imax(ow, 0), OW - 1) : ow;
+    return stage[imin(imax(at + image + oh * OW + col, lo), lo + pitch - 1)];
 }
 
 // (q, r) with q*S + r = v, 0 <= r < S, moved to v - D where D = QD*S + RD (0 <= RD < S): the
@@ -510,7 +513,7 @@ __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N
                                          (unsigned)qh[e] < (unsigned)OH &&
                                          (unsigned)qw[e] < (unsigned)OW;
                         const T v =
-                            gather_tap(stage, at, g * pitch, pitch, image[e], qh[e], qw[e], OW);
+                            gather_tap(stage, at, g * pitch, pitch, image[e], qh[e], qw[e], OW, SW);
                         sum[e] += to_acc(keep_if(tap, v));
                     }
                     if (++j < KW) {
