@@ -353,23 +353,24 @@ __device__ Walk stage_start(const Geometry& g) {
 
 // ---- whole sequences: the per-step products ----------------------------------------------------
 
-// A thread's first scalar item of chunk_products, threadIdx.x as (K slice, output): one division
-// a launch.
+// A thread's first scalar item of chunk_products, threadIdx.x as (K slice, (unit, column) pair):
+// one division a launch.
 struct Item {
-    int slice, output;
+    int slice, pair;
 };
 __device__ __forceinline__ Item first_item(const Geometry& g) {
-    const int outputs = 4 * g.U * g.N, s = (int)threadIdx.x / outputs;
-    return Item{s, (int)threadIdx.x - s * outputs};
+    const int pairs = g.U * g.N, s = (int)threadIdx.x / pairs;
+    return Item{s, (int)threadIdx.x - s * pairs};
 }
 
 // The forward's products of one staged K-chunk, k in [k_lo, k_hi): the partial sums parts
 // (split x Mp x N, swizzled rows) of out (rows, N) = W_slice (rows, Kp) x h (Kp, N), written by the
 // first chunk and added to by the others (a shared-memory round trip per item and chunk, no
-// accumulators to keep in registers across the chunks). Scalar: thread items (output, K slice),
-// consecutive threads on consecutive outputs of one slice, the slice's K indices interleaved (s,
-// s + split, ...). Tensor cores: warp items (16 x 8 tile, K slice), the slice a contiguous range
-// of Kp / split.
+// accumulators to keep in registers across the chunks). Scalar: thread items ((unit, column)
+// pair, K slice), the 4 gate rows of the unit at once (one load of h for 4 products),
+// consecutive threads on consecutive columns of one unit and slice, the slice's K indices
+// interleaved (s, s + split, ...). Tensor cores: warp items (16 x 8 tile, K slice), the slice a
+// contiguous range of Kp / split.
 // start: this thread's first scalar item (first_item).
 template <class Path, typename A>
 __device__ void chunk_products(A* parts, const unsigned* w_words, int ld_words,
@@ -393,19 +394,22 @@ __device__ void chunk_products(A* parts, const unsigned* w_words, int ld_words,
     } else {
         using W = typename Path::Weight;
         const W* w = reinterpret_cast<const W*>(w_words);
-        const int ld = ld_words * 4 / (int)sizeof(W), outputs = 4 * g.U * g.N;
+        const int ld = ld_words * 4 / (int)sizeof(W), pairs = g.U * g.N;
         const int threads = (int)blockDim.x;
-        int s = start.slice, o = start.output;  // item (s, o)
-        for (; s < g.split; o += threads) {
-            while (o >= outputs) o -= outputs, ++s;
+        int s = start.slice, p = start.pair;  // item (s, p)
+        for (; s < g.split; p += threads) {
+            while (p >= pairs) p -= pairs, ++s;
             if (s >= g.split) break;
-            const int r = o >> g.log_n, c = o & (g.N - 1);
-            A& out = parts[(s * Mp + r) * g.N + swz(r, c)];
-            A sum = first ? A(0) : out;
-            const W* wr = w + r * ld;
-            for (int k = k_lo + ((s - k_lo) & (g.split - 1)); k < k_hi; k += g.split)
-                sum += to_acc(wr[k]) * xs[(k - k_lo) * g.N + swz(k - k_lo, c)];
-            out = sum;
+            const int r0 = (p >> g.log_n) * 4, c = p & (g.N - 1);  // rows r0..r0+3: gates 0..3
+            A* out = parts + s * Mp * g.N;
+            A sum[4];
+            for (int k = 0; k < 4; ++k) sum[k] = first ? A(0) : out[(r0 + k) * g.N + swz(r0 + k, c)];
+            const W* wr = w + r0 * ld;
+            for (int k = k_lo + ((s - k_lo) & (g.split - 1)); k < k_hi; k += g.split) {
+                const A x = xs[(k - k_lo) * g.N + swz(k - k_lo, c)];
+                for (int gate = 0; gate < 4; ++gate) sum[gate] += to_acc(wr[gate * ld + k]) * x;
+            }
+            for (int k = 0; k < 4; ++k) out[(r0 + k) * g.N + swz(r0 + k, c)] = sum[k];
         }
     }
 }

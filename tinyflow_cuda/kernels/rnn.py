@@ -359,8 +359,8 @@ def _cut(hidden: int, batch: int, units: int, cols: int, threads: int, ops: Oper
             while tiles * split * 2 <= warps and (kp // 16) % (split * 2) == 0:
                 split *= 2
         else:
-            outputs = 4 * units * width
-            split = _pow2_at_most(max(1, threads // outputs), 32) if outputs < threads else 1
+            pairs = units * width  # a thread's item: the 4 gates of a (unit, column) pair
+            split = _pow2_at_most(max(1, threads // pairs), 32) if pairs < threads else 1
         fixed = sequence_shared_bytes(hidden, units, width, cols, split, 0, threads, ops,
                                       backward=False, lstm=lstm)
         row_bytes = width * ops.staged // (2 if ops.pairs else 1)
