@@ -115,3 +115,18 @@ def test_pool_forward_window_reads_are_conflict_free(instrumented):
     x = np.random.default_rng(3).standard_normal((2, 4, 27, 27)).astype(np.float32)
     report = _record(lambda: cuk.maxpool2d_forward(x, (3, 3), (2, 2)))
     assert report["maxpool2d_forward_f32"].ratio == 1.0
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="nvcc not on PATH")
+def test_the_convolution_staging_loops_keep_their_loads_in_flight():
+    """In the PTX NVRTC would run (tinyflow_cuda/ptx_inflight.py): im2col loads its IM2COL_COLUMNS
+    packs of x, and col2im's stage_runs its STAGE_UNROLL packs of col, all before using any (before
+    issue 33, one scalar load a loop iteration, each stored to shared memory before the next)."""
+    from tinyflow_cuda import ptx_inflight
+    from tinyflow_cuda.kernels import conv as twin
+
+    loops = ptx_inflight.staging_loops(ptx_inflight.CSRC / "conv.cu", kernels=["im2col_*", "col2im_*"])
+    for sfx in SUFFIX.values():
+        for kernel, want in ((f"im2col_{sfx}", twin.IM2COL_COLUMNS), (f"col2im_{sfx}", 4)):
+            assert loops.get(kernel), f"{kernel}: no staging loop of 16-byte loads in its PTX"
+            assert max(loop.in_flight for loop in loops[kernel]) >= want, [l.describe() for l in loops[kernel]]
