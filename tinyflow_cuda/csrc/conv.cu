@@ -478,7 +478,7 @@ __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N
             // this thread's pixels t = e*blockDim + tid - lead of the tile: image b, and the output
             // row and column of tap (0, 0) with their remainders (h + PH = qh*SH + rh)
             A sum[P];
-            int qh[P], rh[P], qw0[P], rw0[P], qw[P], rw[P], image[P], out[P];
+            int qh[P], rh[P], qw0[P], rw0[P], qw[P], rw[P], image[P];
             unsigned mine = 0;  // bit e: pixel e is in the tile (else the lane mimics its nearest)
 #pragma unroll
             for (int e = 0; e < P; ++e) {
@@ -492,8 +492,7 @@ __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N
                 rh[e] = hp - q * SH;
                 qw[e] = qw0[e] = quotient(wp, by_sw);
                 rw[e] = rw0[e] = wp - qw0[e] * SW;
-                image[e] = b * L;          // where image b's columns start in a staged run
-                out[e] = b * C * HW + tp;  // dx index - base
+                image[e] = b * L;  // where image b's columns start in a staged run
                 sum[e] = A(0);
             }
             int j = 0;  // the tap column the sums are at (uniform over the block)
@@ -533,9 +532,10 @@ __device__ void col2im_impl(const T* __restrict__ col, T* __restrict__ dx, int N
                 __syncthreads();  // the next round rewrites the stage and the runs
             }
 #pragma unroll
-            for (int e = 0; e < P; ++e) {
+            for (int e = 0; e < P; ++e) {  // pixel t of the tile is (image b, pixel tp of it)
                 const int t = e * (int)blockDim.x + (int)threadIdx.x - lead;
-                if (t >= 0 && t < pixels) dx[base + out[e]] = from_acc<T>(sum[e]);
+                const int b = quotient(imax(t, 0), by_plane), tp = t - b * (TH * W);
+                if (t >= 0 && t < pixels) dx[base + b * C * HW + tp] = from_acc<T>(sum[e]);
             }
         }
     }
