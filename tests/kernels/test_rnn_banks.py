@@ -54,7 +54,7 @@ def test_every_shared_memory_access_is_conflict_free(instrumented, layer, backwa
                                weight_dtype=weights)
     assert plan is not None  # the persistent path, at the H100's cut
     stats = rec.report()[f"{layer}_sequence_{'backward' if backward else 'forward'}"]
-    assert stats.requests > 1000  # the step's products and staging were recorded
+    assert stats.requests > 500  # the step's products and staging were recorded
     assert {s.kind for s in stats.sites} == {"load", "store"}
     worst = "; ".join(s.describe() for s in stats.worst(3))
     assert stats.ratio == 1.0, f"{stats.kernel}: {stats.ratio:.2f}x the ideal wavefronts; {worst}"

@@ -384,7 +384,7 @@ __device__ void chunk_products(A* parts, const unsigned* w_words, int ld_words,
             const int slice = e & (g.split - 1), tile = e >> g.log_split;
             const int r0 = (tile >> log_tn) * 16, n0 = (tile & ((g.N >> 3) - 1)) * 8;
             const int lo = imax(k_lo, slice * span), hi = imin(k_hi, (slice + 1) * span);
-            if (lo >= hi && !first) continue;
+            if ((lo >= hi && !first) || n0 >= g.bcols) continue;  // past the block's columns: unread
             float* out = parts + slice * Mp * g.N;
             float d[4] = {0.f, 0.f, 0.f, 0.f};
             if (!first) load_tile_swizzled(d, out, g.N, r0, n0);
@@ -401,6 +401,7 @@ __device__ void chunk_products(A* parts, const unsigned* w_words, int ld_words,
             while (p >= pairs) p -= pairs, ++s;
             if (s >= g.split) break;
             const int r0 = (p >> g.log_n) * 4, c = p & (g.N - 1);  // rows r0..r0+3: gates 0..3
+            if (c >= g.bcols) continue;
             A* out = parts + s * Mp * g.N;
             A sum[4];
             for (int k = 0; k < 4; ++k) sum[k] = first ? A(0) : out[(r0 + k) * g.N + swz(r0 + k, c)];
@@ -426,6 +427,7 @@ __device__ void product_to_partials(A* out, int CP, const unsigned* wt_words, in
         for (int tile = (int)mma_warp(); tile < tiles; tile += (int)(blockDim.x >> 5)) {
             float d[4] = {0.f, 0.f, 0.f, 0.f};
             const int r0 = (tile >> log_tn) * 16, n0 = (tile & (tiles_n - 1)) * 8;
+            if (n0 >= CP) continue;  // past the block's columns (warp-uniform)
             mma_span<In>(d, wt_words, ld_words, dg, g.N, 0, r0, n0, 0, K);
             const FragmentPlace at(r0, n0);
             if (at.col < CP) {
