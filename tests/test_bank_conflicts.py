@@ -282,3 +282,13 @@ def test_the_table_lists_kernels_and_their_worst_sites(patterns):
     assert "strided_words_" not in table and "strided_words" in table  # no dtype suffix here
     assert "16.50" in table  # the kernel's ratio
     assert "patterns.cu:10 store: 16.50x (33/2 wavefronts, 2 requests" in table  # its worst site
+
+
+def test_the_cli_prints_one_row_a_kernel_for_the_cases_asked(capsys):
+    """``python -m tinyflow_cuda.bank_conflicts --only ...``: the recurrence's forward at the
+    H100's cut (one block of the plan), its kernel row at the ideal."""
+    assert bank_conflicts.main(["--only", "lstm 512x16 fwd tc"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if line.startswith("lstm 512x16 fwd tc")]
+    assert len(rows) == 1 and "lstm_sequence_forward_f32" in rows[0]
+    assert rows[0].split()[-5:-1] == ["1.00", "1.00", "1.00", "1.00"]  # ratio, loads, stores, worst

@@ -300,7 +300,8 @@ def recording(csrc: Path = CSRC, cache_dir: Path | None = None,
 
 # --- the representative launches of the CLI ---------------------------------------------------
 
-Case = tuple[str, Callable[[np.random.Generator, Any], None]]
+Case = tuple[str, str, Callable[[np.random.Generator, Any], None]]
+"""(label, the .cu family it launches, fn(rng, dtype) calling the CUDA twins)."""
 
 RECURRENCE_SIZES = (512, 1024)
 RECURRENCE_BATCHES = (16, 64)
@@ -323,7 +324,7 @@ def _recurrence_cases(weight_dtype: Any = None) -> list[Case]:
                             rnn.probe_block(layer, hidden, batch, dtype, backward=backward,
                                             tensor_cores=tc, rng=rng, weight_dtype=weight_dtype)
                         kind = f"{'bwd' if backward else 'fwd'}{' tc' if tc else ''}"
-                        out.append((f"{layer} {hidden}x{batch} {kind}", launch))
+                        out.append((f"{layer} {hidden}x{batch} {kind}", "rnn", launch))
     return out
 
 
@@ -332,17 +333,14 @@ def _conv_and_pool_cases() -> list[Case]:
     out: list[Case] = []
     for conv in coalescing.ALEXNET_CONVS[:2]:
         for label, fn in coalescing._conv_case(*conv):
-            out.append((label, lambda rng, dtype, fn=fn: fn(rng, 1, dtype)))
+            out.append((label, "conv", lambda rng, dtype, fn=fn: fn(rng, 1, dtype)))
     for label, fn in coalescing._pool_cases():
-        out.append((label, lambda rng, dtype, fn=fn: fn(rng, 1, dtype)))
+        out.append((label, "pool", lambda rng, dtype, fn=fn: fn(rng, 1, dtype)))
     return out
 
 
-FAMILIES = ["conv", "pool", "rnn"]  # the .cu files the CLI's cases launch
-
-
 def cases(weight_dtype: Any = None) -> list[Case]:
-    """The CLI's launches: (label, fn(rng, dtype)) calling the CUDA twins."""
+    """The CLI's launches (each built with its .cu family only)."""
     return _recurrence_cases(weight_dtype) + _conv_and_pool_cases()
 
 
@@ -373,10 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"shared-memory wavefronts per warp request vs the ideal ({BANKS} banks of {WORD_BYTES} "
           f"bytes; {dtype.name}{f', {weights.name} W_hh' if weights else ''}); 1.00 is conflict-free")
     print(HEADER)
-    for label, fn in cases(weights):
+    for label, family, fn in cases(weights):
         if args.only not in label:
             continue
-        with recording(families=FAMILIES) as rec:
+        with recording(families=[family]) as rec:
             fn(np.random.default_rng(0), dtype)
         report = rec.report()
         for name, stats in sorted(report.kernels.items()):
