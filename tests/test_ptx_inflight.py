@@ -11,7 +11,6 @@ time step at hidden 512 and 1024, batch 16 and 64, forward and backward. Skipped
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 

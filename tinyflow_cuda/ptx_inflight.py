@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     print(f"staging loops of {Path(args.file).name} (target: >= {TARGET_IN_FLIGHT} 16-byte loads "
           f"in flight a thread)")
-    for kernel, loops in staging_loops(Path(args.file), args.nvcc).items():
+    for loops in staging_loops(Path(args.file), args.nvcc).values():
         for loop in loops:
             mark = "ok  " if loop.in_flight >= TARGET_IN_FLIGHT else "LOW "
             failed |= loop.in_flight < TARGET_IN_FLIGHT

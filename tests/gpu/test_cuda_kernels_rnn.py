@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from kernel_backend import FLOATS, SETTINGS, reference, run, tol
-from kernel_backend import Recorder
+from kernel_backend import FLOATS, SETTINGS, Recorder, reference, run, tol
 
 import tinyflow_cuda.kernels as cuk
 from tinyflow_cuda import emulator, runtime
@@ -545,8 +543,7 @@ def test_sequence_plans_fit_and_cover(gates, hidden, batch, itemsize, backward, 
     and column with no empty group, keeps a batch group at 32 columns or more unless the batch is
     smaller, splits K only in powers of two, stages h in whole 16-row chunks, and counts its round
     trips from its own staging or reduction rounds."""
-    from tinyflow_cuda.kernels.rnn import (BARRIER_TRIPS, CELL_TRIPS, GPU_THREAD_CHOICES,
-                                           THREAD_CHOICES, operands)
+    from tinyflow_cuda.kernels.rnn import BARRIER_TRIPS, CELL_TRIPS, GPU_THREAD_CHOICES, THREAD_CHOICES, operands
 
     lstm = gates == 4
     weights = 2 if half_weights and itemsize == 4 else None

@@ -62,9 +62,9 @@ def test_on_the_emulator_the_cuda_twins_take_tensor_cores_with_half_weights(monk
     """One layer under autocast through the op, the CUDA twins on the emulator: the float32
     kernels in their tensor-core mode with half weights, two launches, and the NumPy reference's
     outputs and gradients (the same half products, float32 sums) to float32 rounding."""
-    from tinyflow_cuda import emulator, runtime
     import tinyflow_cuda.kernels as cuk
     import tinyflow_cuda.kernels.rnn as rnn_twin
+    from tinyflow_cuda import emulator, runtime
 
     if emulator.compiler() is None:
         pytest.skip("the emulator needs g++")

@@ -27,7 +27,6 @@ import numpy as np
 
 from tinyflow.kernels import rnn as reference
 from tinyflow_cuda.kernels._launch import KernelCall, all_contiguous
-from tinyflow_cuda.runtime import THREADS
 
 __all__ = ["lstm_cell_forward", "lstm_cell_backward", "gru_cell_forward", "gru_cell_backward",
            "lstm_sequence_forward", "lstm_sequence_backward", "gru_sequence_forward",
@@ -179,6 +178,10 @@ with nothing else to hide the latencies; more than 512 would leave a thread fewe
 registers the kernels need: csrc/rnn.cu, RNN_BOUNDS); the emulator's few-block plans take any of
 THREAD_CHOICES (fewer fibers for small tests)."""
 MANY_BLOCKS = 16  # from this many resident blocks on, a plan is for a GPU
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def _align16(n: int) -> int:
@@ -343,12 +346,12 @@ def _cut(hidden: int, batch: int, units: int, cols: int, threads: int, ops: Oper
                                        backward=True, lstm=lstm)
         if shared > shared_limit:
             return None
-        cp = -(-cols // quad) * quad
-        quads = units * cp // quad
-        if quads <= threads:
-            rounds = -(-(-(-groups // (threads // quads))) // IN_FLIGHT)
-        else:
-            rounds = -(-quads // threads) * -(-groups // IN_FLIGHT)
+        cp = _ceil_div(cols, quad) * quad
+        quads = units * cp // quad  # a block's share of one group's partial sums (csrc/rnn.cu, Reduce)
+        if quads <= threads:  # threads // quads threads a quad, each summing every so-many groups
+            rounds = _ceil_div(_ceil_div(groups, threads // quads), IN_FLIGHT)
+        else:  # several quads a thread, every group for each
+            rounds = _ceil_div(quads, threads) * _ceil_div(groups, IN_FLIGHT)
         l2 = 2 * groups * batch_groups * hidden * cp * ops.acc  # partial sums out, and back in
         partials = 2 * batch_groups * groups * hidden * cp
     else:
@@ -655,7 +658,7 @@ def _lstm_backward_per_step(call: KernelCall, dout: Array, dh_n: Array | None, d
                             w_hh: Array, acts: Array, cs: Array,
                             reverse: bool) -> tuple[Array, Array, Array]:
     xp = call.xp
-    steps, hidden = acts.shape[0], cs.shape[1]
+    steps = acts.shape[0]
     order, out_offset = reference.sequence_slots(steps, reverse)
     dgates = call.empty(acts.shape)  # (T, 4H, B)
     dh = xp.zeros_like(cs[0]) if dh_n is None else dh_n.copy()
