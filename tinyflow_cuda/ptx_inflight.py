@@ -2,7 +2,8 @@
 time step of the persistent recurrence waits through (issue 33).
 
 A step of the recurrence (csrc/rnn.cu) is latency-bound: what it costs is how many times a thread
-waits a whole global round trip (~1 us through L2 on an H100), one after the other. Two checks,
+waits a whole global round trip (a few hundred ns through L2 on an H100; docs/lstm.md), one after
+the other. Two checks,
 each on what the GPU would run, not on the source:
 
 - ``staging_loops``: compiles a .cu file to PTX the way NVRTC does (ptx_lint's flags, ``-lineinfo``
