@@ -45,9 +45,11 @@ def instrumented():
         pass
 
 
-def _record(fn) -> bank_conflicts.Report:
+def _record(*launches) -> bank_conflicts.Report:
+    """The report of ``launches``: (twin, args...) tuples run on the instrumented emulator."""
     with bank_conflicts.recording(families=FAMILIES) as rec:
-        fn()
+        for fn, *args in launches:
+            fn(*args)
     return rec.report()
 
 
@@ -66,7 +68,7 @@ def test_col2im_and_im2col_are_conflict_free(instrumented, dtype):
         geom = ((k, k), (s, s), (p, p))
         x = rng.standard_normal(shape).astype(dtype)
         col = ref.im2col(x, *geom)
-        report = _record(lambda: (cuk.col2im(col, shape, *geom), cuk.im2col(x, *geom)))
+        report = _record((cuk.col2im, col, shape, *geom), (cuk.im2col, x, *geom))
         stats = report[f"col2im_{sfx}"]
         assert stats.ideal > 0 and stats.ratio == 1.0, f"col2im {shape} k{k}/{s}: {_describe(report, f'col2im_{sfx}')}"
         if s * dtype.itemsize <= 16:  # im2col's packs go straight to registers
@@ -86,10 +88,10 @@ def test_pool_backward_gathers_and_every_staging_store_are_conflict_free(instrum
         x = rng.standard_normal(shape).astype(dtype)
         out, argmax = ref.maxpool2d_forward(x, (k, k), (s, s))
         gout = rng.standard_normal(out.shape).astype(dtype)
-        report = _record(lambda: (cuk.maxpool2d_backward(gout, argmax.astype(np.int32), shape, (k, k), (s, s)),
-                                  cuk.avgpool2d_backward(gout, shape, (k, k), (s, s)),
-                                  cuk.maxpool2d_forward(x, (k, k), (s, s)),
-                                  cuk.avgpool2d_forward(x, (k, k), (s, s))))
+        window = ((k, k), (s, s))
+        report = _record((cuk.maxpool2d_backward, gout, argmax.astype(np.int32), shape, *window),
+                         (cuk.avgpool2d_backward, gout, shape, *window),
+                         (cuk.maxpool2d_forward, x, *window), (cuk.avgpool2d_forward, x, *window))
         for kernel in ("maxpool2d_backward", "avgpool2d_backward"):
             stats = report[f"{kernel}_{sfx}"]
             assert stats.ideal > 0 and stats.ratio == 1.0, f"{kernel} {shape}: {_describe(report, f'{kernel}_{sfx}')}"
@@ -102,7 +104,7 @@ def test_conv_output_grad_block_sums_are_conflict_free(instrumented, dtype):
     import tinyflow_cuda.kernels as cuk
 
     gout = np.random.default_rng(2).standard_normal((3, 5, 13, 13)).astype(dtype)  # 507 columns
-    report = _record(lambda: cuk.conv_output_grad(gout, None, True))
+    report = _record((cuk.conv_output_grad, gout, None, True))
     stats = report[f"conv_output_grad_{SUFFIX[dtype.name]}"]
     assert stats.ideal > 0 and stats.ratio == 1.0
 
@@ -113,7 +115,7 @@ def test_pool_forward_window_reads_are_conflict_free(instrumented):
     import tinyflow_cuda.kernels as cuk
 
     x = np.random.default_rng(3).standard_normal((2, 4, 27, 27)).astype(np.float32)
-    report = _record(lambda: cuk.maxpool2d_forward(x, (3, 3), (2, 2)))
+    report = _record((cuk.maxpool2d_forward, x, (3, 3), (2, 2)))
     assert report["maxpool2d_forward_f32"].ratio == 1.0
 
 
@@ -129,4 +131,5 @@ def test_the_convolution_staging_loops_keep_their_loads_in_flight():
     for sfx in SUFFIX.values():
         for kernel, want in ((f"im2col_{sfx}", twin.IM2COL_COLUMNS), (f"col2im_{sfx}", 4)):
             assert loops.get(kernel), f"{kernel}: no staging loop of 16-byte loads in its PTX"
-            assert max(loop.in_flight for loop in loops[kernel]) >= want, [l.describe() for l in loops[kernel]]
+            assert max(loop.in_flight for loop in loops[kernel]) >= want, [
+                loop.describe() for loop in loops[kernel]]

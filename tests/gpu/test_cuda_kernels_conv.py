@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kernel_backend import SETTINGS, reference, run
 
 import tinyflow_cuda.kernels.conv as twin
 from tinyflow_cuda.kernels._launch import dtype_suffix
 from tinyflow_cuda.runtime import CSRC
-from kernel_backend import SETTINGS, reference, run
 
 ALL_FLOATS = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
 DTYPES = st.sampled_from(ALL_FLOATS)
@@ -162,7 +162,7 @@ def test_col2im_tiles_of_whole_planes_across_images_rounds_and_folded_grids(emu,
         col = rng.standard_normal((k, shape[0] * geo[12] * geo[13])).astype(dtype)
         want = reference("col2im")(exact(col), shape, *geom)
         for chosen in (want_tile, tile):
-            with mock.patch.object(twin, "col2im_tile", lambda geo, itemsize: chosen):
+            with mock.patch.object(twin, "col2im_tile", lambda geo, itemsize, chosen=chosen: chosen):
                 dx = run(emu, "col2im", col, shape, *geom)
             assert emu.launches == [f"col2im_{dtype_suffix(col)}"]
             assert_sum_close(dx, want, dtype, scale=float(np.abs(exact(col)).max()) * k)

@@ -201,7 +201,7 @@ def test_cooperative_launches_on_thread_ranks_leave_the_warnings_filters_alone(m
         try:
             if role == "rank2":
                 assert first_in.wait(10) and second_in.wait(10)
-                warnings.warn("rank 2 warns while ranks 0 and 1 launch", UserWarning)
+                warnings.warn("rank 2 warns while ranks 0 and 1 launch", UserWarning, stacklevel=1)
                 warned.set()
                 return
             if role == "rank1":

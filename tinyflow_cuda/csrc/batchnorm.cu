@@ -117,7 +117,9 @@ template <typename T>
 __device__ void stats_impl(const T* __restrict__ x, acc_t<T>* __restrict__ partial, int N, int C,
                            int L) {
     using A = acc_t<T>;
-    __shared__ A s_n[BN_THREADS], s_mean[BN_THREADS], s_m2[BN_THREADS];
+    TF_SHARED(A, s_n, BN_THREADS);
+    TF_SHARED(A, s_mean, BN_THREADS);
+    TF_SHARED(A, s_m2, BN_THREADS);
     const Walk w = walk();
     const int P = gridDim.x * gridDim.z, p = blockIdx.z * gridDim.x + blockIdx.x;
     const int image = C * L;
@@ -165,7 +167,9 @@ __device__ void normalize_impl(const T* __restrict__ x, T* __restrict__ y,
                                acc_t<T>* __restrict__ save_mean, acc_t<T>* __restrict__ save_invstd,
                                int N, int C, int L, double momentum, double eps, double unbias) {
     using A = acc_t<T>;
-    __shared__ A s_n[BN_THREADS], s_mean[BN_THREADS], s_m2[BN_THREADS];
+    TF_SHARED(A, s_n, BN_THREADS);
+    TF_SHARED(A, s_mean, BN_THREADS);
+    TF_SHARED(A, s_m2, BN_THREADS);
     const Walk w = walk();
     const int tid = flat_thread(), image = C * L;
     for (int c = blockIdx.y; c < C; c += gridDim.y) {
@@ -215,7 +219,8 @@ __device__ void backward_reduce_impl(const T* __restrict__ gout, const T* __rest
                                      const acc_t<T>* __restrict__ mean,
                                      acc_t<T>* __restrict__ partial, int N, int C, int L) {
     using A = acc_t<T>;
-    __shared__ A s_a[BN_THREADS], s_b[BN_THREADS];
+    TF_SHARED(A, s_a, BN_THREADS);
+    TF_SHARED(A, s_b, BN_THREADS);
     const Walk w = walk();
     const int P = gridDim.x * gridDim.z, p = blockIdx.z * gridDim.x + blockIdx.x;
     const int image = C * L;
@@ -254,7 +259,8 @@ __device__ void backward_elemt_impl(const T* __restrict__ gout, const T* __restr
                                     acc_t<T>* __restrict__ gweight, acc_t<T>* __restrict__ gbias,
                                     int N, int C, int L, int training, double inv_count) {
     using A = acc_t<T>;
-    __shared__ A s_a[BN_THREADS], s_b[BN_THREADS];
+    TF_SHARED(A, s_a, BN_THREADS);
+    TF_SHARED(A, s_b, BN_THREADS);
     const Walk w = walk();
     const int tid = flat_thread(), image = C * L;
     for (int c = blockIdx.y; c < C; c += gridDim.y) {

@@ -262,7 +262,7 @@ __device__ void im2col_direct_impl(const T* __restrict__ x, T* __restrict__ col,
     const FastDiv by_kk = fast_div(KK, magic_kk), by_kw = fast_div(KW, magic_kw);
     const FastDiv by_l = fast_div(L, magic_l), by_ow = fast_div(OW, magic_ow);
     const int tile = blockIdx.x * (blockDim.x * V);  // this block's first column
-    __shared__ Pack<T> stage_packs[256];  // the tile's 256*V values, staged for the vector stores
+    TF_SHARED(Pack<T>, stage_packs, 256);  // the tile's 256*V values, staged for the vector stores
     T* stage = reinterpret_cast<T*>(stage_packs);
     for (int k = blockIdx.y; k < KP; k += gridDim.y) {
         T* __restrict__ row = col + k * NL;  // (N*L,)
@@ -697,7 +697,7 @@ __device__ void conv_output_grad_impl(const T* __restrict__ gout, const T* __res
                                       int O, int L, unsigned long long magic_l) {
     using A = acc_t<T>;
     constexpr int U = copy_columns<T>();
-    __shared__ A sums[256];
+    TF_SHARED(A, sums, 256);
     const int NL = N * L, OL = O * L, m0 = blockIdx.x * (blockDim.x * U) + threadIdx.x;
     const FastDiv by_l = fast_div(L, magic_l);
     const T* src = gout + (long long)blockIdx.y * L;         // gout[0, o, :]

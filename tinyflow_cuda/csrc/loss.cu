@@ -54,7 +54,7 @@ __device__ void log_softmax_xent_impl(const T* __restrict__ x, T* __restrict__ l
                                       long long rows, int C, long long ignore_index,
                                       double label_smoothing) {
     using A = acc_t<T>;
-    __shared__ A shared[XENT_THREADS];
+    TF_SHARED(A, shared, XENT_THREADS);
     const A eps = (A)label_smoothing;
     for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
         const T* xr = x + r * C;  // the row's base in 64 bits, its columns in 32
@@ -107,7 +107,7 @@ __device__ void xent_backward_impl(const T* __restrict__ lp, const long long* __
                                    T* __restrict__ grad, long long rows, int C,
                                    long long ignore_index, double label_smoothing) {
     using A = acc_t<T>;
-    __shared__ A shared[XENT_THREADS];
+    TF_SHARED(A, shared, XENT_THREADS);
     const A eps = (A)label_smoothing;
     const A keep = A(1) - eps;
     const A total = eps != A(0) ? weight_total(weight, C, shared) : A(0);

@@ -170,7 +170,7 @@ def _cooperative_grid(grid: tuple[int, ...], limit: int) -> tuple[int, ...]:
     g0, g1, g2 = (*grid, 1, 1)[:3]
     if g1 == g2 == 1:
         warnings.warn(f"The grid size will be reduced from {g0} to {limit}, as the specified grid size "
-                      "exceeds the limit.")
+                      "exceeds the limit.", stacklevel=3)  # CuPy warns from inside its launch
         return (limit, *grid[1:])
     raise ValueError(f"The specified grid size ({g0} * {g1} * {g2}) exceeds the limit ({limit}).")
 
