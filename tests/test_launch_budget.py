@@ -57,7 +57,7 @@ BUDGETS: dict[tuple[str, str], Budget] = {
     ("resnet-20", "fp32"): Budget(kernels=350, memops=24, pytorch=None),  # measured 339 / 22
     ("resnet-20", "bf16"): Budget(kernels=395, memops=6, pytorch=None),  # measured 385 / 3
     ("lstm-lm", "fp32"): Budget(kernels=72, memops=10, pytorch=3257),  # measured 70 / 8
-    ("lstm-lm", "bf16"): Budget(kernels=94, memops=10, pytorch=2823),  # measured 91 / 8
+    ("lstm-lm", "bf16"): Budget(kernels=94, memops=10, pytorch=2823),  # measured 93 / 8 (W_hh cast to bf16 once per call)
 }
 
 

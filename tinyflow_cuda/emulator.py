@@ -97,7 +97,8 @@ SHARED_MEMORY_PER_BLOCK = 227 * 1024
 that the twins plan their launches as they would there."""
 
 
-TRACE_FLAGS = ["-g", "-fsanitize=thread", "-DTINYFLOW_EMU_TRACE"]
+TRACE_FLAGS = ["-g", "-fsanitize=thread", "-fno-gnu-unique", "-DTINYFLOW_EMU_TRACE"]  # no unique symbols: a
+# template's static __shared__ (a thread_local in this build) stays in the library that made it
 """How the instrumented variant compiles the kernels (``build(instrument=True)``): g++'s
 ThreadSanitizer pass at compile time only, which puts a ``__tsan_read4(addr)``-style call before
 every load and store; the library links without libtsan and csrc/emu_trace.h answers the calls

@@ -162,10 +162,10 @@ def test_conv_with_fused_relu_matches_conv_then_relu(dtype: np.dtype) -> None:
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "bf16"])
 def test_conv2d_falls_back_to_the_direct_kernels_where_a_stage_does_not_fit(dtype: np.dtype) -> None:
     """A 9x9 / 9 patchify conv (its taps 18 or 36 bytes apart: staging would move more sectors
-    than reading them) takes im2col_direct in f32 and the staged im2col in bf16; image rows of 1100
+    than reading them) takes im2col_direct in f32 and im2col_staged in bf16; image rows of 1100
     pixels (over a col2im tile) take col2im_direct. Both match the CPU."""
     rng = np.random.default_rng(6)
-    cases = [((2, 3, 19, 20), (4, 3, 9, 9), dict(stride=9), "im2col_direct" if dtype == np.float32 else "im2col", "col2im"),
+    cases = [((2, 3, 19, 20), (4, 3, 9, 9), dict(stride=9), "im2col_direct" if dtype == np.float32 else "im2col_staged", "col2im"),
              ((1, 2, 3, 1100), (3, 2, 3, 3), dict(padding=1), "im2col", "col2im_direct")]
     for xs, ws, kw, forward_im2col, backward_col2im in cases:
         arrays = [rng.standard_normal(xs).astype(dtype), (rng.standard_normal(ws) * 0.3).astype(dtype),
