@@ -164,4 +164,6 @@ def test_empty_and_integer_inputs_follow_torch():
     for fn in (F.elu, F.gelu, F.silu, F.leaky_relu, F.softplus):
         with pytest.raises(NotImplementedError, match="not implemented for int64"):
             fn(ints)
-    assert F.softmax(ints, 0).dtype == tf.float32
+    with pytest.raises(NotImplementedError, match="softmax"):  # torch has no integer softmax either
+        F.softmax(ints, 0)
+    assert F.softmax(ints, 0, dtype=tf.float32).dtype == tf.float32
