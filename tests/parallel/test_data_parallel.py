@@ -174,6 +174,7 @@ def test_unused_parameter_needs_synchronize_and_gets_zero_grad():
         model = Branchy()
         dp = DataParallel(model, comm)
         x, y = _data(4, seed=comm.rank)
+        x = x.astype(np.float32)  # the model's dtype (linear refuses a mix, as torch)
         F.cross_entropy(dp(tf.tensor(x)), tf.tensor(y)).backward()
         with pytest.raises(RuntimeError, match="call dp.synchronize"):
             dp(tf.tensor(x))
