@@ -282,7 +282,10 @@ def test_autocast_is_a_decorator_too():
 
 
 def test_cuda_autocast_and_scaler_without_cuda_warn_and_run_in_full_precision(monkeypatch):
-    monkeypatch.setattr(amp, "_cuda_available", lambda: False)
+    from tinyflow.amp import autocast_mode, grad_scaler
+
+    monkeypatch.setattr(autocast_mode, "_cuda_available", lambda: False)
+    monkeypatch.setattr(grad_scaler, "_cuda_available", lambda: False)
     with pytest.warns(UserWarning, match="CUDA is not available. Disabling"):
         ctx = amp.autocast("cuda")
     with ctx:

@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import tinyflow as tf
 import tinyflow.nn as nn
-from tinyflow import amp
+from tinyflow.amp import autocast_mode as amp  # its private cache and cast, patched below
 from tinyflow.ops import copy as copy_ops
 
 try:

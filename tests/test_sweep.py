@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyflow import sweep as sw
+from tinyflow.recipes import sweep as sw
 
 
 def test_grid_options_and_names():

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from tinyflow.autograd_functional import jacobian_blocks, jacobian_vector_products
+from tinyflow.autograd.functional import jacobian_blocks, jacobian_vector_products
 
 if TYPE_CHECKING:
     from tinyflow.nn.modules.module import Module

@@ -22,7 +22,7 @@ import numpy as np
 from tinyflow import autograd, ops, promotion
 from tinyflow._indexing import selection_shape
 from tinyflow.arg_parser import index_steps, is_advanced
-from tinyflow.autograd import _memory_root
+from tinyflow.autograd.function import _memory_root
 from tinyflow.creation import tensor
 from tinyflow.errors import ShapeError
 from tinyflow.tensor import INPLACE_METHODS, Tensor

@@ -178,10 +178,3 @@ def install() -> None:
 
 
 install()
-
-# torch.autograd.functional and torch.autograd.Variable live in surface files; PyTorch's spellings
-# reach them, loaded on first use (the core autograd.py names neither).
-_lazy_names.attach("tinyflow.autograd", {
-    "functional": "tinyflow.autograd_functional",  # also ``import tinyflow.autograd.functional``
-    "Variable": "tinyflow.autograd_variable:Variable",
-})

@@ -1,4 +1,4 @@
-"""`tinyflow sweep`: separate training runs side by side, one per device slot (tinyflow/sweep.py).
+"""`tinyflow sweep`: separate training runs side by side, one per device slot (tinyflow/recipes/sweep.py).
 
     tinyflow sweep --grid 'lr=0.01,0.1 batch_size=32,64' resnet20 --epochs 2 --slots 2
     tinyflow sweep sweep.toml --devices cuda:0,cuda:1 --out runs/sweep1
@@ -27,7 +27,7 @@ from tinyflow.commands.options import (
 
 
 def _grid(text: str) -> dict[str, list[Any]]:
-    from tinyflow.sweep import parse_grid
+    from tinyflow.recipes.sweep import parse_grid
 
     return parse_grid(text)
 
@@ -98,7 +98,7 @@ def _check_runs(model: str, fixed: list[str], runs: list, out: str) -> argparse.
     """Every run's `tinyflow train` command line must parse (known options, good values, a writable
     checkpoint folder), and the model must be known: checked before any run starts, where a bad one
     would otherwise fail in every slot. Returns the options the runs share, as parsed."""
-    from tinyflow import sweep as sw
+    from tinyflow.recipes import sweep as sw
     from tinyflow.commands.train import LANGUAGE_MODELS
     from tinyflow.recipes.vision import available_models
 
@@ -122,7 +122,7 @@ def _check_runs(model: str, fixed: list[str], runs: list, out: str) -> argparse.
 
 
 def run(args: argparse.Namespace) -> int:
-    from tinyflow import sweep as sw
+    from tinyflow.recipes import sweep as sw
     from tinyflow.commands.train import COMMON_DEFAULTS
 
     try:

@@ -145,7 +145,7 @@ class DistributedDataParallel(Module):
         if not roots or not autograd.is_grad_enabled():
             return
         used: dict[int, int] = {id(t): 1 for t in roots if t._ctx is None}
-        autograd._topological_order([t._ctx for t in roots if t._ctx is not None], used)
+        autograd.engine._topological_order([t._ctx for t in roots if t._ctx is not None], used)
         unused = [p for p in self.module.parameters() if p.requires_grad and id(p) not in used]
         if not unused:
             return

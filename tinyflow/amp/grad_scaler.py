@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.amp import _cuda_available
+from tinyflow.amp.autocast_mode import _cuda_available
 from tinyflow.device import array_module, kernels_of, to_host
 from tinyflow.dtypes import is_half
 

@@ -1,6 +1,6 @@
 """Grad mode (``torch.autograd.grad_mode``): whether ops record the graph, per thread.
 
-``Function.apply`` (autograd.py) reads ``_state.enabled`` on every op call: when it is off, no
+``Function.apply`` (function.py) reads ``_state.enabled`` on every op call: when it is off, no
 op records a node or saves anything, and results need no gradient. ``no_grad``, ``enable_grad``
 and ``set_grad_enabled`` switch it for a ``with`` block or a decorated function and put the
 previous value back at the end. The switch is per thread, as in PyTorch (data-parallel ranks

@@ -1,7 +1,7 @@
 """Anomaly detection (``torch.autograd.anomaly_mode``): find the first op that makes a NaN or Inf.
 
 While it is on (per thread), ``Function.apply`` checks every op's outputs and the backward engine
-every op's input gradients (autograd.py calls ``check_finite`` when ``_state.enabled``), and the
+every op's input gradients (engine.py calls ``check_finite`` when ``_state.enabled``), and the
 first non-finite value raises a RuntimeError naming the op and the phase. Slow: for debugging.
 """
 from __future__ import annotations

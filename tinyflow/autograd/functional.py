@@ -1,8 +1,7 @@
 """``torch.autograd.functional``: Jacobians and vector-Jacobian products of a function of tensors,
 computed with reverse mode (``tinyflow.autograd.grad``), as PyTorch does by default.
 
-PyTorch surface: importable as ``tinyflow.autograd.functional`` (tinyflow/surface.py attaches
-it to tinyflow.autograd, loaded on first use; the core autograd.py does not import it). ``jacobian``
+``jacobian``
 runs one backward pass per output element, like PyTorch's reverse-mode strategy without
 ``vectorize``; ``jvp`` is computed from the Jacobian. Second derivatives (``hessian``, ``vhp``,
 ``hvp``) need differentiable backward passes, which tinyflow does not record: they are errors.

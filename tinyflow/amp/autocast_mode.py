@@ -1,5 +1,5 @@
-"""Mixed precision: autocast GEMMs to bf16/fp16 with float32 master weights, and dynamic loss
-scaling for fp16.
+"""Mixed precision (``torch.amp.autocast_mode``): autocast GEMMs to bf16/fp16 with float32 master
+weights; with dynamic loss scaling for fp16 (grad_scaler.py).
 
     scaler = tf.amp.GradScaler()                     # only needed for float16
     with tf.amp.autocast("fp16"):
@@ -64,7 +64,6 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow._lazy_names import attach
 from tinyflow.autograd import Context, Function
 from tinyflow.dtypes import bfloat16, is_half
 
@@ -77,7 +76,6 @@ __all__ = [
     "is_autocast_cache_enabled",
     "clear_autocast_cache",
     "bfloat16",
-    "GradScaler",
 ]
 
 _local = threading.local()
@@ -292,8 +290,3 @@ def _cast_floating(tensors: tuple[Any, ...], dtype: np.dtype, include_float32: b
             t = _cached_cast(t, dtype) if include_float32 and _cacheable(t, dtype) else t.to(dtype)
         out.append(t)
     return tuple(out)
-
-
-# GradScaler lives in tinyflow/grad_scaler.py (torch/amp/grad_scaler.py), loaded on first use: a bf16
-# or fp32 step reads autocast only.
-attach(__name__, {"GradScaler": "tinyflow.grad_scaler:GradScaler"}, export=False)
