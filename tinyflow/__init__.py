@@ -52,6 +52,7 @@ _LAZY_NAMES = {
     "load": ("tinyflow.serialization", "load"),
     "set_printoptions": ("tinyflow._tensor_str", "set_printoptions"),
     "get_printoptions": ("tinyflow._tensor_str", "get_printoptions"),
+    "explain": ("tinyflow.explainer", "explain"),  # `with tf.explain() as ex: <one step>; ex.save("step.html")`
 }
 # Everything else PyTorch has at top level (sin, gather, einsum, eye, FloatTensor, ...).
 _FUNCTIONS_MODULE = "tinyflow.functions"

@@ -1,4 +1,4 @@
-"""The ``tinyflow`` command: ``tinyflow train | eval | data | sample | bench | sweep | launch``.
+"""The ``tinyflow`` command: ``tinyflow train | eval | data | sample | bench | sweep | launch | explain``.
 
 Each subcommand lives in ``tinyflow/commands/<name>.py`` with ``register(subparsers)`` (which
 adds its parser and sets ``func``) and ``run(args) -> int``. Every parser is an options.Parser: a bad
@@ -12,7 +12,7 @@ import sys
 
 from tinyflow.commands.options import Parser
 
-COMMANDS = ("train", "eval", "data", "sample", "bench", "sweep", "launch")
+COMMANDS = ("train", "eval", "data", "sample", "bench", "sweep", "launch", "explain")
 
 
 def build_parser() -> Parser:
