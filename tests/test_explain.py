@@ -50,11 +50,12 @@ def function_class(name: str) -> type:
 
 
 def display_path(function: Any) -> tuple[str, int]:
-    """(path relative to the folder holding the tinyflow package, first line) of ``function``, by inspect."""
+    """(path relative to the folder holding the tinyflow package, line of its ``def``) of ``function``, by inspect."""
     function = inspect.unwrap(function)
     root = Path(tf.__file__).resolve().parents[1]
     path = Path(inspect.getsourcefile(function)).resolve().relative_to(root).as_posix()
-    return path, inspect.getsourcelines(function)[1]
+    lines, start = inspect.getsourcelines(function)
+    return path, start + next(i for i, line in enumerate(lines) if line.lstrip().startswith("def "))
 
 
 def page_data(html: str) -> dict[str, Any]:
@@ -263,7 +264,7 @@ def test_the_page_holds_the_trace_and_fetches_nothing(traced: SimpleNamespace, t
     assert {s["node"] for s in walk if s["node"] is not None} == {n.id for n in ex.nodes}
     for stop in walk:
         src = data["sources"][stop["src"]]
-        assert src["line"] <= stop["line"] < src["line"] + src["text"].count("\n") + 1
+        assert src["first"] <= stop["line"] < src["first"] + src["text"].count("\n") + 1
     files = [data["sources"][s["src"]]["path"] for s in walk]
     assert len(set(files)) >= 6  # module, layer, F function, op, kernel, optimizer files
     assert data["memory"]["peak"]["bytes"] == ex.peak()["bytes"]

@@ -23,12 +23,12 @@ from tinyflow import autograd, ops, promotion
 from tinyflow._indexing import selection_shape
 from tinyflow.arg_parser import index_steps, is_advanced
 from tinyflow.autograd.function import _memory_root
-from tinyflow.creation import tensor
+from tinyflow import creation  # (creation imports tensor.py, which imports this file: names read at call time)
 from tinyflow.errors import ShapeError
 from tinyflow.tensor import INPLACE_METHODS, Tensor
 
-# The names tensor.py puts on Tensor (the list is written there, where the stand-ins are made;
-# tests/test_inplace_lazy.py checks that it names exactly this file's methods).
+# The names tensor.py puts on Tensor (the list is written there; tests/test_tensor.py checks that it
+# names exactly this file's methods).
 METHODS = INPLACE_METHODS
 
 
@@ -159,7 +159,7 @@ def copy_(self, other: Any, non_blocking: bool = False) -> Tensor:
         if other._device != self._device:
             other = other.to(self._device)
     else:
-        other = tensor(other, dtype=self.dtype, device=self._device)
+        other = creation.tensor(other, dtype=self.dtype, device=self._device)
 
     def fast(a: Any) -> None:
         a[...] = other.array
@@ -255,7 +255,7 @@ def __setitem__(self, index: Any, value: Any) -> None:
     1-sized dims, then broadcasts to the selection; through index tensors (a copy, not a view) it
     must have x's dtype; ``x[False] = value`` writes nothing."""
     if isinstance(value, np.ndarray):
-        value = tensor(value, dtype=self.dtype, device=self._device)
+        value = creation.tensor(value, dtype=self.dtype, device=self._device)
     elif not isinstance(value, (Tensor, *_SCALAR_VALUES)):
         raise TypeError(f"setitem: can't assign a {type(value).__name__} to a tensor; assign a number or a "
                         "tensor (tinyflow.tensor(value, dtype=x.dtype))")
@@ -288,7 +288,7 @@ def _write(x: Tensor, steps: tuple, value: Any) -> None:
         x._inplace("setitem", lambda old: old, (), fast)
         return
     if not isinstance(value, Tensor):
-        value = tensor(value, dtype=x.dtype, device=x._device)
+        value = creation.tensor(value, dtype=x.dtype, device=x._device)
 
     def fast_tensor(a: Any) -> None:
         _assign(a, steps, value.array)

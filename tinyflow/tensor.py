@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import _lazy_names, autograd, ops, promotion, return_types
+from tinyflow import autograd, ops, promotion, return_types
 from tinyflow.arg_parser import add_axis_alias, index_steps, normalize_axis, normalize_dim
 from tinyflow.device import Device, device_of, move, to_host
 from tinyflow.dtypes import (
@@ -39,9 +39,9 @@ class Tensor:
     """An array plus its autograd history. Create one with ``tinyflow.tensor(...)``.
 
     This class holds the core: storage, autograd, arithmetic, reductions, reshape, indexing. The
-    in-place methods (add_, copy_, ``x[i] = v``, ...) are defined in tinyflow/inplace.py, which
-    loads on the first look-up of one (INPLACE_METHODS, below); the wider PyTorch surface (sin,
-    gather, sort, cumsum, flip, new_zeros, ...) is attached by tinyflow/surface.py from its table.
+    in-place methods (add_, copy_, ``x[i] = v``, ...) are defined in tinyflow/inplace.py and put
+    on Tensor at the end of this file (INPLACE_METHODS); the wider PyTorch surface (sin, gather,
+    sort, cumsum, flip, new_zeros, ...) is attached by tinyflow/surface/ from its table.
     Methods that take ``dim=`` accept ``axis=``.
     """
 
@@ -781,14 +781,16 @@ def _reduce_axes(dim: Any, ndim: int) -> Any:
 add_axis_alias(Tensor)
 
 # The in-place methods, defined with how they meet autograd in tinyflow/inplace.py (written with
-# ``self`` first). A training step makes none, so that file loads on the first look-up of any of
-# them (``x.add_``, ``x += y``, ``x[i] = v``), which puts them all on Tensor (_lazy_names.StandIn).
+# ``self`` first; that file builds on Tensor, so it is imported here, once Tensor exists).
 INPLACE_METHODS = tuple(
     "_alias _inplace _rebase add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ clip_ exp_ log_ sqrt_ abs_ tanh_ "
     "sigmoid_ relu_ pow_ addcmul_ addcdiv_ detach_ __iadd__ __isub__ __imul__ __itruediv__ __ifloordiv__ "
     "__imod__ __ipow__ __ilshift__ __irshift__ __setitem__".split()
 )
-_lazy_names.attach_methods(Tensor, "tinyflow.inplace", INPLACE_METHODS)
+from tinyflow import inplace as _inplace_methods  # noqa: E402
+
+for _name in INPLACE_METHODS:
+    setattr(Tensor, _name, getattr(_inplace_methods, _name))
 
 # The creation functions live in tinyflow/creation.py; these names stay importable from here.
 from tinyflow.creation import _draw  # noqa: E402 (uniform_ and normal_ draw with it)

@@ -185,7 +185,7 @@ def _thread_ranks(args: argparse.Namespace, w: Any, meta: dict[str, Any]) -> tup
                 step.train()
                 step.sync()
                 if comm.rank == 0:
-                    meta["untraced_step_s"] = time.perf_counter() - start
+                    ex.meta["untraced_step_s"] = time.perf_counter() - start
             comm.barrier()
             if comm.rank == 0:
                 seen["dp"] = dp

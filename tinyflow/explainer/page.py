@@ -29,9 +29,13 @@ class Source:
     """A function's code as the page shows it: where it is and its text."""
 
     path: str  # the file, relative to the checkout (tinyflow/ops/conv.py) or as found
-    line: int  # its first line
+    line: int  # the line of its ``def`` (decorators, if any, come before it)
     name: str  # its qualified name
     text: str
+    first: int = 0  # the line ``text`` starts at (its first decorator); 0: ``line``
+
+    def __post_init__(self) -> None:
+        self.first = self.first or self.line
 
 
 def _display_path(filename: str) -> str:
@@ -65,8 +69,11 @@ def source_of(obj: Any) -> Source | None:
         return Source(_display_path(code.co_filename), code.co_firstlineno, name, "")
     if code.co_name == "<module>":  # a script's top level: the whole file, capped
         start = 1
-    text = "".join(lines[:_MAX_LINES])
-    return Source(_display_path(code.co_filename), max(start, 1), name, text)
+    lines = lines[:_MAX_LINES]
+    start = max(start, 1)
+    def_line = next((start + i for i, text in enumerate(lines) if text.lstrip().startswith(("def ", "async def "))),
+                    start)
+    return Source(_display_path(code.co_filename), def_line, name, "".join(lines), first=start)
 
 
 class _Sources:
@@ -86,8 +93,8 @@ class _Sources:
         key = None
         if source is not None:
             key = f"{source.path}:{source.line}"
-            self.table.setdefault(key, {"path": source.path, "line": source.line, "name": source.name,
-                                        "text": source.text})
+            self.table.setdefault(key, {"path": source.path, "line": source.line, "first": source.first,
+                                        "name": source.name, "text": source.text})
         self._by_object[id(obj)] = key
         return key
 

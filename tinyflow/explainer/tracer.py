@@ -204,7 +204,7 @@ class Explanation:
         self._cuda_index: int | None = None
         self._launch_recorders: list[Callable[[], Any]] = []
         self._open = False
-        self._finished = False
+        self._left: float | None = None  # when the last traced thread left
 
     # ---- opening and closing ---------------------------------------------------------------
     def __enter__(self) -> Explanation:
@@ -250,10 +250,9 @@ class Explanation:
         if self._started_tracemalloc:
             tracemalloc.stop()
         self._open = False
-        self._finished = True
         with _install_lock:
             _installed = None
-        self.wall = (0.0, end)
+        self.wall = (0.0, self._left if self._left is not None else end)  # the traced threads' time
         if exc is not None and self.error is None:
             self.error = {"message": f"{type(exc).__name__}: {exc}", "node": None, "kernel": None}
 
@@ -273,6 +272,8 @@ class Explanation:
             self._leave_thread()
 
     def _enter_thread(self) -> None:
+        if not self._states and not self.memory:  # the first traced thread: the step's time starts here
+            self._t0 = time.perf_counter()
         state = _ThreadState()
         self._states[threading.get_ident()] = state
         for recorder in self._launch_recorders[:1]:
@@ -284,6 +285,7 @@ class Explanation:
 
     def _leave_thread(self) -> None:
         self._sample(None)
+        self._left = self._now()
         _local.__dict__.pop("tracer", None)
         state = self._states.get(threading.get_ident())
         if state is not None and state.launch_exit is not None:

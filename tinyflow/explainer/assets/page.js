@@ -245,11 +245,11 @@
     where.textContent = src.path + ":" + (hl || src.line) + "  (" + src.name + ")";
     details.setAttribute("data-path", src.path);
     details.setAttribute("data-line", String(hl || src.line));
-    const pre = el("pre", { class: "code", "data-path": src.path, "data-first": src.line }, parent);
+    const pre = el("pre", { class: "code", "data-path": src.path, "data-first": src.first }, parent);
     const lines = src.text.replace(/\n$/, "").split("\n");
     let target = null;
     lines.forEach(function (line, i) {
-      const no = src.line + i;
+      const no = src.first + i;
       const l = el("span", { class: "l" + (no === (hl || src.line) ? " hl" : ""), "data-line": no }, pre);
       el("span", { class: "n" }, l, String(no));
       l.appendChild(document.createTextNode(line));
@@ -274,6 +274,7 @@
     if (withFrom) el("th", {}, head, "from");
     list.forEach(function (x) {
       const tr = el("tr", {}, t);
+      if (x.dtype === "none") { el("td", { colspan: 3, class: "hint" }, tr, "None: no gradient for this input"); return; }
       el("td", { class: "mono" }, tr, "(" + x.shape.join(", ") + ")");
       el("td", { class: "mono" }, tr, x.dtype);
       el("td", {}, tr, bytes(x.bytes));
@@ -471,13 +472,14 @@
   trows.forEach(function (r, i) {
     sv("text", { x: 6, y: 24 + i * (RH + 6) + 15, class: "tl-row-label" }, tl, r[0]);
   });
-  function bar(rowIndex, t0, t1, cls, label, attrs, half) {
+  function bar(rowIndex, t0, t1, cls, label, attrs, half, shorter) {
     const x = tx(t0), w = Math.max(1, tx(t1) - tx(t0));
     const yy = 24 + rowIndex * (RH + 6) + (half ? RH / 2 : 0);
     const h = half ? RH / 2 : RH;
     const r = sv("rect", Object.assign({ x: x, y: yy, width: w, height: h, class: "tl-bar " + cls }, attrs || {}), tl);
     title(r, label + ": " + ms(t1 - t0) + " (" + ms(t0) + " to " + ms(t1) + ")");
-    if (w > 7 * label.length && !half) sv("text", { x: x + 4, y: yy + 15, class: "tl-text" }, tl, label);
+    const fits = [label].concat(shorter || []).find(t => w > 6.5 * t.length + 8);
+    if (fits && !half) sv("text", { x: x + 4, y: yy + 15, class: "tl-text" }, tl, fits);
     return r;
   }
   for (const s of spans) {
@@ -496,7 +498,9 @@
   if (D.comm.length) {
     for (const c of D.comm) {
       const label = c.name + (c.bytes ? " \u00b7 " + bytes(c.bytes) : "") + (c.algorithm ? " \u00b7 " + c.algorithm : "");
-      bar(3, Math.max(0, c.start), c.end, c.name.indexOf("wait") >= 0 ? "wait" : "comm", label, { "data-comm": c.name });
+      const short = c.name.replace("allreduce ", "");
+      bar(3, Math.max(0, c.start), c.end, c.name.indexOf("wait") >= 0 ? "wait" : "comm", label, { "data-comm": c.name },
+        false, [short + (c.bytes ? " \u00b7 " + bytes(c.bytes) : ""), short, short.replace("bucket ", "")]);
     }
   }
   const axisY = 24 + trows.length * (RH + 6) + 2;
@@ -539,7 +543,8 @@
       sv("circle", { cx: px, cy: py, r: 4, class: "mem-peak" }, mm);
       const text = "peak " + bytes(peak.bytes) + ": " + peak.label + " at " + ms(peak.time);
       const anchorEnd = px > TW * 0.6;
-      sv("text", { x: anchorEnd ? px - 8 : px + 8, y: Math.max(top + 8, py - 4), class: "mem-label", "text-anchor": anchorEnd ? "end" : "start", id: "memory-peak" }, mm, text);
+      sv("text", { x: anchorEnd ? px - 8 : px + 8, y: Math.min(bottom - 4, py + 16), class: "mem-label", "text-anchor": anchorEnd ? "end" : "start" }, mm, text);
+      document.getElementById("memory-title").appendChild(el("span", { id: "memory-peak", class: "peak-note" }, null, " \u2014 " + text));
     }
     cursors.push(sv("line", { x1: -10, x2: -10, y1: top, y2: bottom, class: "mem-cursor" }, mm));
   }

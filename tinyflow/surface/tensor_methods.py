@@ -37,10 +37,10 @@ _OPS: Any = None
 
 
 def _ops() -> Any:
-    """tinyflow.ops, imported on first use (tensor.py imports this module at its top)."""
+    """Every op (tinyflow.surface.ops: the core families and the surface's), imported on first use."""
     global _OPS
     if _OPS is None:
-        import tinyflow.ops as ops
+        import tinyflow.surface.ops as ops
 
         _OPS = ops
     return _OPS
@@ -962,7 +962,7 @@ class TensorMethods:
 
     def new(self, *args: Any) -> Tensor:
         """Legacy: ``x.new(2, 3)`` (uninitialised) or ``x.new(data)``, in x's dtype and device."""
-        from tinyflow.functions import legacy_tensor
+        from tinyflow.surface.functions import legacy_tensor
 
         return legacy_tensor(self.dtype, args, device=self.device)
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from tinyflow.autograd import Context, Function
 from tinyflow.device import to_host
-from tinyflow.ops.math import LogAddExp, UnaryFunction
+from tinyflow.surface.ops.math import LogAddExp, UnaryFunction
 
 __all__ = [
     "lgamma_array", "digamma_array", "zeta_array", "polygamma_array", "erf_small_array", "erfc_array",

@@ -45,8 +45,8 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 # ------------------------------------------------------------------------------ helpers
 def _ops() -> Any:
-    """tinyflow.ops, imported on first use (this module is imported by tensor.py's imports)."""
-    import tinyflow.ops as ops
+    """Every op (tinyflow.surface.ops), imported on first use."""
+    import tinyflow.surface.ops as ops
 
     return ops
 

@@ -32,15 +32,15 @@ def _special() -> Any:
     """tinyflow.ops.special, imported on first use (tensor.py imports this module at its top)."""
     global _SPECIAL
     if _SPECIAL is None:
-        import tinyflow.ops.special as special
+        import tinyflow.surface.ops.special as special
 
         _SPECIAL = special
     return _SPECIAL
 
 
 def _ops() -> Any:
-    """tinyflow.ops, imported on first use."""
-    import tinyflow.ops as ops
+    """Every op (tinyflow.surface.ops), imported on first use."""
+    import tinyflow.surface.ops as ops
 
     return ops
 

@@ -31,7 +31,7 @@ def _tf() -> Any:
 
 
 def _layout_ops() -> Any:
-    import tinyflow.ops.layout as layout
+    import tinyflow.surface.ops.layout as layout
 
     return layout
 
@@ -47,7 +47,7 @@ def _wrap_dim(op: str, dim: int, ndim: int) -> int:
 
 
 def _no_grad_op(fn: Callable[..., Any], *tensors: Any) -> Any:
-    import tinyflow.ops as ops
+    import tinyflow.surface.ops as ops
 
     return ops.NoGradient.apply(fn, *tensors)
 
@@ -206,7 +206,7 @@ class LayoutMethods:
     def index_fill(self, dim: int, index: Any, value: Any) -> Tensor:
         """A copy of self with ``value`` (a number or a 0-d tensor, cast to self's dtype) in the
         slices ``index`` (a vector; negative entries count from the end) along ``dim``."""
-        from tinyflow.ops.layout import _check_bounds
+        from tinyflow.surface.ops.layout import _check_bounds
 
         if _is_tensor(value) and value.ndim != 0:
             raise RuntimeError(
@@ -269,7 +269,7 @@ class LayoutMethods:
                 f"{op}: expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
                 f"slice size = {list(slice_shape)}"
             )
-        import tinyflow.ops as ops
+        import tinyflow.surface.ops as ops
 
         return ops.SetItem.apply(self, src.to(self.dtype), (index,))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tinyflow import promotion
-from tinyflow.tensor_methods_special import binary_operands
+from tinyflow.surface.tensor_methods_special import binary_operands
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
@@ -24,7 +24,7 @@ __all__ = [
 
 
 def _ops() -> Any:
-    import tinyflow.ops.special as special
+    import tinyflow.surface.ops.special as special
 
     return special
 
@@ -215,7 +215,7 @@ def gammaincc(input: Any, other: Any) -> Tensor:  # noqa: A002
 
 def _no_grad_kernel(op: str, kernel: str, input: Any) -> Tensor:  # noqa: A002
     """``kernel`` of ops/special.py on a detached ``input``: PyTorch records no gradient for these."""
-    from tinyflow.ops.math import NoGradient
+    from tinyflow.surface.ops.math import NoGradient
 
     array_fn = getattr(_ops(), kernel)
     return NoGradient.apply(lambda xp, a: array_fn(xp, a), _float(op, input).detach())

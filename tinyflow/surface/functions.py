@@ -41,7 +41,7 @@ def function(name: str) -> Callable[..., Any]:
     signature: the method's, ``self`` named ``input``, and PyTorch's ``out=``."""
     entry = FUNCTIONS[name]
     if ":" not in entry.source and entry.source != "Tensor":  # a plain function of a module
-        fn = getattr(importlib.import_module(f"tinyflow.{entry.source}"), entry.attr)
+        fn = getattr(importlib.import_module(f"tinyflow.surface.{entry.source}"), entry.attr)
         target = accept_axis_alias(fn) if takes_dim(fn) else fn
         if "out" in inspect.signature(fn).parameters:
             if target is not fn:
@@ -227,7 +227,7 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     """Sums of products over the subscripts of ``equation`` ('ij,jk->ik', '...ij->...ji', 'ii->i').
 
     The operands may also come as one list, as ``torch.einsum('ij,jk', [a, b])``."""
-    from tinyflow.ops.einsum import Einsum
+    from tinyflow.surface.ops.einsum import Einsum
 
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])

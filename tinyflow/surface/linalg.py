@@ -22,8 +22,8 @@ import numpy as np
 
 from tinyflow.device import array_module
 from tinyflow.dtypes import as_dtype, is_complex, is_floating, is_half
-from tinyflow.ops import decomposition as _dec
-from tinyflow.ops.decomposition import LinAlgError
+from tinyflow.surface.ops import decomposition as _dec
+from tinyflow.surface.ops.decomposition import LinAlgError
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
@@ -112,7 +112,7 @@ def _tolerances(a: Tensor, atol: Any, rtol: Any) -> tuple[Any, Any]:
 
 
 def _eye(n: int, like: Tensor) -> Tensor:
-    from tinyflow.functions import eye
+    from tinyflow.surface.functions import eye
 
     return eye(n, dtype=like.dtype, device=like.device)
 

@@ -22,13 +22,13 @@ qr_result = namedtuple("qr", ["Q", "R"])
 
 
 def _linalg() -> Any:
-    import tinyflow.linalg as linalg
+    import tinyflow.surface.linalg as linalg
 
     return linalg
 
 
 def _decomposition() -> Any:
-    from tinyflow.ops import decomposition
+    from tinyflow.surface.ops import decomposition
 
     return decomposition
 

@@ -1,38 +1,42 @@
-"""The PyTorch surface of Tensor and of ``tinyflow.*``: declared once, in one table, attached here.
+"""The PyTorch surface: what PyTorch has beyond a training step, attached to tinyflow at one seam.
 
-The core (tinyflow/tensor.py) holds what a training step needs. Everything else PyTorch's Tensor
-has (sin, gather, sort, cumsum, flip, det, lgamma, quantile, new_zeros, ...) is declared in
-``TABLE`` below, as PyTorch declares an op once in native_functions.yaml with its variants:
+This package holds it: the Tensor methods beyond the core (tensor_methods*.py: sin, gather, sort,
+cumsum, flip, det, lgamma, quantile, new_zeros, ...), the ``tinyflow.*`` functions
+(functions.py), ``torch.linalg``, ``torch.special``, ``torch.func``, ``torch.jit`` and
+``torch.onnx`` (linalg.py, special.py, func.py, jit.py, onnx.py) and the ops only they call
+(ops/). Nothing in the core or the framework imports it (tests/test_boundaries.py); it attaches
+itself here, from one table, when tinyflow/__init__.py calls ``attach``:
 
-- ``m``: a Tensor method, ``p``: a Tensor property;
-- ``f``: a ``tinyflow.<name>(input, ...)`` function that takes PyTorch's ``out=`` (made by
-  tinyflow/functions.py, which loads on the first such name);
-- ``i``: the in-place method ``<name>_``: ``x.sin_()`` writes ``x.sin()`` into x.
+- ``TABLE`` declares each name once, as PyTorch declares an op once in native_functions.yaml with
+  its variants: ``m`` a Tensor method, ``p`` a Tensor property, ``f`` a ``tinyflow.<name>(input,
+  ...)`` function with PyTorch's ``out=`` (made by functions.py on the first such name), ``i`` the
+  in-place method ``<name>_`` (``x.sin_()`` writes ``x.sin()`` into x). A row names its source:
+  ``"module:Namespace"`` (a namespace class of functions with ``self`` first, in that module of
+  this package), ``"module"`` (plain functions), or ``"Tensor"`` (a core method that is also a
+  ``tinyflow.*`` function). ``alias=name`` declares PyTorch's second name for one function.
+- ``PUBLIC_MODULES``: the modules PyTorch programs import by path (``import torch.linalg``), each
+  a file of this package registered under its public name, ``tinyflow.linalg``.
 
-A row names its source: ``"module:Namespace"`` (a namespace class of functions with ``self``
-first, in that module of tinyflow/), ``"module"`` (plain functions), or ``"Tensor"`` (a core
-method that is also a ``tinyflow.*`` function). ``alias=name`` declares PyTorch's second name for
-one function (``arcsin=asin``). Nothing here is imported until used: ``install()`` (run when this
-module is imported, by tinyflow/__init__.py) puts a stand-in on Tensor for each method
-(``_lazy_names.StandIn``, as tensor.py does for its in-place methods), and the first look-up of
-any method of a source module imports that module and puts its real functions on Tensor in their
-place, so ``import tinyflow`` and a training step never load the surface they do not call.
+The methods load on first use: ``attach`` puts a stand-in on Tensor for each (``StandIn``) and
+the first look-up of any method of a source module imports it and puts its real functions in
+their place, so a training step never loads the surface it does not call.
 """
 from __future__ import annotations
 
 import functools
 import importlib
 import inspect
+import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, NamedTuple
 
-from tinyflow import _lazy_names
 from tinyflow.arg_parser import accept_axis_alias, takes_dim
 from tinyflow.dtypes import as_dtype
 from tinyflow.promotion import can_cast
 from tinyflow.tensor import Tensor
 
-__all__ = ["TABLE", "METHODS", "FUNCTIONS", "INPLACE", "install"]
+__all__ = ["TABLE", "METHODS", "FUNCTIONS", "INPLACE", "PUBLIC_MODULES", "StandIn", "attach"]
 
 # (variants, source, names): see the module docstring.
 TABLE: tuple[tuple[str, str, str], ...] = (
@@ -137,7 +141,7 @@ def _load(source: str) -> None:
     if source in _loaded:
         return
     module_name, _, namespace = source.partition(":")
-    holder = getattr(importlib.import_module(f"tinyflow.{module_name}"), namespace)
+    holder = getattr(importlib.import_module(f"tinyflow.surface.{module_name}"), namespace)
     for entry in METHODS.values():
         if entry.source == source:
             fn = vars(holder)[entry.attr]
@@ -167,14 +171,56 @@ def _inplace_form(name: str) -> Callable[..., Tensor]:
     return method
 
 
-def install() -> None:
+class StandIn:
+    """What Tensor holds for the surface method (or property) ``name`` until ``load()`` has put the
+    real one in its place.
+
+    The first look-up of the name answers with the real one: ``x.sin``, ``Tensor.sin``,
+    ``inspect.signature(Tensor.sin)``, and the special methods (``x & y``), which CPython looks up
+    on the type, where it honours a descriptor; later look-ups find the real one and cost nothing
+    more. ``load`` only imports a module and sets attributes to the same values, so threads that
+    look names up at once may each run it: no lock is needed.
+    """
+
+    __slots__ = ("owner", "name", "load")
+
+    def __init__(self, owner: type, name: str, load: Callable[[], None]) -> None:
+        self.owner, self.name, self.load = owner, name, load
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        self.load()
+        real = vars(self.owner)[self.name]
+        if real is self:
+            raise AttributeError(f"{self.owner.__name__}.{self.name}: its module did not define it")
+        get = getattr(type(real), "__get__", None)  # a function binds to obj, a property reads it
+        return real if get is None else get(real, obj, objtype)
+
+    def __repr__(self) -> str:
+        return f"<{self.owner.__name__}.{self.name}, loaded on first use>"
+
+
+def _install_methods() -> None:
     """Put the table's methods, properties and in-place forms on Tensor (stand-ins until used)."""
     for entry in METHODS.values():
         if entry.source not in _loaded:  # the first look-up of the name loads its source module
             load = functools.partial(_load, entry.source)
-            setattr(Tensor, entry.name, _lazy_names.StandIn(Tensor, entry.name, load))
+            setattr(Tensor, entry.name, StandIn(Tensor, entry.name, load))
     for name in INPLACE:
         setattr(Tensor, name + "_", _inplace_form(name))
 
 
-install()
+# The modules PyTorch programs import by their path (``import torch.linalg``, ``from torch.func
+# import vmap``): public name -> this package's module.
+PUBLIC_MODULES = {name: f"tinyflow.surface.{name}" for name in ("linalg", "special", "func", "jit", "onnx")}
+
+
+def attach(package: ModuleType) -> None:
+    """The seam: put the surface on ``package`` (tinyflow): the Tensor methods (loaded on first
+    use), the public modules under their public names (``import tinyflow.linalg`` and
+    ``tinyflow.linalg`` reach tinyflow/surface/linalg.py) and, through ``package.__getattr__``,
+    the ``tinyflow.*`` functions of the table (functions.py, loaded on the first such name)."""
+    _install_methods()
+    for public, home in PUBLIC_MODULES.items():
+        module = importlib.import_module(home)
+        sys.modules[f"{package.__name__}.{public}"] = module
+        setattr(package, public, module)
