@@ -736,9 +736,9 @@ class Explanation:
             yield span
         finally:
             span.end = self._now()
+            self._sample(None)  # the span still open: the peak since the last sample is credited to it
             state.spans.pop()
             self._credit_launches(state, mark, span.launches, None)
-            self._sample(None)
 
     # ---- edges and memory of the arrays ------------------------------------------------------
     def _meta(self, a: Any, lookup: bool = True) -> TensorMeta:

@@ -48,7 +48,7 @@
   if (peak) summary += "; peak memory " + bytes(peak.bytes) + " (" + peak.label + ")";
   const facts = [];
   for (const k of ["model", "device", "batch_size", "amp", "nproc"]) {
-    if (meta[k] !== undefined && meta[k] !== null) facts.push(k.replace("_", " ") + " " + meta[k]);
+    if (meta[k] !== undefined && meta[k] !== null && !(k === "nproc" && meta[k] === 1)) facts.push(k.replace("_", " ") + " " + meta[k]);
   }
   document.getElementById("summary").textContent = (facts.length ? facts.join(" \u00b7 ") + " \u2014 " : "") + summary;
   if (D.error) {
@@ -416,6 +416,27 @@
     if (s.src) { el("h3", {}, details, "source"); code(s.src, null, details); }
   }
 
+  function showComm(c) {
+    clear();
+    el("h2", {}, details, c.name);
+    const backward = spans.find(s => s.phase === "backward");
+    const kv = el("table", { class: "kv" }, details);
+    function row(k, v) { const tr = el("tr", {}, kv); el("th", {}, tr, k); el("td", {}, tr, v); }
+    row("time", ms(c.end - c.start) + " (from " + ms(c.start) + " to " + ms(c.end) + ") on " + (c.thread || "another thread"));
+    if (c.bytes) row("bytes", bytes(c.bytes));
+    if (c.algorithm) row("algorithm", c.algorithm);
+    if (backward) row("beside backward", c.start < backward.end ? "starts " + ms(backward.end - c.start) +
+      " before backward ends: this all-reduce overlaps the gradients still being computed" : "after backward");
+    const m = /bucket (\d+)/.exec(c.name);
+    const bucket = m ? D.buckets.find(b => b.index === Number(m[1])) : null;
+    if (bucket) {
+      el("h3", {}, details, "its parameters' gradients (" + bucket.params.length + ")");
+      el("div", { class: "mono" }, details, bucket.params.join(", "));
+    }
+    el("p", { class: "hint" }, details, "DataParallel copies each gradient into its bucket as backward delivers it; " +
+      "a full bucket is all-reduced on the communication thread while backward goes on.");
+  }
+
   function showStop(i) {
     const st = walk[i];
     clear();
@@ -499,8 +520,9 @@
     for (const c of D.comm) {
       const label = c.name + (c.bytes ? " \u00b7 " + bytes(c.bytes) : "") + (c.algorithm ? " \u00b7 " + c.algorithm : "");
       const short = c.name.replace("allreduce ", "");
-      bar(3, Math.max(0, c.start), c.end, c.name.indexOf("wait") >= 0 ? "wait" : "comm", label, { "data-comm": c.name },
+      const b = bar(3, Math.max(0, c.start), c.end, c.name.indexOf("wait") >= 0 ? "wait" : "comm", label, { "data-comm": c.name },
         false, [short + (c.bytes ? " \u00b7 " + bytes(c.bytes) : ""), short, short.replace("bucket ", "")]);
+      b.addEventListener("click", function () { showComm(c); });
     }
   }
   const axisY = 24 + trows.length * (RH + 6) + 2;
@@ -528,8 +550,7 @@
     const MH = 150, top = 18, bottom = MH - 22;
     const mm = sv("svg", { width: TW, height: MH, id: "memory-svg" }, memHost);
     const maxB = Math.max(...samples.map(s => s[1]), 1);
-    const minB = Math.min(...samples.map(s => s[1]));
-    const lo = minB > maxB * 0.5 ? minB * 0.95 : 0;
+    const lo = 0;
     function my(b) { return bottom - (b - lo) / (maxB - lo || 1) * (bottom - top); }
     let d = "M" + tx(samples[0][0]) + "," + bottom;
     for (const s of samples) d += " L" + tx(s[0]) + "," + my(s[1]);
