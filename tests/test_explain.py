@@ -222,6 +222,35 @@ def test_sources_are_read_from_what_ran(traced: SimpleNamespace) -> None:
     assert "Conv2dFunction.apply(" in linecache.getline(code.co_filename, line)
 
 
+class Cube(tf.autograd.Function):
+    """A Function written against Tensors, as PyTorch's users write them."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        ctx.save_for_backward(x)
+        return x * x * x
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        (x,) = ctx.saved_tensors
+        return grad * 3 * x * x
+
+
+def test_a_user_function_shows_its_own_code() -> None:
+    x = tf.tensor([1.0, 2.0], requires_grad=True)
+    with tf.explain() as ex:
+        Cube.apply(x).sum().backward()
+    assert x.grad.tolist() == [3.0, 12.0]
+    cube = [n for n in ex.nodes if n.cls == "Cube"]
+    assert [n.kind for n in cube] == ["forward", "backward"] and cube[0].pair == cube[1].id
+    for node in cube:  # the user's forward and backward, not the array-level twin they run in
+        source = ex.source(node.source_function)
+        assert (source.path, source.line) == display_path(getattr(Cube, node.kind))
+    inner = [n for n in ex.nodes if n.parent == cube[0].id]
+    assert [n.cls for n in inner] == ["Mul", "Mul"] and not any(n.recorded for n in inner)
+    assert all(n.freed is not None and "no graph" in n.freed[2] for n in inner)
+
+
 def test_the_tracer_agrees_with_cprofile(traced: SimpleNamespace) -> None:
     """Per forward / backward function and per kernel: the same call counts as cProfile's, and
     the same total time within 10% + 0.1 ms a call (the tracer's own time per call is ~10 us;
@@ -405,3 +434,20 @@ def test_cuda_launches_agree_with_the_launch_tally() -> None:
     linear = next(n for n in ex.nodes if n.cls == "LinearFunction" and n.kind == "forward")
     assert any("matmul" in name for name in linear.launches)  # a library call (cuBLAS), as the tally names it
     assert ex.memory_source.startswith("CUDA") and len(ex.memory) > len(ex.nodes)  # (the stand-in's pool says 0)
+
+
+@pytest.mark.cupy_strict
+def test_the_command_on_cuda_lists_the_launches(tmp_path: Path) -> None:
+    """`tinyflow explain --device cuda:0` on the stand-in: the CUDA twins by name, each node's launches."""
+    out = tmp_path / "cuda.html"
+    assert cli.main(["explain", "fcn-r", "--device", "cuda:0", "--batch-size", "2", "--warmup", "1",
+                     "--config", "sizes=(12,8,4)", "--out", str(out)]) == 0
+    data = page_data(out.read_text())
+    assert data["meta"]["launch_tally"] and data["meta"]["device"] == "cuda:0"
+    assert data["memory"]["source"].startswith("CUDA")
+    import tinyflow_cuda.kernels as twins
+
+    assert data["kernels"] and {k["name"] for k in data["kernels"]} <= set(twins.__all__)
+    assert all(n["launches"] for n in data["nodes"] if n["cls"] == "LinearFunction")
+    step = next(s for s in data["spans"] if s["name"] == "SGD.step")
+    assert any(name.startswith("kernel:sgd") for name, _ in step["launches"])  # the multi-tensor .cu update

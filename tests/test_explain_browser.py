@@ -180,7 +180,7 @@ def test_next_walks_the_step_in_execution_order_file_by_file(step_page: SimpleNa
         files.append(details.get_attribute("data-path"))
     conv = function_class("Conv2dFunction")
     forward_file = where(conv.forward)[0]
-    im2col_file = where(getattr(tf.kernels, "im2col"))[0]
+    im2col_file = where(tf.kernels.im2col)[0]
     assert forward_file in files and im2col_file in files
     assert files.index(forward_file) < files.index(im2col_file)  # the op, then the kernel it calls
     page.keyboard.press("ArrowLeft")

@@ -118,7 +118,7 @@ def _where(ex: Any) -> str:
     if node_id is None:
         return ""
     node = ex.nodes[node_id]
-    src = ex.source(node.function)
+    src = ex.source(node.source_function)
     at = f", {src.path}:{src.line}" if src is not None else ""
     return f"in {node.cls}.{node.kind} ({node.module or 'outside the modules'}{at}): "
 

@@ -167,7 +167,7 @@ def _node(n: Any, sources: _Sources) -> dict[str, Any]:
         key = sources.key(n.caller[0])
         caller = [key, n.caller[1]] if key is not None else None
     return {
-        "id": n.id, "seq": n.seq, "kind": n.kind, "phase": n.phase, "cls": n.cls, "src": sources.key(n.function),
+        "id": n.id, "seq": n.seq, "kind": n.kind, "phase": n.phase, "cls": n.cls, "src": sources.key(n.source_function),
         "module": n.module, "start": n.start, "end": n.end, "caller": caller, "inputs": tensors(n.inputs),
         "outputs": tensors(n.outputs), "saved": n.saved, "saved_bytes": n.saved_bytes, "recorded": n.recorded,
         "freed": None if n.freed is None else {"t": n.freed[0], "seq": n.freed[1], "how": n.freed[2]},
@@ -232,13 +232,13 @@ def _walk(ex: Any, sources: _Sources) -> list[dict[str, Any]]:
             outs = ", ".join(_shape(m) for m in n.outputs) or "no arrays"
             kept = f" It keeps {_mib(n.saved_bytes)} for backward." if n.saved_bytes else ""
             failed = f" It raised {n.error}." if n.error else ""
-            stop(n.function, None, f"{n.cls}.forward" + (f" in {n.module}" if n.module else ""),
+            stop(n.source_function, None, f"{n.cls}.forward" + (f" in {n.module}" if n.module else ""),
                  f"{n.cls}.forward: {ins} -> {outs} in {_ms(n.end - n.start)}.{kept}{failed}", node=n.id)
         else:
             n = item
             grads = ", ".join(_shape(m) for m in n.inputs) or "no arrays"
             failed = f" It raised {n.error}." if n.error else ""
-            stop(n.function, None, f"{n.cls}.backward" + (f" of {n.module}" if n.module else ""),
+            stop(n.source_function, None, f"{n.cls}.backward" + (f" of {n.module}" if n.module else ""),
                  f"{n.cls}.backward gets the gradient of its output{'s' if len(n.inputs) > 1 else ''} ({grads}) "
                  f"and returns its inputs' in {_ms(n.end - n.start)}; the engine then frees the node.{failed}",
                  node=n.id)

@@ -82,7 +82,7 @@ class Node:
     kind: str  # "forward" | "backward"
     phase: str  # "forward" | "loss" | "backward" | "optimizer" | "other"
     cls: str  # the Function class's name
-    function: Callable[..., Any]  # the forward or backward that ran (its source is shown)
+    function: Callable[..., Any]  # the forward or backward that ran
     module: str  # the module it ran in, by the model's names ("features.0"); "" for none
     start: float  # seconds since the block opened
     end: float = 0.0
@@ -99,6 +99,13 @@ class Node:
     kernels: list[int] = field(default_factory=list)  # KernelCall ids
     launches: Counter = field(default_factory=Counter)  # launch tally names -> kernels (CUDA)
     memops: int = 0
+    shown: Callable[..., Any] | None = None  # the source to show, if not ``function``'s: a user Function's own
+
+    @property
+    def source_function(self) -> Callable[..., Any]:
+        """What the page shows as this node's code: the user's forward/backward for a Function
+        written against Tensors (it runs inside an array-level twin), else the function that ran."""
+        return self.shown if self.shown is not None else self.function
 
 
 @dataclass
@@ -154,6 +161,7 @@ class _ThreadState:
         self.modules: list[ModuleCall] = []
         self.spans: list[Span] = []
         self.caller: tuple[CodeType, int] | None = None  # noted by apply, taken by the forward
+        self.user_class: type | None = None  # a Tensor-level user Function being applied
         self.launch_log: list[Any] | None = None  # the array library's call list for this thread
         self.launch_exit: Callable[..., Any] | None = None  # closes that list
         self.credited = 0  # launch_log entries before this one are credited to a node or span
@@ -194,6 +202,7 @@ class Explanation:
         self._t0 = 0.0
         self._swaps: list[tuple[Any, str, bool, Any]] = []  # (owner, attribute, had its own, old value)
         self._instrumented: set[type] = set()
+        self._user_classes: dict[type, type] = {}  # array-level twin -> the user's Tensor-level Function
         self._ctx_nodes: dict[int, tuple[Any, Node]] = {}  # id(ctx) -> (weakref to ctx, forward node)
         self._producers: dict[int, tuple[Any, int, int]] = {}  # id(array) -> (weakref, node id, output index)
         self._names: dict[int, str] = {}  # id(module) -> the model's name for it
@@ -523,6 +532,13 @@ class Explanation:
             self._seq += 1
             return self._seq
 
+    def _register(self, items: list[Any], item: Any) -> None:
+        """Give ``item`` its id (its index in ``items``) and its place in the event order."""
+        with self._lock:
+            self._seq += 1
+            item.id, item.seq = len(items), self._seq
+            items.append(item)
+
     def _state(self) -> _ThreadState:
         return self._states[threading.get_ident()]
 
@@ -554,24 +570,34 @@ class Explanation:
             frame = sys._getframe(2)  # the caller of Function.apply
             state.caller = (frame.f_code, frame.f_lineno)
             del frame
+        user = cls.tensor_api and state.user_class is None
+        if user:  # it runs as an array-level twin: show the user's own forward and backward
+            state.user_class = cls
         try:
             return original(cls, *args, **kwargs)
         finally:
             if noted:
                 state.caller = None
+            if user:
+                state.user_class = None
 
     def _forward(self, function: Callable[..., Any], ctx: Any, args: tuple, kwargs: dict) -> Any:
         state = self._state()
         if state.nodes and state.nodes[-1][1] == id(ctx):  # a forward calling another class's on its ctx
             return function(ctx, *args, **kwargs)
         cls = getattr(ctx, "fn", None)
-        node = Node(id=len(self.nodes), seq=self._next(), kind="forward", phase=self._phase(state),
+        node = Node(id=-1, seq=0, kind="forward", phase=self._phase(state),
                     cls=getattr(cls, "__name__", type(ctx).__name__), function=function,
                     module=state.modules[-1].path if state.modules else "", start=0.0,
                     caller=state.caller, parent=state.nodes[-1][0].id if state.nodes else None)
         state.caller = None
+        user = state.user_class
+        if user is not None and cls is not None and cls.__qualname__ == user.__qualname__:
+            node.shown = _method(user, "forward")
+            self._user_classes[cls] = user
+            state.user_class = None
         node.inputs = [self._meta(a) for a in args if _is_array(a)]
-        self.nodes.append(node)
+        self._register(self.nodes, node)
         return self._run(state, node, ctx, function, (ctx, *args), kwargs, self._forward_done)
 
     def _forward_done(self, node: Node, ctx: Any, out: Any) -> None:
@@ -594,14 +620,16 @@ class Explanation:
         entry = self._ctx_nodes.get(id(ctx))
         forward = entry[1] if entry is not None and entry[0]() is ctx else None
         cls = getattr(ctx, "fn", None)
-        node = Node(id=len(self.nodes), seq=self._next(), kind="backward", phase=self._phase(state),
+        node = Node(id=-1, seq=0, kind="backward", phase="backward",
                     cls=getattr(cls, "__name__", type(ctx).__name__), function=function,
                     module=forward.module if forward is not None else "", start=0.0,
                     parent=state.nodes[-1][0].id if state.nodes else None)
         node.inputs = [self._meta(g, lookup=False) for g in grads if _is_array(g)]
+        if cls in self._user_classes:
+            node.shown = _method(self._user_classes[cls], "backward")
+        self._register(self.nodes, node)
         if forward is not None:
             node.pair, forward.pair = forward.id, node.id
-        self.nodes.append(node)
         return self._run(state, node, ctx, function, (ctx, *grads), {}, self._backward_done)
 
     def _backward_done(self, node: Node, ctx: Any, out: Any) -> None:
@@ -657,9 +685,9 @@ class Explanation:
         state = self._state()
         owner = state.nodes[-1][0] if state.nodes else None
         span = state.spans[-1] if state.spans else None
-        call = KernelCall(id=len(self.kernels), seq=self._next(), name=name, function=function, start=0.0,
+        call = KernelCall(id=-1, seq=0, name=name, function=function, start=0.0,
                           node=owner.id if owner is not None else None, span=span.id if span is not None else None)
-        self.kernels.append(call)
+        self._register(self.kernels, call)
         if owner is not None:
             owner.kernels.append(call.id)
         mark = self._launch_mark(state)
@@ -685,10 +713,10 @@ class Explanation:
         if outermost:
             self._name_modules(module)
         parent = state.modules[-1] if state.modules else None
-        record = ModuleCall(id=len(self.modules), seq=self._next(), path=self._names.get(id(module), type(module).__name__),
+        record = ModuleCall(id=-1, seq=0, path=self._names.get(id(module), type(module).__name__),
                             type=type(module).__name__, function=type(module).forward,
                             depth=len(state.modules), start=self._now(), parent=parent.id if parent else None)
-        self.modules.append(record)
+        self._register(self.modules, record)
         state.modules.append(record)
         span = None
         if outermost and not state.spans:  # the model's forward; a loss module called after it: the loss
@@ -727,8 +755,8 @@ class Explanation:
     @contextmanager
     def _span(self, name: str, phase: str, function: Callable[..., Any] | None) -> Iterator[Span]:
         state = self._state()
-        span = Span(id=len(self.spans), seq=self._next(), name=name, phase=phase, function=function, start=self._now())
-        self.spans.append(span)
+        span = Span(id=-1, seq=0, name=name, phase=phase, function=function, start=self._now())
+        self._register(self.spans, span)
         mark = self._launch_mark(state)
         state.spans.append(span)
         self._sample(None)
@@ -857,6 +885,12 @@ def _optimizer_wrapper(function: Callable[..., Any], attr: str) -> Callable[...,
     method.__name__ = attr
     method.__doc__ = function.__doc__
     return method
+
+
+def _method(cls: type, name: str) -> Callable[..., Any] | None:
+    """``cls.name`` as a plain function (a staticmethod's function), or None."""
+    value = getattr(cls, name, None)
+    return getattr(value, "__func__", value)
 
 
 def _device_of_model(model: Any) -> str:

@@ -100,9 +100,11 @@
     b.inline = b.r0 === b.r1 && b.children === 0;
   }
   const maxDepth = bands.reduce((a, b) => Math.max(a, b.depth), 0);
-  const FX = 8 + (maxDepth + 1) * INDENT + LABEL_W;
+  function bandLabel(b) { return b.m.path === b.m.type ? b.m.type : b.m.path + " \u00b7 " + b.m.type; }
+  const inlineNeeds = bands.filter(b => b.inline).map(b => 8 + b.depth * INDENT + 14 + 6.2 * clip(bandLabel(b), 34).length);
+  const FX = Math.min(320, Math.max(8 + (maxDepth + 1) * INDENT + LABEL_W, ...inlineNeeds));
   const LANES = 54;
-  const BX = FX + NODE_W + 96 + LANES;
+  const BX = FX + NODE_W + 84 + LANES;
   const WIDTH = BX + NODE_W + LANES + 8 + (maxDepth + 1) * INDENT;
 
   const rowY = [];
@@ -139,9 +141,9 @@
     const x1 = WIDTH - 8 - b.depth * INDENT;
     const gb = sv("g", { class: "band depth-" + b.depth, "data-module": b.m.path }, layerBands);
     sv("rect", { x: x0, y: b.top, width: x1 - x0, height: b.bottom - b.top, rx: 6, ry: 6 }, gb);
-    const label = b.m.path === b.m.type ? b.m.type : b.m.path + " \u00b7 " + b.m.type;
+    const label = bandLabel(b);
     const ty = b.inline ? rowY[b.r0] + NODE_H / 2 + 4 : b.top + 12;
-    sv("text", { x: x0 + 6, y: ty }, gb, clip(label, 24));
+    sv("text", { x: x0 + 6, y: ty }, gb, clip(label, 34));
     title(gb, label + ": " + ms(b.m.end - b.m.start));
   }
 
