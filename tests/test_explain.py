@@ -395,13 +395,13 @@ def test_a_data_parallel_step_shows_its_buckets(tmp_path: Path) -> None:
     assert buckets[0]["start"] < backward["end"]  # the first bucket's all-reduce starts during backward
 
 
-def test_autocast_shows_half_precision_edges(tmp_path: Path) -> None:
+def test_autocast_shows_half_precision_edges_and_memory_can_be_left_out(tmp_path: Path) -> None:
     pytest.importorskip("ml_dtypes")
     out = tmp_path / "amp.html"
-    assert cli.main(["explain", "fcn-r", "--amp", "--batch-size", "2", "--warmup", "0",
+    assert cli.main(["explain", "fcn-r", "--amp", "--batch-size", "2", "--warmup", "0", "--no-memory",
                      "--config", "sizes=(12,8,4)", "--out", str(out)]) == 0
     data = page_data(out.read_text())
-    assert data["meta"]["amp"] == "bf16"
+    assert data["meta"]["amp"] == "bf16" and data["memory"]["samples"] == []
     linear = [n for n in data["nodes"] if n["cls"] == "LinearFunction" and n["kind"] == "forward"]
     assert linear and all(n["outputs"][0]["dtype"] == "bfloat16" for n in linear)
 

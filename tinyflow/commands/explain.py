@@ -60,6 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="override a field of the model's config (repeatable), e.g. --config hidden_size=64")
     parser.add_argument("--warmup", type=nonnegative_int, default=2,
                         help="untraced steps first, so that the traced one is a steady one (default: %(default)s)")
+    parser.add_argument("--no-memory", dest="memory", action="store_false",
+                        help="no live-memory curve: on the CPU it comes from tracemalloc, which slows a Python-heavy "
+                        "step by up to ~1.5x (the times shown include that); without it the tracer costs a few percent")
     parser.add_argument("--out", type=output_file, default="step.html", help="the page to write (default: %(default)s)")
     parser.set_defaults(func=run)
 
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             "batch_size": args.batch_size, "amp": args.amp, "nproc": args.nproc,
             "config": dict(parse_overrides(args.config))}
     started = False
-    if not args.device.startswith("cuda") and not tracemalloc.is_tracing():
+    if args.memory and not args.device.startswith("cuda") and not tracemalloc.is_tracing():
         tracemalloc.start()  # before the model is built: the memory curve then counts its parameters too
         started = True
     try:
@@ -141,7 +144,7 @@ def _one_process(args: argparse.Namespace, w: Any, meta: dict[str, Any]) -> tupl
         except Exception:  # noqa: BLE001 - the traced step below fails at the same place, and shows where
             break
         meta["untraced_step_s"] = time.perf_counter() - start
-    ex = explain(model=step.model, device=args.device, meta=meta)
+    ex = explain(model=step.model, device=args.device, memory=args.memory, meta=meta)
     failure = None
     try:
         with ex:
@@ -161,7 +164,7 @@ def _thread_ranks(args: argparse.Namespace, w: Any, meta: dict[str, Any]) -> tup
     from tinyflow.parallel.local import run_local
     from tinyflow.parallel.trace import ChromeTracer
 
-    ex = explain(device=args.device, trace_current_thread=False, meta=meta)
+    ex = explain(device=args.device, trace_current_thread=False, memory=args.memory, meta=meta)
     seen: dict[str, Any] = {}
 
     def rank(comm: Any) -> None:

@@ -546,7 +546,7 @@
   const samples = D.memory.samples;
   const memHost = document.getElementById("memory");
   if (!samples.length) {
-    el("div", { class: "hint" }, memHost, "no memory samples");
+    el("div", { class: "hint" }, memHost, "no memory samples (traced without them: --no-memory, or explain(memory=False))");
   } else {
     document.getElementById("memory-title").textContent = "Live memory (" + D.memory.source + ")";
     const MH = 150, top = 18, bottom = MH - 22;
