@@ -358,6 +358,10 @@
         el("td", { class: "mono" }, tr, k.launches.map(x => x[0] + " x" + x[1]).join(", "));
       }
     }
+    if (!n.launches.length && String(meta.device || "").startsWith("cuda") && !meta.launch_tally) {
+      el("div", { class: "hint" }, details, "GPU launches per node are counted where the array library records its " +
+        "calls (the strict CuPy stand-in of the tests); on a GPU, CUPTI counts them (bench/gpu/kernel_profile.py).");
+    }
     if (n.launches.length) {
       el("h3", {}, details, "GPU launches (as the launch tally counts them)");
       const t = el("table", { class: "kv" }, details);
