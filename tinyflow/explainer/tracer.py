@@ -597,6 +597,7 @@ class Explanation:
             self._user_classes[cls] = user
             state.user_class = None
         node.inputs = [self._meta(a) for a in args if _is_array(a)]
+        node.recorded = bool(getattr(ctx, "inputs", ()))  # apply fills the node's inputs only when it records
         self._register(self.nodes, node)
         return self._run(state, node, ctx, function, (ctx, *args), kwargs, self._forward_done)
 
@@ -605,7 +606,6 @@ class Explanation:
         node.outputs = [self._meta(o) for o in outs if _is_array(o)]
         for i, o in enumerate(o for o in outs if _is_array(o)):
             self._note_producer(o, node.id, i)
-        node.recorded = bool(getattr(ctx, "inputs", ()))
         node.saved, node.saved_bytes = _saved_arrays(ctx, outs, self._param_names)
         try:
             ref = weakref.ref(ctx, self._dropped_callback(node))

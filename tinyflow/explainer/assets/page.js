@@ -211,7 +211,7 @@
     const gn = sv("g", { class: classes.join(" "), "data-id": n.id, "data-kind": n.kind, "data-cls": n.cls,
       transform: "translate(" + box.x + "," + box.y + ")" }, layerNodes);
     sv("rect", { width: NODE_W, height: NODE_H }, gn);
-    sv("text", { x: 8, y: 14, class: "cls" }, gn, clip(n.cls + (n.kind === "backward" ? ".backward" : ""), 30) + (n.error ? "  \u2717 raised" : ""));
+    sv("text", { x: 8, y: 14, class: "cls" }, gn, clip(n.cls + (n.kind === "backward" ? ".backward" : ""), 30) + (n.error ? " \u2717" : ""));
     const names = n.kernels.map(k => kernels[k].name);
     const uniq = Array.from(new Set(names));
     let sub = ms(n.end - n.start);
@@ -305,7 +305,8 @@
     function row(k, v) { const tr = el("tr", {}, kv); el("th", {}, tr, k); return el("td", {}, tr, v); }
     row("wall time", ms(n.end - n.start) + " (from " + ms(n.start) + " to " + ms(n.end) + ")");
     if (n.kind === "forward") {
-      row("graph", n.recorded ? "recorded: its backward runs in loss.backward()" : "not recorded (no input needs a gradient)");
+      row("graph", n.error ? "it raised before it returned: no outputs" :
+        n.recorded ? "recorded: its backward runs in loss.backward()" : "not recorded (no input needs a gradient)");
       if (n.pair !== null) link(row("its backward", ""), nodes[n.pair].cls + ".backward #" + n.pair, function () { select({ node: n.pair }); showNode(n.pair); });
     } else if (n.pair !== null) {
       link(row("its forward", ""), nodes[n.pair].cls + ".forward #" + n.pair, function () { select({ node: n.pair }); showNode(n.pair); });
