@@ -70,6 +70,8 @@ def test_measured_calibration_is_the_same_on_every_rank_and_sums_right():
 
     def fn(comm):
         out = []
+        assert model_for(comm) is None  # auto times nothing until asked
+        calibrate(comm, max(lengths) * 4)
         for length in lengths:
             buf = data(comm.rank, length)
             allreduce(buf, comm, algorithm="auto")
@@ -94,7 +96,7 @@ def test_transport_without_native_all_reduce():
 
 
 def test_data_parallel_auto_calibrates_and_matches_one_big_batch():
-    """algorithm="auto" (opt-in; the default is the size rule) chooses per bucket from a model
+    """calibrate=True (opt-in; auto without it is the size rule) chooses per bucket from a model
     timed when the wrapper is built, and still averages exactly."""
     def model() -> nn.Module:
         """The same weights on every call, without the global RNG: ranks are threads that build
@@ -111,7 +113,7 @@ def test_data_parallel_auto_calibrates_and_matches_one_big_batch():
 
     def fn(comm):
         net = model()
-        dp = DataParallel(net, comm, algorithm="auto", bucket_mb=0.0002)
+        dp = DataParallel(net, comm, algorithm="auto", bucket_mb=0.0002, calibrate=True)
         assert dp.algorithm == "auto" and model_for(comm) is not None  # calibrated when built
         part = slice(comm.rank * 4, comm.rank * 4 + 4)
         F.cross_entropy(dp(tf.tensor(x[part])), tf.tensor(y[part])).backward()

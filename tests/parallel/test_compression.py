@@ -88,7 +88,7 @@ def test_compressed_allreduce_sums_and_bytes(world):
             comm.reset_counters()
             comp = get_compression(name)
             if comp is None:
-                allreduce(buf, comm)
+                allreduce(buf, comm, algorithm="ring")
             else:
                 comp.allreduce_sum(buf, comm, algorithm="ring", key="bucket0")
             results[name] = (buf, comm.bytes_sent, comp)

@@ -15,7 +15,8 @@ import tinyflow.nn.functional as F
 from tinyflow.optim import SGD
 from tinyflow.parallel import CommError, CommTimeoutError, run_local
 from tinyflow.parallel.communicator import Communicator
-from tinyflow.parallel.data_parallel import SMALL_BUCKET_BYTES, DataParallel, choose_by_size
+from tinyflow.parallel.allreduce import SMALL_BUCKET_BYTES, choose_by_size
+from tinyflow.parallel.data_parallel import DataParallel
 from tinyflow.parallel.local import LocalComm, LocalGroup
 from tinyflow.parallel.ring import ring_bytes_sent
 from tinyflow.parallel.trace import ChromeTracer
@@ -317,8 +318,8 @@ def test_default_picks_by_bucket_size_and_averages():
     expected = x.reshape(world, 2, 400).sum(axis=1).mean(axis=0)  # d(sum(xW^T+b))/dW[j] = sum of x rows
     for results in run_local(fn, world):
         algorithm, sizes, chosen, text, grad = results["plain"]
-        assert algorithm == "size" and sizes == [800, 320_000]  # bias first (reverse registration order)
-        assert chosen == ["tree", "ring"] and "algorithm=size(tree,ring)" in text
+        assert algorithm == "auto" and sizes == [800, 320_000]  # bias first (reverse registration order)
+        assert chosen == ["tree", "ring"] and "algorithm=auto(tree,ring)" in text
         np.testing.assert_allclose(grad, np.broadcast_to(expected, (200, 400)), rtol=1e-5, atol=1e-6)
         _, _, chosen, _, grad = results["native"]
         assert chosen == ["native", "native"]
@@ -334,28 +335,30 @@ from tinyflow.parallel import DataParallel, run_local
 
 CALIBRATION = ("tinyflow.parallel.auto", "tinyflow.parallel.cost_model", "tinyflow.parallel.benchmark")
 
-def step(algorithm):
+def step(**options):
     def fn(comm):
         layer = nn.Linear(3, 2)
-        dp = DataParallel(layer, comm, **({} if algorithm is None else {"algorithm": algorithm}))
+        dp = DataParallel(layer, comm, **options)
         dp(tf.tensor(np.ones((2, 3), dtype=np.float32))).sum().backward()
         dp.close()
         return dp.algorithm
     return run_local(fn, 2)[0]
 
-print(step(None), sorted(m for m in CALIBRATION if m in sys.modules))
-print(step("auto"), sorted(m for m in CALIBRATION if m in sys.modules))
+print(step(), sorted(m for m in CALIBRATION if m in sys.modules))
+print(step(algorithm="auto"), sorted(m for m in CALIBRATION if m in sys.modules))
+print(step(calibrate=True), sorted(m for m in CALIBRATION if m in sys.modules))
 """
 
 
 def test_default_loads_no_calibration_and_auto_still_calibrates():
-    """A plain DataParallel (build and one step) imports none of the timing modules; auto does."""
+    """A plain DataParallel (build and one step; auto is the default) imports none of the timing
+    modules; calibrate=True does."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", _IMPORTS_PROBE], env=env, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.splitlines() == ["size []", "auto ['tinyflow.parallel.auto']"]
+    assert proc.stdout.splitlines() == ["auto []", "auto []", "auto ['tinyflow.parallel.auto']"]
 
 
 def test_default_never_times_anything(monkeypatch):
@@ -372,5 +375,5 @@ def test_default_never_times_anything(monkeypatch):
     for got in _distributed(3, 2, bucket_mb=1e-6):  # one bucket per parameter
         for name in expected:
             np.testing.assert_allclose(got[name], expected[name], rtol=1e-10, atol=1e-12)
-    with pytest.raises(ValueError, match="choose one of size, ring, tree, naive, native, auto"):
+    with pytest.raises(ValueError, match="choose one of auto, ring, tree, naive, native"):
         run_local(lambda comm: DataParallel(_mlp(0), comm, algorithm="fastest"), 1)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinyflow.bench.workloads import measure_profile  # noqa: F401  (step 1; its home is workloads.py)
+from tinyflow.parallel.allreduce import ALGORITHMS
 from tinyflow.parallel.cost_model import (
     LINKS,
     Link,
@@ -179,7 +180,7 @@ def run_scaling(s: ScalingSettings, runner: Callable[..., dict[str, Any]] | None
     else:
         if s.link not in LINKS:
             raise ValueError(f"unknown link {s.link!r}: choose one of {', '.join(LINKS)} or measured")
-        links = {a: LINKS[s.link] for a in ("ring", "tree", "naive", "native")}
+        links = {a: LINKS[s.link] for a in ALGORITHMS}
 
     predictions = {}
     for algorithm in s.algorithms:

@@ -34,16 +34,9 @@ from tinyflow.commands.options import (
     positive_int,
     text,
 )
+from tinyflow.parallel.allreduce import ALGORITHM_CHOICES, DEFAULT_ALGORITHM
 
 PRECISIONS = ("fp32", "bf16", "fp16")  # as tinyflow/bench/train.py's (not imported here: it loads on first use)
-SCALING_ALGORITHMS = ("ring", "tree", "naive", "native", "auto")
-
-
-def _algorithm_choices() -> tuple[str, ...]:
-    """What `bench allreduce --algorithms` takes (read when the option is parsed)."""
-    from tinyflow.parallel.allreduce import ALGORITHM_CHOICES
-
-    return ALGORITHM_CHOICES
 
 
 def _sizes(text: str) -> list[int]:
@@ -74,8 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "buffer sizes; print size, time, algbw and busbw (= algbw * 2(N-1)/N), and plot busbw.",
     )
     ar.add_argument("--nproc", type=positive_int, default=4, help="number of workers (default: %(default)s)")
-    ar.add_argument("--algorithms", type=ChoiceList(_algorithm_choices), default="ring,tree,naive,native",
-                    help="comma-separated subset of ring,tree,naive,native,auto; auto (ring, tree or native "
+    ar.add_argument("--algorithms", type=ChoiceList(ALGORITHM_CHOICES), default="ring,tree,naive,native",
+                    help=f"comma-separated subset of {','.join(ALGORITHM_CHOICES)}; auto (ring, tree or native "
                     "per size from a cost model fitted first) is compared with the best of the others at each "
                     "size (default: %(default)s)")
     ar.add_argument("--sizes", type=Parsed(_sizes, ("", "x", "0", "64M:4K", "4K,")), default="4K:64M",
@@ -130,7 +123,7 @@ def _register_train(sub: argparse._SubParsersAction) -> None:
                    "(default: %(default)s)")
     p.add_argument("--breakdown", action="store_true", help="also forward and forward+backward ms per batch, "
                    "and the all-reduce ms per step for several workers")
-    p.add_argument("--allreduce", default="auto", choices=("auto", "ring", "tree", "naive", "native"),
+    p.add_argument("--allreduce", default=DEFAULT_ALGORITHM, choices=ALGORITHM_CHOICES,
                    help="gradient all-reduce of the multi-worker cells (default: %(default)s)")
     p.add_argument("--threads", type=positive_int, default=None, help="threads per worker (default: cores // workers)")
     p.add_argument("--cuda-graph", action="store_true",
@@ -158,8 +151,8 @@ def _register_scaling(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=IntList(1), default="1,2,4,8,16,32,64,128", help="comma list (default: %(default)s)")
     p.add_argument("--link", default="pcie3", choices=("pcie3", "nvlink", "ib", "measured"),
                    help="link presets, or measured on this host (default: %(default)s)")
-    p.add_argument("--algorithms", type=ChoiceList(SCALING_ALGORITHMS), default="ring,tree,naive", help="comma list of ring, tree, naive, native, "
-                   "auto (default: %(default)s)")
+    p.add_argument("--algorithms", type=ChoiceList(ALGORITHM_CHOICES), default="ring,tree,naive",
+                   help=f"comma list of {', '.join(ALGORITHM_CHOICES)} (default: %(default)s)")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS)
     p.add_argument("--tflops", type=positive_float, default=None, help="price compute at this sustained TFLOPS instead "
                    "of the time measured here (what a faster device would see)")

@@ -31,6 +31,7 @@ from tinyflow.commands.options import (
     positive_int,
     text,
 )
+from tinyflow.parallel.allreduce import ALGORITHM_CHOICES, DEFAULT_ALGORITHM
 from tinyflow.recipes.checkpoint import RESUMED_OPTIONS
 from tinyflow.recipes.loop import DIVERGENCE_FACTOR, DIVERGENCE_FLOOR, LOG_EVERY, check_amp
 from tinyflow.recipes.vision import AUGMENTATIONS, default_image_size
@@ -138,10 +139,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     dp = parser.add_argument_group("data parallel (image models)")
     dp.add_argument("--nproc", type=positive_int, default=1, help="local worker processes (launched with mpirun)")
-    dp.add_argument("--allreduce", choices=("auto", "size", "ring", "tree", "naive", "native"), default="auto",
+    dp.add_argument("--allreduce", choices=ALGORITHM_CHOICES, default=DEFAULT_ALGORITHM,
                     help="all-reduce algorithm for the gradients; auto picks ring, tree or MPI's own per "
-                         "bucket size from a cost model timed once at start-up, size by a fixed rule with "
-                         "no timing (DataParallel's own default) (default: %(default)s)")
+                         "bucket size from a cost model timed once at start-up (default: %(default)s)")
     dp.add_argument("--trace", type=output_file, default=None, help="write a Chrome-trace timeline of compute and all-reduce")
     parser.set_defaults(func=run)
 

@@ -1,9 +1,15 @@
 """The collective entry points: ``allreduce``, ``broadcast``, ``all_gather`` (+ objects, from gather.py).
 
-``allreduce(array, comm, algorithm="ring", op="sum")`` picks one of the algorithm files
-(ring, tree, naive, native, or auto: one of ring, tree and native chosen per size by a cost
-model timed once per world, auto.py, loaded only when asked for) and runs it in place; ``op="mean"`` divides by the world size
-afterwards. Arrays may be NumPy or CuPy arrays, or tinyflow Tensors (their ``.array``).
+``allreduce(array, comm, algorithm="auto", op="sum")`` picks one of the algorithm files (ring,
+tree, naive, native) and runs it in place; ``op="mean"`` divides by the world size afterwards.
+Arrays may be NumPy or CuPy arrays, or tinyflow Tensors (their ``.array``).
+
+The algorithm names and their default are defined here once (``ALGORITHM_CHOICES``,
+``DEFAULT_ALGORITHM``); DataParallel, ``tinyflow train --allreduce``, the benchmarks and
+``tinyflow.distributed`` take them from here. ``auto``, the default, chooses per buffer size:
+from the world's timed cost model when one was fitted (auto.py: ``DataParallel(...,
+calibrate=True)``, ``tinyflow train``, ``tinyflow bench allreduce``), else by a fixed size rule
+(``choose_by_size``), so that nothing is timed unless asked for.
 
 Before the data of a new kind of buffer moves, the ranks check that they agree on its length,
 dtype, op and algorithm (``agree_on_signature``): buffers that differ would otherwise give a
@@ -26,7 +32,7 @@ import numpy as np
 from tinyflow.device import array_module, kernels_of, to_host
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.parallel._segments import segment_bounds, segment_elements
-from tinyflow.parallel.communicator import Communicator, RankMismatchError
+from tinyflow.parallel.communicator import Communicator, RankMismatchError, has_native_allreduce
 from tinyflow.parallel.gather import GATHER_TAG, all_gather, all_gather_object, raw_array  # noqa: F401
 from tinyflow.parallel.naive import naive_allreduce
 from tinyflow.parallel.native import native_allreduce
@@ -39,8 +45,12 @@ ALGORITHMS: dict[str, Callable[..., None]] = {
     "naive": naive_allreduce,
     "native": native_allreduce,
 }
-# What ``algorithm=`` accepts: the four algorithms, and auto (one of ring, tree, native per size).
-ALGORITHM_CHOICES = (*ALGORITHMS, "auto")
+# What every ``algorithm=`` accepts (allreduce, DataParallel, tinyflow train --allreduce, the
+# benchmarks): auto, the default (one of ring, tree, native per buffer size), or one algorithm.
+ALGORITHM_CHOICES = ("auto", *ALGORITHMS)
+DEFAULT_ALGORITHM = "auto"
+# Below this many bytes a buffer is latency-bound: the size rule sends it down the tree.
+SMALL_BUCKET_BYTES = 256 * 1024
 OPS = ("sum", "mean")
 SIGNATURE_TAG = 301
 
@@ -53,17 +63,54 @@ def _is_contiguous(a: Any) -> bool:
     return bool(a.flags.c_contiguous)
 
 
+def choose_by_size(nbytes: int, comm: Communicator) -> str:
+    """The algorithm ``auto`` gives a buffer of ``nbytes`` bytes on a world without a timed cost
+    model: a fixed rule, so that nothing is timed (PyTorch's DDP and Horovod start at once, too).
+    In order:
+
+    1. ``native`` whenever the transport has its own all-reduce (MPI_Allreduce, ncclAllReduce,
+       ``run_local``'s shared-memory sum), at every size: those libraries pick their algorithm
+       by size themselves, in compiled code, which is what DDP and Horovod rely on. On the CPU
+       host of docs/allreduce.md, MPI's beat tinyflow's Python ring 5x at 4 KB and was the
+       measured best up to 16 MB.
+    2. ``tree`` for a buffer under ``SMALL_BUCKET_BYTES`` (256 KiB) on 4 or more ranks: such a
+       buffer is latency-bound, and the tree sends 2*ceil(log2 N) messages where the ring sends
+       2(N-1) (the ring-tree crossover of docs/allreduce.md's cost model is 63-281 KB for
+       N = 4-16 on PCIe 3).
+    3. ``ring`` otherwise: it sends the fewest bytes, 2(N-1)/N of the buffer per rank, and
+       below 4 ranks it sends no more messages than the tree either.
+
+    Every rank gets the same answer (same buffer sizes, same transport), so no rank needs to
+    ask the others.
+    """
+    if has_native_allreduce(comm):
+        return "native"
+    if nbytes < SMALL_BUCKET_BYTES and comm.size >= 4:
+        return "tree"
+    return "ring"
+
+
+def choose_algorithm(nbytes: int, comm: Communicator) -> str:
+    """What ``auto`` runs for ``nbytes`` bytes on ``comm``: the timed cost model's choice when the
+    world has one (``auto.calibrate`` fitted it), else ``choose_by_size``."""
+    if getattr(comm, "allreduce_model", None) is not None:
+        from tinyflow.parallel.auto import choose_algorithm as timed_choice  # loaded with the model
+
+        return timed_choice(comm, nbytes)
+    return choose_by_size(nbytes, comm)
+
+
 def allreduce(
     array: Any,
     comm: Communicator,
-    algorithm: str = "ring",
+    algorithm: str = DEFAULT_ALGORITHM,
     op: str = "sum",
     segment_bytes: int | None = None,
 ) -> Any:
     """Reduce ``array`` over every rank of ``comm`` in place and return it.
 
-    ``algorithm`` is one of ring, tree, naive, native, auto; ``op`` is "sum" or "mean" (floating
-    dtypes only). Every rank must call it with the same shape, dtype, algorithm and op.
+    ``algorithm`` is one of ``ALGORITHM_CHOICES`` (auto, ring, tree, naive, native); ``op`` is
+    "sum" or "mean" (floating dtypes only). Every rank must call it with the same shape, dtype, algorithm and op.
     """
     if algorithm not in ALGORITHM_CHOICES:
         raise ValueError(
@@ -80,14 +127,9 @@ def allreduce(
     if comm.size > 1:
         agree_on_signature(buf, comm, op, algorithm)
     work = buf if _is_contiguous(buf) else buf.copy()  # algorithms need a flat view
-    if algorithm != "auto":
-        ALGORITHMS[algorithm](work, comm, segment_bytes=segment_bytes)
-    elif comm.size > 1:
-        # Loaded here, not at the top: only algorithm="auto" needs the timed cost model, so a
-        # plain DataParallel or allreduce never imports (or runs) the calibration.
-        from tinyflow.parallel.auto import algorithm_function
-
-        algorithm_function(comm, work)(work, comm, segment_bytes=segment_bytes)
+    if algorithm == "auto":
+        algorithm = choose_algorithm(work.nbytes, comm) if comm.size > 1 else "ring"
+    ALGORITHMS[algorithm](work, comm, segment_bytes=segment_bytes)
     if op == "mean" and comm.size > 1:
         kernels_of(work).reduce_scale(work, 1.0 / comm.size)
     if work is not buf:

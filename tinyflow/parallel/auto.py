@@ -1,6 +1,8 @@
-"""auto all-reduce: ring, tree or the transport's native all-reduce, chosen per buffer size.
+"""The timed cost model of ``auto``: ring, tree or the transport's native all-reduce per buffer size.
 
-The choice comes from an alpha-beta cost model fitted once per world (per communicator): the
+``auto`` (allreduce.py's default) chooses by a fixed size rule until a world has been timed here;
+from then on its choice comes from an alpha-beta cost model fitted once per world (per
+communicator, kept as ``comm.allreduce_model``): the
 first time a world needs it, every rank times each candidate at a ladder of buffer sizes
 (4 KB, 16 KB, ..., then doubling from 1 MB), the ranks take the slowest rank's time of each
 (so every rank holds the same table and makes the same choice, which a collective needs), and
@@ -15,9 +17,9 @@ all sizes does not fit real transports: MPI switches protocols with the size, an
 make mid-sized buffers cheap; the bands follow that.
 
 The ladder only grows as far as the largest buffer asked for (all ranks ask for the same
-sizes in the same order, so all ranks extend it together). ``DataParallel(algorithm="auto")``
-calibrates up to its largest bucket when it is built, so no training step pays for it; a plain
-``DataParallel`` never loads this module (it picks by a fixed size rule: data_parallel.py).
+sizes in the same order, so all ranks extend it together). ``DataParallel(..., calibrate=True)``
+(what ``tinyflow train`` builds) calibrates up to its largest bucket when it is built, so no
+training step pays for it; a plain ``DataParallel`` never loads this module.
 ``calibrate(comm, n, measure=...)`` takes a fake timer (tests), ``set_model`` installs a table
 directly.
 """
@@ -124,7 +126,7 @@ def model_for(comm: Communicator) -> AutoModel | None:
 
 def set_model(comm: Communicator, model: AutoModel) -> None:
     """Install a cost model for ``comm`` (every rank must install the same one)."""
-    _models[comm] = model
+    _models[comm] = comm.allreduce_model = model
     _fast.pop(id(comm), None)
 
 
@@ -152,7 +154,7 @@ def calibrate(
     model = _models.get(comm)
     if model is None:
         model = AutoModel(comm.size, candidates_for(comm))
-        _models[comm] = model
+        _models[comm] = comm.allreduce_model = model  # from now on auto asks this model
     new = [s for s in ladder_upto(nbytes) if s not in model.sizes]
     if not new:
         return model

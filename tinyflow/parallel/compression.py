@@ -20,7 +20,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from tinyflow.device import array_module
-from tinyflow.parallel.allreduce import all_gather, allreduce
+from tinyflow.parallel.allreduce import DEFAULT_ALGORITHM, all_gather, allreduce
 from tinyflow.parallel.communicator import Communicator
 
 
@@ -29,7 +29,7 @@ class Compression:
 
     name = "none"
 
-    def allreduce_sum(self, flat: Any, comm: Communicator, algorithm: str = "ring", key: Hashable = 0) -> None:
+    def allreduce_sum(self, flat: Any, comm: Communicator, algorithm: str = DEFAULT_ALGORITHM, key: Hashable = 0) -> None:
         allreduce(flat, comm, algorithm=algorithm)
 
 
@@ -44,7 +44,7 @@ class FP16Compression(Compression):
     def decompress(self, packed: Any, out: Any) -> None:
         out[...] = packed.astype(out.dtype)
 
-    def allreduce_sum(self, flat: Any, comm: Communicator, algorithm: str = "ring", key: Hashable = 0) -> None:
+    def allreduce_sum(self, flat: Any, comm: Communicator, algorithm: str = DEFAULT_ALGORITHM, key: Hashable = 0) -> None:
         half = self.compress(flat)
         allreduce(half, comm, algorithm=algorithm)
         self.decompress(half, flat)
@@ -100,7 +100,7 @@ class OneBitCompression(Compression):
     def decompress(self, bits: Any, scales: Any, out: Any) -> None:
         out.reshape(-1)[...] = self._decode(bits, scales, out.size, out.dtype)
 
-    def allreduce_sum(self, flat: Any, comm: Communicator, algorithm: str = "ring", key: Hashable = 0) -> None:
+    def allreduce_sum(self, flat: Any, comm: Communicator, algorithm: str = DEFAULT_ALGORITHM, key: Hashable = 0) -> None:
         """All-gather every rank's bits and scales, decode each, add them in rank order."""
         bits, scales = self.compress(flat, key)
         all_bits = all_gather(bits, comm)  # (N, ceil(B*block/8))

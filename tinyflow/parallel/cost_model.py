@@ -30,8 +30,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tinyflow.parallel.allreduce import ALGORITHMS  # the names it models; defined once there
+
 DEFAULT_SEGMENT_BYTES = 4 * 1024 * 1024  # as tinyflow.parallel._segments
-ALGORITHMS = ("ring", "tree", "naive", "native")
 
 
 @dataclass(frozen=True)

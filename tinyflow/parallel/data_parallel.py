@@ -31,45 +31,17 @@ from typing import Any
 
 from tinyflow.device import array_module, kernels_of
 from tinyflow.nn.modules.module import Module
-from tinyflow.parallel.allreduce import ALGORITHM_CHOICES, all_gather_object, allreduce, broadcast
+from tinyflow.parallel.allreduce import (
+    ALGORITHM_CHOICES,
+    DEFAULT_ALGORITHM,
+    all_gather_object,
+    allreduce,
+    broadcast,
+    choose_algorithm,
+)
 from tinyflow.parallel.communicator import CommError, Communicator, has_native_allreduce
 from tinyflow.parallel.compression import Compression, get_compression
 from tinyflow.tensor import Tensor
-
-# What DataParallel's ``algorithm=`` accepts: "size" (the default: ``choose_by_size`` per bucket,
-# nothing timed), "auto" (a cost model timed once per world, tinyflow/parallel/auto.py) or one
-# algorithm for every bucket.
-DP_ALGORITHMS = ("size", *ALGORITHM_CHOICES)
-# Below this many bytes a bucket is latency-bound: the size rule sends it down the tree.
-SMALL_BUCKET_BYTES = 256 * 1024
-
-
-def choose_by_size(nbytes: int, comm: Communicator) -> str:
-    """The all-reduce a bucket of ``nbytes`` bytes gets by default (``algorithm="size"``).
-
-    A fixed rule, so that building a DataParallel times nothing (PyTorch's DDP and Horovod
-    start training at once, too); ``algorithm="auto"`` measures instead. In order:
-
-    1. ``native`` whenever the transport has its own all-reduce (MPI_Allreduce, ncclAllReduce,
-       ``run_local``'s shared-memory sum), at every size: those libraries pick their algorithm
-       by size themselves, in compiled code, which is what DDP and Horovod rely on. On the CPU
-       host of docs/allreduce.md, MPI's beat tinyflow's Python ring 5x at 4 KB and was the
-       measured best up to 16 MB.
-    2. ``tree`` for a bucket under ``SMALL_BUCKET_BYTES`` (256 KiB) on 4 or more ranks: such a
-       bucket is latency-bound, and the tree sends 2*ceil(log2 N) messages where the ring sends
-       2(N-1) (the ring-tree crossover of docs/allreduce.md's cost model is 63-281 KB for
-       N = 4-16 on PCIe 3).
-    3. ``ring`` otherwise: it sends the fewest bytes, 2(N-1)/N of the bucket per rank, and
-       below 4 ranks it sends no more messages than the tree either.
-
-    Every rank gets the same answer (same bucket sizes, same transport), so no rank needs to
-    ask the others.
-    """
-    if has_native_allreduce(comm):
-        return "native"
-    if nbytes < SMALL_BUCKET_BYTES and comm.size >= 4:
-        return "tree"
-    return "ring"
 
 
 @dataclass
@@ -107,10 +79,10 @@ class StepStats:
 class DataParallel(Module):
     """Wrap ``module`` so that its gradients are averaged over all ranks of ``comm``.
 
-    ``algorithm``: "size" (the default: native, tree or ring per bucket by a fixed size rule,
-    ``choose_by_size``; nothing is timed) | "auto" (ring, tree or native per bucket from a cost
-    model timed once per world when the wrapper is built: a start-up benchmark that may pay off
-    on an unusual transport) | ring | tree | naive | native (that one for every bucket).
+    ``algorithm``: one of allreduce.py's ``ALGORITHM_CHOICES``: "auto" (the default: native,
+    tree or ring per bucket, by a fixed size rule, ``choose_by_size``, or with ``calibrate=True``
+    from a cost model timed once per world when the wrapper is built: a start-up benchmark that
+    may pay off on an unusual transport) | ring | tree | naive | native (that one for every bucket).
     ``dp.bucket_algorithms`` holds each bucket's choice. ``compression``: None | "fp16" | "1bit".
     ``overlap=False`` all-reduces every bucket after backward instead of during it.
     ``timeout`` (seconds) overrides the communicator's; a silent rank becomes an error naming it.
@@ -123,17 +95,18 @@ class DataParallel(Module):
         self,
         module: Module,
         comm: Communicator,
-        algorithm: str = "size",
+        algorithm: str = DEFAULT_ALGORITHM,
         bucket_mb: float = 25.0,
         compression: str | Compression | None = None,
         timeout: float | None = None,
         overlap: bool = True,
         tracer: Any = None,
         broadcast_buffers: bool = True,
+        calibrate: bool = False,
     ) -> None:
         super().__init__()
-        if algorithm not in DP_ALGORITHMS:
-            raise ValueError(f"DataParallel: unknown algorithm {algorithm!r}; choose one of {', '.join(DP_ALGORITHMS)}")
+        if algorithm not in ALGORITHM_CHOICES:
+            raise ValueError(f"DataParallel: unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHM_CHOICES)}")
         if bucket_mb <= 0:
             raise ValueError(f"DataParallel: bucket_mb must be > 0, got {bucket_mb}")
         self.module = module
@@ -151,7 +124,7 @@ class DataParallel(Module):
         self._check_same_model(module)
         self._broadcast_state(module)
         self.buckets = self._make_buckets(named, int(bucket_mb * 1024 * 1024))
-        self.bucket_algorithms = self._choose_algorithms()
+        self.bucket_algorithms = self._choose_algorithms(calibrate)
         self._where: dict[int, tuple[_Bucket, _Slot]] = {
             id(s.param): (b, s) for b in self.buckets for s in b.slots
         }
@@ -220,18 +193,18 @@ class DataParallel(Module):
         for t in [*module.parameters(), *module.buffers()]:
             broadcast(t.array, self.comm, root=0)
 
-    def _choose_algorithms(self) -> list[str]:
-        """Each bucket's all-reduce algorithm: by the size rule (the default, nothing timed), or
-        for auto from the cost model, timing the candidates once now (collective)."""
-        if self.algorithm == "size":
-            return [choose_by_size(b.nbytes, self.comm) for b in self.buckets]
+    def _choose_algorithms(self, calibrate: bool) -> list[str]:
+        """Each bucket's all-reduce algorithm: for auto, what allreduce's auto picks for its size
+        (the size rule, or with ``calibrate`` the cost model, timing the candidates once now:
+        collective); else the one algorithm asked for."""
         if self.algorithm != "auto" or self.comm.size == 1 or not self.buckets:
             return [self.algorithm] * len(self.buckets)
-        from tinyflow.parallel.auto import calibrate  # opt-in: only algorithm="auto" loads it
+        if calibrate:
+            from tinyflow.parallel.auto import calibrate as fit  # opt-in: only calibrate=True loads it
 
-        largest = max(self.buckets, key=lambda b: b.nbytes)
-        model = calibrate(self.comm, largest.nbytes, like=largest.flat)
-        return [model.choose(b.nbytes) for b in self.buckets]
+            largest = max(self.buckets, key=lambda b: b.nbytes)
+            fit(self.comm, largest.nbytes, like=largest.flat)
+        return [choose_algorithm(b.nbytes, self.comm) for b in self.buckets]
 
     def _make_buckets(self, named: list[tuple[str, Tensor]], bucket_bytes: int) -> list[_Bucket]:
         """Pack parameters, last-registered first, into flat buckets of one dtype and device."""
@@ -393,7 +366,7 @@ class DataParallel(Module):
     def extra_repr(self) -> str:
         comp = self.compression.name if self.compression else "none"
         algorithm = self.algorithm
-        if algorithm in ("auto", "size") and self.comm.size > 1:
+        if algorithm == "auto" and self.comm.size > 1:
             algorithm += "(" + ",".join(self.bucket_algorithms) + ")"
         return (
             f"algorithm={algorithm}, world={self.comm.size}, buckets={len(self.buckets)}, "

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tinyflow.parallel.allreduce import DEFAULT_ALGORITHM
 from tinyflow.parallel.world import World
 from tinyflow.recipes.loop import Hooks
 
@@ -39,7 +40,7 @@ AGREED_OPTIONS = ("model", "--data", "--image-size", "--batch-size", "--epochs",
 class Replicas:
     """This worker's part in a (possibly one-worker) data-parallel run."""
 
-    def __init__(self, world: World, algorithm: str = "auto", trace: str | None = None):
+    def __init__(self, world: World, algorithm: str = DEFAULT_ALGORITHM, trace: str | None = None):
         from tinyflow.parallel.trace import ChromeTracer
 
         self.world = world
@@ -103,7 +104,8 @@ class Replicas:
         from tinyflow.parallel.data_parallel import DataParallel
         from tinyflow.parallel.trace import StepTimer
 
-        self.dp = DataParallel(model, self.comm, algorithm=self.algorithm, tracer=self.tracer)
+        # a training run is long: auto's cost model is worth timing once at start-up
+        self.dp = DataParallel(model, self.comm, algorithm=self.algorithm, tracer=self.tracer, calibrate=True)
         if steps_path is not None and self.writer:
             os.makedirs(os.path.dirname(os.path.abspath(steps_path)), exist_ok=True)
         self.timer = StepTimer(self.dp, steps_path if self.writer else None, self.tracer, flush_every=log_every)
