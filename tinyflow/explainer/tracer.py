@@ -175,8 +175,9 @@ class Explanation:
     """The record of one traced step; ``save(path)`` writes the page (tinyflow/explainer/page.py).
 
     Made by :func:`explain`. ``nodes``, ``kernels``, ``modules``, ``spans``, ``memory`` (samples
-    ``(seconds, bytes, node id or None)``), ``comm`` (data-parallel spans) and ``error`` hold what
-    ran; ``meta`` what the page's title says (model, device, batch, ...).
+    ``(seconds, bytes, node id, span id)``, either id None), ``comm`` (data-parallel spans) and
+    ``error`` hold what ran; ``meta`` what the page's title says (model, device, batch, ...).
+    Times are seconds since the traced step began.
     """
 
     def __init__(self, model: Any = None, trace_current_thread: bool = True, memory: bool = True,
@@ -194,7 +195,7 @@ class Explanation:
         self.buckets: list[dict[str, Any]] = []
         self.outside_launches: Counter = Counter()  # launches outside every node and span (CUDA)
         self.error: dict[str, Any] | None = None
-        self.wall: tuple[float, float] = (0.0, 0.0)  # the block's (start, end), seconds
+        self.wall: tuple[float, float] = (0.0, 0.0)  # the traced step's (start, end), seconds
         self._trace_current = trace_current_thread
         self._want_memory = memory
         self._seq = 0
@@ -219,7 +220,11 @@ class Explanation:
     def __enter__(self) -> Explanation:
         self.open()
         if self._trace_current:
-            self._enter_thread()
+            try:
+                self._enter_thread()
+            except BaseException:
+                self.close()
+                raise
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
