@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tinyflow.autograd.engine import grad
+
 __all__ = ["jacobian_blocks", "jacobian_vector_products", "jacobian", "vjp", "jvp", "hessian", "vhp", "hvp"]
 
 
@@ -41,35 +43,35 @@ def jacobian_blocks(outputs: Sequence[Any], inputs: Sequence[Any], strict: bool 
     pass per output element (the one Jacobian loop of tinyflow: ``jacobian`` here and the
     ``tinyflow.func`` transforms use it). An input an output does not depend on gets zeros, or
     with ``strict`` a RuntimeError."""
-    import tinyflow as tf
+    from tinyflow import creation  # here, not at the top: creation imports tensor.py, which imports autograd
 
     blocks = []
     for o_index, out in enumerate(outputs):
         flat = out.reshape(-1)
         rows: list[list[Any]] = [[] for _ in inputs]
         for k in range(flat.numel()):
-            grads = tf.autograd.grad(flat[k], list(inputs), retain_graph=True, allow_unused=True) \
+            grads = grad(flat[k], list(inputs), retain_graph=True, allow_unused=True) \
                 if out.requires_grad else (None,) * len(inputs)
             for i, (g, x) in enumerate(zip(grads, inputs)):
                 if g is None:
                     if strict:
                         raise RuntimeError(f"jacobian: output {o_index} is independent of input {i} "
                                            "(strict=True makes that an error)")
-                    g = tf.zeros_like(x)
+                    g = creation.zeros_like(x)
                 rows[i].append(g)
-        blocks.append([tf.stack(r).reshape(*out.shape, *x.shape) if r
-                       else tf.zeros(*out.shape, *x.shape, dtype=x.dtype) for r, x in zip(rows, inputs)])
+        blocks.append([creation.stack(r).reshape(*out.shape, *x.shape) if r
+                       else creation.zeros(*out.shape, *x.shape, dtype=x.dtype) for r, x in zip(rows, inputs)])
     return blocks
 
 
 def jacobian_vector_products(outputs: Sequence[Any], blocks: list[list[Any]], tangents: Sequence[Any]) -> list[Any]:
     """J v per output: the sum over inputs of block @ tangent (blocks from ``jacobian_blocks``),
     shaped as the output and detached."""
-    import tinyflow as tf
+    from tinyflow import creation  # here, not at the top: creation imports tensor.py, which imports autograd
 
     products = []
     for out, row in zip(outputs, blocks):
-        total = tf.zeros(tuple(out.shape), dtype=out.dtype)
+        total = creation.zeros(tuple(out.shape), dtype=out.dtype)
         for j, t in zip(row, tangents):
             flat = j.reshape(out.numel(), t.numel())  # (outputs, inputs)
             total = total + (flat @ t.detach().reshape(-1).to(flat.dtype)).reshape(tuple(out.shape))
@@ -99,7 +101,7 @@ def vjp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
         strict: bool = False) -> tuple[Any, Any]:
     """(func(inputs), v^T J): the outputs (detached) and the vector-Jacobian product. ``v`` may be
     None only for a single-element output, as PyTorch."""
-    import tinyflow as tf
+    from tinyflow import creation  # here, not at the top: creation imports tensor.py, which imports autograd
 
     _no_second_order("vjp", create_graph)
     ins, in_tuple = _prepare("vjp", inputs)
@@ -107,7 +109,7 @@ def vjp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
     if v is None:
         if len(outs) != 1 or outs[0].numel() != 1:
             raise RuntimeError("vjp: v can be None only when func returns a single-element Tensor; pass v")
-        vs = (tf.ones_like(outs[0]),)
+        vs = (creation.ones_like(outs[0]),)
     else:
         vs, _ = _as_tuple("vjp", "v", v)
         if len(vs) != len(outs) or any(tuple(a.shape) != tuple(b.shape) for a, b in zip(vs, outs)):
@@ -115,7 +117,7 @@ def vjp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
                                f"{[tuple(b.shape) for b in outs]}")
     live = [(o, w) for o, w in zip(outs, vs) if o.requires_grad]
     if live:
-        grads = tf.autograd.grad([o for o, _ in live], ins, grad_outputs=[w for _, w in live], allow_unused=True)
+        grads = grad([o for o, _ in live], ins, grad_outputs=[w for _, w in live], allow_unused=True)
     else:
         grads = (None,) * len(ins)
     result = []
@@ -123,7 +125,7 @@ def vjp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
         if g is None:
             if strict:
                 raise RuntimeError(f"vjp: the outputs are independent of input {i} (strict=True makes that an error)")
-            g = tf.zeros_like(x)
+            g = creation.zeros_like(x)
         result.append(g)
     detached = tuple(o.detach() for o in outs)
     return (detached if out_tuple else detached[0]), (tuple(result) if in_tuple else result[0])
@@ -133,14 +135,14 @@ def jvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
         strict: bool = False) -> tuple[Any, Any]:
     """(func(inputs), J v): the outputs and the Jacobian-vector product, from the Jacobian (one
     backward pass per output element: meant for small outputs)."""
-    import tinyflow as tf
+    from tinyflow import creation  # here, not at the top: creation imports tensor.py, which imports autograd
 
     _no_second_order("jvp", create_graph)
     ins, in_tuple = _prepare("jvp", inputs)
     if v is None:
         if len(ins) != 1 or ins[0].numel() != 1:
             raise RuntimeError("jvp: v can be None only when the input is a single-element Tensor; pass v")
-        vs = (tf.ones_like(ins[0]),)
+        vs = (creation.ones_like(ins[0]),)
     else:
         vs, _ = _as_tuple("jvp", "v", v)
         if len(vs) != len(ins) or any(tuple(a.shape) != tuple(b.shape) for a, b in zip(vs, ins)):

@@ -9,6 +9,7 @@ from typing import Any, Union
 import numpy as np
 
 from tinyflow.device import array_module, to_host
+from tinyflow.creation import tensor
 from tinyflow.tensor import Tensor
 
 ParamsOrTensor = Union[Tensor, Iterable[Tensor]]
@@ -46,14 +47,12 @@ def clip_grad_norm_(
     ``min(1, max_norm / (total_norm + 1e-6))``, computed on the device, so clipping never waits for
     it; only ``error_if_nonfinite=True`` reads the norm (a host read per call, as in PyTorch).
     """
-    import tinyflow
-
     norm_type = float(norm_type)
     if not (norm_type == math.inf or norm_type > 0):
         raise ValueError(f"clip_grad_norm_: norm_type must be > 0 or inf, got {norm_type}")
     grads = _grads(parameters)
     if not grads:
-        return tinyflow.tensor(0.0)
+        return tensor(0.0)
     xp = array_module(grads[0])
     dtype = np.result_type(*[g.dtype for g in grads])
     norms = xp.stack([_vector_norm(xp, g, norm_type).astype(dtype) for g in grads])
@@ -73,7 +72,7 @@ def clip_grad_norm_(
         with np.errstate(invalid="ignore"):  # an infinite norm gives NaN grads, as in PyTorch
             for g in grads:
                 g *= clip_coef.astype(g.dtype)
-    return tinyflow.tensor(total_norm)
+    return tensor(total_norm)
 
 
 def clip_grad_norm(parameters: ParamsOrTensor, max_norm: float, norm_type: float = 2.0,

@@ -23,7 +23,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from tinyflow.autograd import enable_grad
+from tinyflow.autograd.engine import grad as autograd_grad  # (this module defines torch.func.grad)
 from tinyflow.autograd.functional import jacobian_blocks, jacobian_vector_products
+from tinyflow.creation import stack, zeros_like
 
 if TYPE_CHECKING:
     from tinyflow.nn.modules.module import Module
@@ -170,12 +173,11 @@ def functional_call(module: Module, parameter_and_buffer_dicts: Any, args: Any =
 
 
 def _stacked_leaf(tensors: Sequence[Tensor], name: str) -> Tensor:
-    import tinyflow as tf
 
     flags = {t.requires_grad for t in tensors}
     if len(flags) > 1:
         raise RuntimeError(f"Expected {name} from each model to have the same .requires_grad")
-    out = tf.stack([t.detach() for t in tensors])
+    out = stack([t.detach() for t in tensors])
     return out.requires_grad_() if flags == {True} else out
 
 
@@ -279,13 +281,12 @@ def _prepare_diff_args(args: tuple, argnums: Any) -> tuple[tuple, Any, list[Tens
 def _grads(outputs: Sequence[Tensor], inputs: Sequence[Tensor], cotangents: Sequence[Any] | None,
            retain_graph: bool) -> list[Tensor]:
     """d(sum of cotangent * output)/d input for every input, zeros where an input is unused."""
-    import tinyflow as tf
 
     live = [k for k, o in enumerate(outputs) if o.requires_grad]
     if not live:
-        return [tf.zeros_like(x) for x in inputs]
+        return [zeros_like(x) for x in inputs]
     seeds = None if cotangents is None else [cotangents[k] for k in live]
-    got = tf.autograd.grad([outputs[k] for k in live], list(inputs), grad_outputs=seeds, retain_graph=retain_graph,
+    got = autograd_grad([outputs[k] for k in live], list(inputs), grad_outputs=seeds, retain_graph=retain_graph,
                            allow_unused=True, materialize_grads=True)
     return list(got)
 
@@ -315,10 +316,9 @@ def grad_and_value(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0,
     name = "grad_and_value(f)(*args)"
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        import tinyflow as tf
         from tinyflow.tensor import Tensor
 
-        with _autograd_transform("grad"), tf.enable_grad():
+        with _autograd_transform("grad"), enable_grad():
             new_args, diff, leaves, spec = _prepare_diff_args(args, argnums)
             output, aux = _split_aux(name, func(*new_args, **kwargs), has_aux)
             if not isinstance(output, Tensor):
@@ -371,9 +371,8 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     several times. The output is detached; tinyflow: ``vjp_fn(..., create_graph=True)`` (second
     order) is not supported."""
     name = "vjp(f, *primals)"
-    import tinyflow as tf
 
-    with _autograd_transform("vjp"), tf.enable_grad():
+    with _autograd_transform("vjp"), enable_grad():
         diff = tuple(_tree_map(_make_differentiable, p) for p in primals)
         output, aux = _split_aux(name, func(*diff), has_aux)
         flat_out, out_spec = _tree_flatten(output)
@@ -427,9 +426,8 @@ def _jacobian_transform(api: str, func: Callable[..., Any], argnums: Any, has_au
     name = f"{api}(f, argnums)(*args)"
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        import tinyflow as tf
 
-        with _autograd_transform(api), tf.enable_grad():
+        with _autograd_transform(api), enable_grad():
             new_args, _, leaves, in_spec = _prepare_diff_args(args, argnums)
             output, aux = _split_aux(name, func(*new_args, **kwargs), has_aux)
             flat_out, out_spec = _tree_flatten(output)
@@ -447,7 +445,6 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
     """(func(*primals), J @ tangents): the Jacobian-vector product, ``tangents`` shaped as
     ``primals`` (a tuple). tinyflow computes it from the reverse-mode Jacobian (one backward pass
     per output element), so it suits small outputs."""
-    import tinyflow as tf
     from tinyflow.tensor import Tensor
 
     name = "jvp(f, primals, tangents)"
@@ -463,7 +460,7 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, strict: bool =
         if not isinstance(t, Tensor) or tuple(t.shape) != tuple(p.shape):
             raise RuntimeError(f"{name}: Expected primals and tangents to have the same shapes, got "
                                f"{tuple(p.shape)} and {tuple(getattr(t, 'shape', ()))}")
-    with _autograd_transform("jvp"), tf.enable_grad():
+    with _autograd_transform("jvp"), enable_grad():
         diff = _tree_map(_make_differentiable, primals)
         output, aux = _split_aux(name, func(*diff), has_aux)
         flat_out, out_spec = _tree_flatten(output)
@@ -480,10 +477,9 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
     """(func(*primals), jvp_fn): ``jvp_fn(*tangents)`` is the Jacobian-vector product at
     ``primals`` (as ``jvp``), reusable for many tangents. tinyflow computes the Jacobian once, in
     reverse mode (one backward pass per output element), and multiplies by each tangent."""
-    import tinyflow as tf
 
     name = "linearize(func, *primals)"
-    with _autograd_transform("linearize"), tf.enable_grad():
+    with _autograd_transform("linearize"), enable_grad():
         diff = _tree_map(_make_differentiable, primals)
         flat_out, out_spec = _tree_flatten(func(*diff))
         _check_outputs(name, flat_out)
@@ -602,7 +598,6 @@ def _batch_inputs(func: Callable[..., Any], in_dims: Any, args: tuple) -> tuple[
 
 def _stack_outputs(func: Callable[..., Any], out_dims: Any, results: list[Any]) -> Any:
     """The per-sample outputs, each tensor stacked at its out_dim (None: taken once, unbatched)."""
-    import tinyflow as tf
     from tinyflow.tensor import Tensor
 
     name = _fn_name(func)
@@ -648,7 +643,7 @@ def _stack_outputs(func: Callable[..., Any], out_dims: Any, results: list[Any]) 
         if not -nd <= d < nd:
             raise IndexError(f"vmap({name}, ..., out_dims={out_dims}): out_dim {d} is out of range for outputs of "
                              f"{nd - 1} dims (expected {-nd} <= out_dim < {nd})")
-        out.append(tf.stack(items, dim=d))
+        out.append(stack(items, dim=d))
     return _tree_unflatten(out, spec)
 
 
