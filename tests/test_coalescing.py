@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tinyflow.kernels import conv as reference
 from tinyflow_cuda import coalescing, emulator
 from tinyflow_cuda.runtime import CSRC
 
@@ -65,6 +66,40 @@ __global__ void plane_sum(const float* x, float* y, int n, int rounds) {
     float s = 0.0f;
     for (int k = 0; k < rounds; ++k) s += x[(long long)k * n + i];
     y[i] = s;
+}
+// y[i] = x[i + shift]: past x's end (shift > 0) or before its start (shift < 0) for some lanes.
+__global__ void shifted_load(const float* x, float* y, int n, int shift) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i + shift];
+}
+// y[i + shift] = x[i]: stores past y's end.
+__global__ void shifted_store(const float* x, float* y, int n, int shift) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i + shift] = x[i];
+}
+// One 16-byte pack of x a thread: the last one holds x's end (and what lies past it).
+struct alignas(16) Quad {
+    float v[4];
+};
+__global__ void quad_sum(const float* x, float* y, int quads) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < quads) {
+        const Quad q = reinterpret_cast<const Quad*>(x)[i];  // one 16-byte load: read at run time
+        float sum = 0.0f;
+        for (int r = 0; r < 4; ++r) sum += q.v[(i + r) & 3];
+        y[i] = sum;
+    }
+}
+// Memory that is no argument: a local array indexed at run time, a constant table, __shared__.
+__global__ void locals_and_tables(const float* x, float* y, int n) {
+    static const float table[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    __shared__ float tile[256];
+    volatile float local[16];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int j = 0; j < 16; ++j) local[j] = x[(i + j) % n];
+    tile[threadIdx.x] = table[i & 7];
+    __syncthreads();
+    if (i < n) y[i] = local[(i * 7) & 15] + tile[(threadIdx.x + 1) % blockDim.x];
 }
 // Staged through __shared__ (block fibers): only the global loads and stores count.
 __global__ void reverse_block(const float* x, float* y, int n) {
@@ -258,6 +293,77 @@ def test_the_plain_emulator_build_is_not_instrumented(patterns):
     assert np.array_equal(y, x)
 
 
+# --- accesses outside the arguments -------------------------------------------------------------
+
+@pytest.mark.parametrize("shift", [3, 40, 5000, -1, -33])
+def test_loads_outside_an_argument_are_stray(patterns, shift):
+    n = 256
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    stats = patterns("shifted_load", 1, 256, [x, y, n, shift])
+    load = _site(stats, "load", "x")
+    index = np.arange(n) + shift
+    outside = (index < 0) | (index >= n)
+    assert (load.stray, load.overhang) == (outside.sum(), 0)
+    # the farthest float: past the end, to its last byte; before the start, from its first
+    assert load.reach == 4 * max(index.max() + 1 - n, -index.min())
+    assert load.lanes == n - outside.sum()  # requests and sectors count the accesses inside
+    assert stats.stray == outside.sum() and _site(stats, "store", "y").outside == 0
+    np.testing.assert_array_equal(y[~outside], x[index[~outside]])
+    assert np.isnan(y[outside]).all()  # the guard reads as NaN
+
+
+def test_a_view_s_neighbour_is_outside_the_view(patterns):
+    # x and y are views of one buffer; x's lanes past its end read y's bytes in the real buffer,
+    # which are no part of the argument x: stray all the same
+    root = np.arange(512, dtype=np.float32)
+    x, y = root[:256], root[256:]
+    stats = patterns("shifted_load", 1, 128, [x, y, 128, 200])
+    assert _site(stats, "load", "x").stray == 72
+    assert np.isnan(y[56:128]).all() and (root[384:] == np.arange(384, 512)).all()
+
+
+def test_stores_outside_an_argument_are_stray_and_land_in_the_guard(patterns):
+    root = np.zeros(300, np.float32)
+    y = root[:256]
+    stats = patterns("shifted_store", 1, 256, [np.ones(256, np.float32), y, 256, 20])
+    store = _site(stats, "store", "y")
+    assert (store.stray, store.reach) == (20, 80)
+    assert (y[20:] == 1).all() and (root[256:] == 0).all()  # the buffer beyond y is untouched
+
+
+def test_a_vector_load_across_the_end_is_overhang(patterns):
+    x = np.arange(4 * 8 - 2, dtype=np.float32)  # the 8th pack holds 2 floats of x
+    y = np.zeros(8, np.float32)
+    stats = patterns("quad_sum", 1, 32, [x, y, 8])
+    load = _site(stats, "load", "x")
+    assert (load.stray, load.overhang, load.reach) == (0, 1, 8)
+    assert np.array_equal(y[:7], x[:28].reshape(7, 4).sum(axis=1))
+
+
+def test_locals_constant_tables_and_shared_memory_are_not_stray(patterns):
+    n = 300
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    stats = patterns("locals_and_tables", 2, 256, [x, y, n])
+    assert stats.stray == stats.overhang == 0
+    assert {s.argument for s in stats.sites} == {"x", "y"}
+    i = np.arange(n)
+    want = x[(i + (i * 7) % 16) % n] + np.tile(np.arange(1, 9), 64)[(i % 256 + 1) % 256 + 256 * (i // 256)]
+    np.testing.assert_array_equal(y, want.astype(np.float32))
+
+
+def test_arguments_that_overlap_share_one_copy(patterns):
+    # x is the whole buffer, y its first half: the kernel writes y from x's second half. Copied
+    # apart, x's copy (restored last) would put the old first half back over y's writes.
+    root = np.arange(256, dtype=np.float32)
+    index = np.arange(255, 127, -1, dtype=np.int32)
+    stats = patterns("gather_index", 1, 128, [root, index, root[:128], 128])
+    np.testing.assert_array_equal(root[:128], np.arange(255, 127, -1))
+    np.testing.assert_array_equal(root[128:], np.arange(128, 256))
+    assert stats.stray == stats.overhang == 0
+
+
 # --- the real kernels against issue 21's target ------------------------------------------------
 
 def _im2col(rng):
@@ -314,6 +420,7 @@ REAL = [
     pytest.param("avgpool2d_backward", _avgpool_backward, id="avgpool2d_backward"),
 ]
 FAMILIES = ["conv", "pool"]
+SUFFIX = {"float32": "f32", "float64": "f64", "float16": "f16"}
 
 
 @pytest.fixture(scope="module")
@@ -333,3 +440,28 @@ def test_real_kernels_reach_the_issue_21_target(conv_and_pool, kernel, launch):
     assert stats.efficiency >= coalescing.TARGET, (
         f"{kernel}: {stats.efficiency:.0%} of sectors useful ({stats.sectors} moved, "
         f"{stats.minimal} needed); worst sites: {worst}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("offset", [0, 16, 48], ids=lambda b: f"{b}B")
+def test_im2col_stores_whole_sectors_into_a_view_off_a_sector(conv_and_pool, dtype, offset):
+    """im2col's tiles start a sector's worth of columns early, by col's address: into a view that
+    starts 16 or 48 bytes past a sector boundary (a workspace's rows, say), each warp's stores
+    still cover whole sectors (before issue 34 the host took the view's place modulo 16 bytes, so
+    into a view 16 bytes off a sector a warp stored one sector more than its bytes fill)."""
+    from tinyflow_cuda import kernels
+    itemsize = np.dtype(dtype).itemsize
+    x = np.random.default_rng(0).random((2, 3, 12, 12)).astype(dtype)
+    kp, nl = 32, 2 * 12 * 12  # K = 27 padded as the op pads it
+    root = np.full(kp * nl + 64 // itemsize, 7, dtype)  # an allocation: taken 256-byte aligned
+    out = root[offset // itemsize:offset // itemsize + kp * nl].reshape(kp, nl)
+    with coalescing.recording(families=FAMILIES) as rec:
+        kernels.im2col(x, (3, 3), (1, 1), (1, 1), out=out)
+    assert rec.launches == [f"im2col_{SUFFIX[np.dtype(dtype).name]}"]  # the kernel of 16-byte packs
+    np.testing.assert_array_equal(out[:27], reference.im2col(x, (3, 3), (1, 1), (1, 1)))
+    assert not out[27:].any()
+    stores = [s for s in rec.report()[rec.launches[0]].sites if s.kind == "store"]  # pixels, zeros
+    assert len(stores) == 2 and not any(s.outside for s in stores)
+    # rows of whole sectors (288 columns): each warp's stores fill theirs, none is shared
+    assert sum(s.sectors for s in stores) == sum(s.minimal for s in stores), [
+        s.describe() for s in stores]

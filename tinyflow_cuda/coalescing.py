@@ -10,15 +10,21 @@ that every load and store calls a recorder, csrc/emu_trace.h) and counts, per ac
 - a **request** is one warp-wide execution of a load or store: the accesses of one site by the
   lanes of one warp (32 consecutive linear thread ids of a block, x fastest), the n-th time each
   lane runs that site (so loop iterations line up lane by lane);
-- its **sectors** are the distinct 32-byte sectors it touches, counted from the start of the
-  argument's buffer (taken as aligned, as cudaMalloc's are);
+- its **sectors** are the distinct 32-byte sectors it touches, the argument's allocation taken
+  as aligned, as cudaMalloc's are (a view at its offset in it: emulator.device_address);
 - its **minimal** sectors are ceil(distinct bytes / 32): the fewest sectors the bytes it really
   touches could occupy if they were contiguous and aligned. Lanes reading the same word count its
   bytes once (a broadcast is 1 of 1), inactive lanes (a masked tail) count nothing;
 - **efficiency** = sum of minimal / sum of sectors, per site, per kind (load, store) and per kernel.
 
 Only the memory of the launch's pointer arguments counts (global memory); ``__shared__`` arrays,
-locals and the emulator's state are left out. Lanes are lined up by occurrence, not by a real
+locals and the emulator's state are left out. The launch runs on copies of its arguments, each
+with a guard of at least 64 KiB on either side (emulator.GUARD_BYTES): a site's accesses that
+fall there, outside every argument, are its **stray** accesses (out of bounds: on a GPU they read
+or write whatever lies beside the buffer), and those that start inside an argument and end past it
+its **overhang** (a vector access across the buffer's end); ``reach`` is the farthest byte of
+either from the argument. They are counted per lane, not grouped into requests, and
+:meth:`Report.strays` lists the sites that have any. Lanes are lined up by occurrence, not by a real
 warp's reconvergence: where a branch inside a loop skips an access for some lanes and not others,
 later iterations pair up differently than on a GPU (exact for straight-line and uniform code).
 
@@ -67,6 +73,14 @@ class SiteStats:
     sectors: int = 0  # distinct 32-byte sectors, summed over requests
     minimal: int = 0  # ceil(distinct bytes / 32), summed over requests
     bytes: int = 0  # distinct bytes, summed over requests
+    stray: int = 0  # accesses outside every argument, in this one's guard
+    overhang: int = 0  # accesses that start inside the argument and end past it
+    reach: int = 0  # the farthest byte of those from the argument, in bytes
+
+    @property
+    def outside(self) -> int:
+        """Accesses with bytes outside every argument: stray and overhang."""
+        return self.stray + self.overhang
 
     @property
     def efficiency(self) -> float:
@@ -82,9 +96,11 @@ class SiteStats:
         return self.sectors / self.requests if self.requests else 0.0
 
     def describe(self) -> str:
+        outside = (f", {self.stray} stray and {self.overhang} overhanging accesses up to "
+                   f"{self.reach} bytes outside" if self.outside else "")
         return (f"{self.site} {self.kind} {self.argument}: {self.efficiency:.0%} "
                 f"({self.sectors}/{self.minimal} sectors, {self.sectors_per_request:.1f} per request, "
-                f"{self.lanes / max(1, self.requests):.1f} lanes)")
+                f"{self.lanes / max(1, self.requests):.1f} lanes{outside})")
 
 
 @dataclass
@@ -105,6 +121,16 @@ class KernelStats:
     @property
     def minimal(self) -> int:
         return self._sum("minimal")
+
+    @property
+    def stray(self) -> int:
+        """Accesses outside every argument, over all sites."""
+        return self._sum("stray")
+
+    @property
+    def overhang(self) -> int:
+        """Accesses that start inside an argument and end past it, over all sites."""
+        return self._sum("overhang")
 
     def _efficiency(self, kind: str | None) -> float | None:
         sectors = self._sum("sectors", kind)
@@ -132,10 +158,12 @@ class KernelStats:
         return sorted(wasteful, key=lambda s: (-s.wasted, s.efficiency))[:count]
 
     def summary(self, sites: int = 3) -> dict[str, Any]:
-        """efficiency, load_efficiency, store_efficiency, sectors, minimal, worst sites."""
+        """efficiency, load_efficiency, store_efficiency, sectors, minimal, stray, overhang,
+        worst sites."""
         return {"efficiency": self.efficiency, "load_efficiency": self.load_efficiency,
                 "store_efficiency": self.store_efficiency, "sectors": self.sectors,
-                "minimal": self.minimal, "worst": [s.describe() for s in self.worst(sites)]}
+                "minimal": self.minimal, "stray": self.stray, "overhang": self.overhang,
+                "worst": [s.describe() for s in self.worst(sites)]}
 
 
 @dataclass
@@ -164,8 +192,14 @@ class Report:
     def summary(self, sites: int = 3) -> dict[str, dict[str, Any]]:
         return {name: stats.summary(sites) for name, stats in self.kernels.items()}
 
+    def strays(self) -> list[SiteStats]:
+        """The sites of every kernel with accesses outside their arguments (stray or overhang),
+        by kernel and site."""
+        return [s for _, stats in sorted(self.kernels.items()) for s in stats.sites if s.outside]
+
     def table(self, sites: int = 0, label: str = "") -> str:
-        """One line per kernel: efficiency (all, loads, stores) and sectors actual/minimal."""
+        """One line per kernel: efficiency (all, loads, stores), sectors actual/minimal and the
+        accesses outside the arguments (stray and overhang)."""
         lines = []
         for name, stats in sorted(self.kernels.items()):
             lines.append(_row(label, name, stats))
@@ -178,13 +212,13 @@ def _percent(value: float | None) -> str:
 
 
 HEADER = (f"{'case':<14}{'kernel':<34}{'eff':>6}{'loads':>7}{'stores':>7}"
-          f"{'sectors actual/minimal':>26}")
+          f"{'sectors actual/minimal':>26}{'stray':>7}")
 
 
 def _row(label: str, name: str, stats: KernelStats) -> str:
     return (f"{label:<14}{name:<34}{_percent(stats.efficiency):>6}"
             f"{_percent(stats.load_efficiency):>7}{_percent(stats.store_efficiency):>7}"
-            f"{f'{stats.sectors}/{stats.minimal}':>26}")
+            f"{f'{stats.sectors}/{stats.minimal}':>26}{stats.stray + stats.overhang:>7}")
 
 
 class Recorder:
@@ -196,8 +230,8 @@ class Recorder:
         self._lines: dict[int, str] = {}
 
     def __call__(self, kernel: str, arguments: list[str], rows: list[emulator.TraceRow]) -> None:
-        kept = [(r.site, r.write, r.arg, r.requests, r.lanes, r.sectors, r.minimal, r.bytes)
-                for r in rows]
+        kept = [(r.site, r.write, r.arg, r.requests, r.lanes, r.sectors, r.minimal, r.bytes,
+                 r.stray, r.overhang, r.reach) for r in rows]
         self._launches.append((kernel, arguments, kept))
 
     def clear(self) -> None:
@@ -217,7 +251,8 @@ class Recorder:
         for kernel, arguments, rows in self._launches:
             stats = kernels.setdefault(kernel, KernelStats(kernel))
             stats.launches += 1
-            for site, write, arg, requests, lanes, sectors, minimal, nbytes in rows:
+            for (site, write, arg, requests, lanes, sectors, minimal, nbytes, stray, overhang,
+                 reach) in rows:
                 key = (kernel, site, write, arguments[arg])
                 if key not in by_site:
                     by_site[key] = SiteStats(kernel, self._lines[site], "store" if write else "load",
@@ -229,6 +264,9 @@ class Recorder:
                 s.sectors += sectors
                 s.minimal += minimal
                 s.bytes += nbytes
+                s.stray += stray
+                s.overhang += overhang
+                s.reach = max(s.reach, reach)
         return Report(kernels)
 
     def _resolve(self, sites: set[int]) -> None:
@@ -413,9 +451,10 @@ def main(argv: list[str] | None = None) -> int:
         report = rec.report()
         for name, stats in sorted(report.kernels.items()):
             print(_row(label, name, stats))
-            if stats.efficiency < TARGET:
-                for site in stats.worst(args.sites):
-                    print(f"{'':<14}    {site.describe()}")
+            listed = stats.worst(args.sites) if stats.efficiency < TARGET else []
+            listed += [site for site in stats.sites if site.outside and site not in listed]
+            for site in listed:
+                print(f"{'':<14}    {site.describe()}")
     return 0
 
 

@@ -109,11 +109,13 @@ TINYFLOW_EMU_TRACE makes plain ``__shared__`` arrays thread-locals, where the re
 
 
 class TraceRow(ctypes.Structure):
-    """Sums over the warp-wide requests of one access site of a launch (csrc/emu_trace.h's Row)."""
+    """Sums over the warp-wide requests of one access site of a launch, and the accesses of that
+    site outside the argument's bytes (csrc/emu_trace.h's Row)."""
 
     _fields_ = [("site", ctypes.c_uint64), ("write", ctypes.c_uint32), ("arg", ctypes.c_uint32),
                 ("requests", ctypes.c_uint64), ("lanes", ctypes.c_uint64),
-                ("sectors", ctypes.c_uint64), ("minimal", ctypes.c_uint64), ("bytes", ctypes.c_uint64)]
+                ("sectors", ctypes.c_uint64), ("minimal", ctypes.c_uint64), ("bytes", ctypes.c_uint64),
+                ("stray", ctypes.c_uint64), ("overhang", ctypes.c_uint64), ("reach", ctypes.c_uint64)]
 
 
 class BankRow(ctypes.Structure):
@@ -123,6 +125,79 @@ class BankRow(ctypes.Structure):
     _fields_ = [("site", ctypes.c_uint64), ("write", ctypes.c_uint32), ("unused", ctypes.c_uint32),
                 ("requests", ctypes.c_uint64), ("lanes", ctypes.c_uint64),
                 ("wavefronts", ctypes.c_uint64), ("ideal", ctypes.c_uint64)]
+
+
+ALLOCATION_ALIGNMENT = 256
+"""cudaMalloc's alignment. A traced launch takes each NumPy allocation (an array that owns its
+data, or the one a view's chain of bases ends at) as starting on such a boundary, less its real
+misalignment below 16 bytes (which the kernels' 16-byte accesses see), and a view at its byte
+offset from there (:func:`device_address`): its copies of the arguments lie so, and a kernel that
+aligns to sectors by its pointers finds the boundaries the recorder counts."""
+
+GUARD_BYTES = 64 * 1024
+"""The least guard a traced launch puts before and after its copy of each argument (more for an
+argument larger than this: as many bytes as it holds). An access there is a stray one."""
+
+GUARD_FILL = 0xFF
+"""What the guards hold: NaN in every float type, so a stray load that reaches a result shows."""
+
+
+def device_address(arr: np.ndarray) -> int:
+    """``arr``'s address as it would be on a GPU modulo ALLOCATION_ALIGNMENT: its allocation (the
+    array its chain of bases ends at) starting on a 256-byte boundary plus that allocation's real
+    misalignment below 16 bytes, and ``arr`` at its byte offset in it."""
+    root = arr
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    start = int(root.__array_interface__["data"][0])
+    address = int(arr.__array_interface__["data"][0])
+    return address - start % ALLOCATION_ALIGNMENT + start % 16
+
+
+class _GuardedCopy:
+    """The pointer arguments of a traced launch that share bytes (one array passed twice, views
+    that overlap), copied into one buffer with a guard on each side: [guard | copy | guard]. The
+    copy starts where the arguments' allocation would on a GPU (device_address, mod 256), so the
+    recorder's sectors are the GPU's; nothing but this launch's arguments lies in the buffer, so
+    an access to its guards is an access outside every argument, never a local, a constant or the
+    emulator's own state."""
+
+    def __init__(self, arrays: list[np.ndarray]) -> None:
+        self.arrays = arrays
+        starts = [int(a.__array_interface__["data"][0]) for a in arrays]
+        self.lo = min(starts)
+        self.hi = max(s + a.nbytes for s, a in zip(starts, arrays))
+        span = self.hi - self.lo
+        lowest = arrays[starts.index(self.lo)]
+        guard = -(-max(GUARD_BYTES, span) // ALLOCATION_ALIGNMENT) * ALLOCATION_ALIGNMENT
+        self.buffer = np.full(2 * guard + span + ALLOCATION_ALIGNMENT, GUARD_FILL, np.uint8)
+        base = int(self.buffer.ctypes.data)
+        shift = (device_address(lowest) - (base + guard)) % ALLOCATION_ALIGNMENT
+        self.start = base + guard + shift  # where self.lo is copied
+        self.guard = (base, base + self.buffer.nbytes)
+        ctypes.memmove(self.start, self.lo, span)
+
+    def pointer(self, arr: np.ndarray) -> int:
+        """Where ``arr`` (one of the arrays) lies in the copy."""
+        return self.start + int(arr.__array_interface__["data"][0]) - self.lo
+
+    def restore(self) -> None:
+        """Copy the launch's writes back (unless every array is read-only: none may be written)."""
+        if any(a.flags.writeable for a in self.arrays):
+            ctypes.memmove(self.lo, self.start, self.hi - self.lo)
+
+
+def _guarded_copies(arrays: list[np.ndarray]) -> list[_GuardedCopy]:
+    """One :class:`_GuardedCopy` per group of ``arrays`` whose bytes overlap."""
+    spans = sorted((int(a.__array_interface__["data"][0]), a.nbytes, n) for n, a in enumerate(arrays))
+    groups: list[tuple[int, list[np.ndarray]]] = []  # (end of the group's bytes, its arrays)
+    for start, nbytes, n in spans:
+        if groups and start < groups[-1][0]:
+            end, members = groups[-1]
+            groups[-1] = (max(end, start + nbytes), members + [arrays[n]])
+        else:
+            groups.append((start + nbytes, [arrays[n]]))
+    return [_GuardedCopy(members) for _, members in groups]
 
 
 TraceSink = Callable[[str, list[str], list[TraceRow]], None]
@@ -283,12 +358,18 @@ class EmulatorRuntime:
     def _traced_launch(self, info: KernelInfo, grid: tuple[int, int, int],
                        block: tuple[int, int, int], args: Sequence[Any], converted: list[Any]) -> None:
         """Run a launch recording the accesses to its pointer arguments (and to shared memory
-        where bank_sink is set); hand them to trace_sink (and bank_sink)."""
+        where bank_sink is set); hand them to trace_sink (and bank_sink). The kernel runs on
+        guarded copies of the arguments (:class:`_GuardedCopy`), written back after it."""
+        pointers = [(n, param.name, value) for n, (param, value) in enumerate(zip(info.params, args))
+                    if param.ctype == "pointer" and value is not None]
+        copies = _guarded_copies([value for _, _, value in pointers])
+        owner = {id(a): copy for copy in copies for a in copy.arrays}
         names, ranges = [], []
-        for param, value in zip(info.params, args):
-            if param.ctype == "pointer" and value is not None and value.nbytes > 0:
-                names.append(param.name)
-                ranges += [value.ctypes.data, value.ctypes.data + value.nbytes]
+        for n, name, value in pointers:
+            copy = owner[id(value)]
+            converted[n] = start = copy.pointer(value)
+            names.append(name)
+            ranges += [start, start + value.nbytes, *copy.guard]
         table = (ctypes.c_ulonglong * max(1, len(ranges)))(*ranges)
         fold_by_block = 0 if _mode(info) == 2 else 1  # persistent kernels interleave their blocks
         self._lib.emu_trace_begin(table, len(names), fold_by_block)
@@ -297,6 +378,8 @@ class EmulatorRuntime:
             self._fns[info.name](*grid, *block, *converted)
         finally:
             count = self._lib.emu_trace_end()
+            for copy in copies:
+                copy.restore()
         if self.trace_sink is not None:
             rows = (TraceRow * max(1, count))()
             self._lib.emu_trace_rows(rows)

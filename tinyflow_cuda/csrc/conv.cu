@@ -95,11 +95,11 @@ __device__ __forceinline__ void store_pack(T* __restrict__ row, int m, int NL, c
 // every request is one run of whole packs, no sector loaded for nothing. The pixel is picked from
 // its pack by a select (a pixel in the padding is read at the nearest one inside and masked), and
 // stored with consecutive lanes on consecutive columns, the tile starting ``lead`` columns early
-// so that its warps store whole sectors (``head``: col's first element past a 16-byte boundary,
-// the allocation taken as sector-aligned); the
-// lanes outside the row store its first or last column again. No shared memory, so no bank
-// conflicts and no stage to size. The host launches it where x is 16-byte aligned; rows k >= K
-// (the GEMM's padding of K) are zeros.
+// so that its warps store whole sectors (``head``: col's first element past a sector boundary,
+// read off col's address, so a view of a larger buffer is aligned as well); the lanes outside the
+// row store its first or last column again. No shared memory, so no bank conflicts and no stage
+// to size. The host launches it where x is 16-byte aligned; rows k >= K (the GEMM's padding of K)
+// are zeros, stored the same way and decoded not at all (their channel k / KK would lie past x).
 constexpr int IM2COL_COLUMNS = 4;
 
 // Element ``at`` of a pack, by selects (a runtime index into registers would go to local memory).
@@ -114,7 +114,7 @@ __device__ __forceinline__ T pick(const Pack<T>& p, int at) {
 template <typename T>
 __device__ void im2col_impl(const T* __restrict__ x, T* __restrict__ col, int N, int C, int H, int W,
                             int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int OH,
-                            int OW, int K, int KP, int head, unsigned long long magic_kk,
+                            int OW, int K, int KP, unsigned long long magic_kk,
                             unsigned long long magic_kw, unsigned long long magic_ow,
                             unsigned long long magic_oh) {
     constexpr int V = 16 / sizeof(T), SE = sector_elements<T>(), U = IM2COL_COLUMNS;
@@ -122,11 +122,20 @@ __device__ void im2col_impl(const T* __restrict__ x, T* __restrict__ col, int N,
     const FastDiv by_kk = fast_div(KK, magic_kk), by_kw = fast_div(KW, magic_kw);
     const FastDiv by_ow = fast_div(OW, magic_ow), by_oh = fast_div(OH, magic_oh);
     const Pack<T>* __restrict__ packs = reinterpret_cast<const Pack<T>*>(x);  // 16-byte aligned
+    // col's first element past a sector boundary, in elements (the host checked col is aligned
+    // to its element size)
+    const int head = (int)((reinterpret_cast<unsigned long long>(col) / sizeof(T)) & (SE - 1));
     for (int k = blockIdx.y; k < KP; k += gridDim.y) {
         T* __restrict__ row = col + k * NL;  // (N*L,)
         const int lead = (head + k * NL) & (SE - 1);  // row's first column, in elements mod a sector
         const int m0 = (int)(blockIdx.x * blockDim.x) * U - lead;  // the tile's first column
         if (m0 >= NL) continue;  // the spare last tile of a row with a short lead: uniform
+        if (k >= K) {  // a padding row of the aligned GEMM: zeros, stored as the pixels are
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                row[imin(imax(m0 + u * (int)blockDim.x + (int)threadIdx.x, 0), NL - 1)] = zero<T>();
+            continue;
+        }
         // decode the row once: k -> (c, i, j), and where tap (i, j) starts in the plane
         const int c = quotient(k, by_kk), ij = k - c * KK;
         const int i = quotient(ij, by_kw), j = ij - i * KW;
@@ -138,7 +147,7 @@ __device__ void im2col_impl(const T* __restrict__ x, T* __restrict__ col, int N,
             const int m = imin(imax(m0 + u * (int)blockDim.x + (int)threadIdx.x, 0), NL - 1);
             const int g = quotient(m, by_ow), ow = m - g * OW, n = quotient(g, by_oh);
             const int h = (g - n * OH) * SH + h0, w = ow * SW + w0;
-            const bool inside = k < K && (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;
+            const bool inside = (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;
             const int e = (n * C + c) * HW + imin(imax(h, 0), H - 1) * W + imin(imax(w, 0), W - 1);
             p[u] = packs[e / V];
             at[u] = inside ? e & (V - 1) : -1;
@@ -737,11 +746,11 @@ __device__ void conv_output_grad_impl(const T* __restrict__ gout, const T* __res
 #define IM2COL(sfx, T)                                                                              \
     __global__ void im2col_##sfx(const T* x, T* col, int N, int C, int H, int W, int KH, int KW,    \
                                  int SH, int SW, int PH, int PW, int DH, int DW, int OH, int OW,    \
-                                 int K, int KP, int head, unsigned long long magic_kk,             \
+                                 int K, int KP, unsigned long long magic_kk,                       \
                                  unsigned long long magic_kw, unsigned long long magic_ow,         \
                                  unsigned long long magic_oh) {                                    \
         conv_detail::im2col_impl<T>(x, col, N, C, H, W, KH, KW, SH, SW, PH, PW, DH, DW, OH, OW, K, \
-                                    KP, head, magic_kk, magic_kw, magic_ow, magic_oh);             \
+                                    KP, magic_kk, magic_kw, magic_ow, magic_oh);                   \
     }
 #define IM2COL_STAGED(sfx, T)                                                                       \
     __global__ void im2col_staged_##sfx(const T* x, T* col, int N, int C, int H, int W, int KH,     \

@@ -11,6 +11,11 @@
 // What is recorded, per launch (emu_trace_begin .. emu_trace_end):
 // - global memory: only accesses inside the launch's pointer arguments (ranges emulator.py passes
 //   in); the emulator's own state and the stack are left out;
+// - stray accesses: global accesses outside every argument but inside an argument's guard, the
+//   bytes emulator.py puts around its copy of each argument for the launch (memory nothing else
+//   owns, so no local, constant table or emulator state can lie there): counted per site and
+//   argument (`stray`, and `reach`, the farthest byte from the argument), never grouped into
+//   requests. An access that starts inside an argument and ends past it counts as `overhang`;
 // - shared memory, where emu_trace_shared(1) asks for it: accesses inside the blocks' arenas
 //   (TF_SHARED, TF_DYNAMIC_SHARED: csrc/emu.h) and to plain `__shared__` arrays, which the
 //   instrumented build declares `static thread_local` (emu.h, TINYFLOW_EMU_TRACE) so that they
@@ -19,8 +24,9 @@
 // - each access as (site = the return address of the callback, i.e. the instruction right after
 //   the call, which is the access itself; the CUDA thread (threadIdx/blockIdx, read from emu.h's
 //   thread-locals); the n-th time this thread has executed this site; for global memory the
-//   32-byte sector, counted from the start of its argument, which is taken as aligned as
-//   cudaMalloc's, and the bytes of it; for shared memory the address and size).
+//   32-byte sector of its address and the bytes of it (the launch runs on emulator.py's copies of
+//   the arguments, each placed as its allocation would lie on a GPU: 256-byte aligned, a view at
+//   its offset in it); for shared memory the address and size).
 // Accesses are grouped as a GPU issues them: one request per (site, load or store, block, warp of
 // 32 consecutive linear thread ids, occurrence).
 // - Global, per request: `sectors` = distinct 32-byte sectors touched; `minimal` = ceil(distinct
@@ -54,7 +60,7 @@ constexpr unsigned kBanks = 32;  // of shared memory, 4 bytes each
 constexpr std::size_t kFoldAt = 1u << 20;  // fold buffered events at a block boundary past this
 
 struct Event {
-    std::uint64_t sector;  // sector index from the start of argument `arg`
+    std::uint64_t sector;  // the address's sector (address / 32) in argument `arg`
     std::uint32_t site;    // index into sites
     std::uint32_t block;   // linear block id
     std::uint32_t thread;  // linear thread id within the block (x fastest)
@@ -64,7 +70,7 @@ struct Event {
     std::uint16_t write;   // 1 for a store
 };
 
-// The sums per (site, kind) that Python reads (layout mirrored in emulator.py's _TraceRow).
+// The sums per (site, kind) that Python reads (layout mirrored in emulator.py's TraceRow).
 struct Row {
     std::uint64_t site;  // the access's code address
     std::uint32_t write;
@@ -74,6 +80,9 @@ struct Row {
     std::uint64_t sectors;   // distinct sectors, summed over requests
     std::uint64_t minimal;   // fewest possible sectors, summed over requests
     std::uint64_t bytes;     // distinct bytes, summed over requests
+    std::uint64_t stray;     // accesses (lanes) outside every argument, in this one's guard
+    std::uint64_t overhang;  // accesses that start inside this argument and end past it
+    std::uint64_t reach;     // the farthest byte of those from the argument, in bytes
 };
 
 // One lane's access to shared memory.
@@ -105,6 +114,7 @@ struct State {
     bool on = false;
     bool fold_by_block = true;
     std::vector<std::uintptr_t> lo, hi;  // the pointer arguments' byte ranges
+    std::vector<std::uintptr_t> guard_lo, guard_hi;  // and the guarded buffers around them
     std::vector<Event> events;
     std::unordered_map<std::uintptr_t, std::uint32_t> site_index;
     std::vector<std::uintptr_t> sites;
@@ -134,7 +144,7 @@ inline Row& row_for(std::uint32_t site, std::uint32_t write, std::uint32_t arg) 
     auto found = state.row_index.find(key);
     if (found != state.row_index.end()) return state.rows[found->second];
     state.row_index.emplace(key, state.rows.size());
-    state.rows.push_back(Row{state.sites[site], write, arg, 0, 0, 0, 0, 0});
+    state.rows.push_back(Row{state.sites[site], write, arg, 0, 0, 0, 0, 0, 0, 0, 0});
     return state.rows.back();
 }
 
@@ -283,21 +293,54 @@ inline std::pair<std::uint32_t, std::uint32_t> site_and_occurrence(void* site, s
     return {site_id, state.occurrences[key]++};
 }
 
+// The argument whose guard holds addr, the nearest one where guards meet; count if none.
+inline std::size_t guard_of(std::uintptr_t addr) {
+    const std::size_t count = state.lo.size();
+    std::size_t best = count;
+    std::uintptr_t best_distance = 0;
+    for (std::size_t arg = 0; arg < count; ++arg) {
+        if (addr < state.guard_lo[arg] || addr >= state.guard_hi[arg]) continue;
+        const std::uintptr_t d = addr < state.lo[arg] ? state.lo[arg] - addr : addr - state.hi[arg];
+        if (best == count || d < best_distance) best = arg, best_distance = d;
+    }
+    return best;
+}
+
+// Count an access (some of) whose bytes lie outside argument `arg`: `stray` when it starts
+// outside, `overhang` when it starts inside and ends past it; `reach` keeps the farthest byte.
+inline void count_outside(std::uint32_t site_id, std::uint32_t write, std::size_t arg,
+                          std::uintptr_t addr, std::uint32_t size) {
+    Row& row = row_for(site_id, write, static_cast<std::uint32_t>(arg));
+    const std::uintptr_t lo = state.lo[arg], hi = state.hi[arg];
+    if (addr >= lo && addr < hi) row.overhang += 1;
+    else row.stray += 1;
+    const std::uint64_t reach = addr < lo ? lo - addr : addr + size - hi;
+    row.reach = std::max<std::uint64_t>(row.reach, reach);
+}
+
 inline void record(std::uintptr_t addr, std::uint32_t size, std::uint32_t write, void* site) {
     if (!state.on) return;
     std::size_t arg = 0;
     while (arg < state.lo.size() && !(addr >= state.lo[arg] && addr < state.hi[arg])) ++arg;
     const std::uint32_t block = linear_block(), thread = linear_thread();
-    if (arg == state.lo.size()) {  // not a kernel argument's memory: shared, or not recorded
-        if (!state.shared || !is_shared(addr)) return;
-        const auto [site_id, occurrence] = site_and_occurrence(site, block, thread);
-        state.shared_events.push_back(SharedEvent{addr, site_id, block, thread, occurrence,
-                                                  static_cast<std::uint16_t>(size),
-                                                  static_cast<std::uint16_t>(write)});
+    if (arg == state.lo.size()) {  // not a kernel argument's memory: shared, a guard, or neither
+        if (state.shared && is_shared(addr)) {
+            const auto [site_id, occurrence] = site_and_occurrence(site, block, thread);
+            state.shared_events.push_back(SharedEvent{addr, site_id, block, thread, occurrence,
+                                                      static_cast<std::uint16_t>(size),
+                                                      static_cast<std::uint16_t>(write)});
+            return;
+        }
+        const std::size_t near = guard_of(addr);
+        if (near == state.lo.size()) return;  // locals, constants, the emulator's own state
+        // an execution of the site all the same: the lane's later ones keep their place
+        const std::uint32_t site_id = site_and_occurrence(site, block, thread).first;
+        count_outside(site_id, write, near, addr, size);
         return;
     }
     const auto [site_id, occurrence] = site_and_occurrence(site, block, thread);
-    std::uint64_t offset = addr - state.lo[arg];
+    if (addr + size > state.hi[arg]) count_outside(site_id, write, arg, addr, size);
+    std::uint64_t offset = addr;
     while (size > 0) {  // split at sector boundaries (an unaligned or range access)
         const std::uint32_t in_sector = offset % kSectorBytes;
         const std::uint32_t take = std::min<std::uint32_t>(size, kSectorBytes - in_sector);
@@ -313,14 +356,19 @@ inline void record(std::uintptr_t addr, std::uint32_t size, std::uint32_t write,
 
 extern "C" {
 
-// Start recording a launch whose pointer arguments span [ranges[2i], ranges[2i+1]).
+// Start recording a launch whose pointer argument i spans [ranges[4i], ranges[4i+1]) inside the
+// guarded buffer [ranges[4i+2], ranges[4i+3]).
 void emu_trace_begin(const unsigned long long* ranges, int count, int fold_by_block) {
     using emu_trace::state;
     state.lo.clear();
     state.hi.clear();
+    state.guard_lo.clear();
+    state.guard_hi.clear();
     for (int i = 0; i < count; ++i) {
-        state.lo.push_back(ranges[2 * i]);
-        state.hi.push_back(ranges[2 * i + 1]);
+        state.lo.push_back(ranges[4 * i]);
+        state.hi.push_back(ranges[4 * i + 1]);
+        state.guard_lo.push_back(ranges[4 * i + 2]);
+        state.guard_hi.push_back(ranges[4 * i + 3]);
     }
     state.events.clear();
     state.occurrences.clear();

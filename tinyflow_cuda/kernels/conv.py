@@ -147,15 +147,12 @@ def im2col(x: Array, kernel_size: Pair, stride: Pair = (1, 1), padding: Pair = (
         aligned_x = call.runtime.address(x) % VECTOR_BYTES == 0
         if address % itemsize == 0 and aligned_x and im2col_gathers(geo, itemsize):
             # tiles of blockDim * IM2COL_COLUMNS columns, each starting up to a sector early so
-            # that its warps store whole sectors: one spare tile per row. ``head``: out's first
-            # element past a 16-byte boundary (a view's offset; allocations are 256-byte aligned
-            # on a GPU, and the emulator's 16-byte aligned ones count as aligned in its reports)
-            head = address // itemsize % per_thread
+            # that its warps store whole sectors (the kernel reads where out's sectors start off
+            # its address, a view's included): one spare tile per row
             columns = nl + sector - 1
             threads = _block_threads(-(-columns // IM2COL_COLUMNS))
             grid = (-(-columns // (threads * IM2COL_COLUMNS)), min(kp, MAX_GRID_YZ))
-            call.launch_grid(grid, threads, [x, out, *geo, k, kp, head, *divisors, magic(ow),
-                                             magic(oh)])
+            call.launch_grid(grid, threads, [x, out, *geo, k, kp, *divisors, magic(ow), magic(oh)])
             return out
         stage = im2col_stage(geo, itemsize) if address % itemsize == 0 else None
         if stage is not None:
