@@ -1,5 +1,8 @@
-"""PyTorch's arguments in NumPy's terms: dims, the ``axis=`` spelling, indexes.
+"""PyTorch's arguments in NumPy's terms: dims, the ``axis=`` spelling, int-or-tuple sizes, indexes.
 
+- ``FunctionalError``: the error of an argument an op cannot work with (its F function's checks).
+- ``single`` / ``pair`` / ``triple``: PyTorch's int-or-tuple arguments (kernel_size, stride,
+  padding, ...) as tuples, and ``broadcast_pair``: two tensors expanded to one shape.
 - ``normalize_dim`` / ``normalize_axis``: a ``dim`` argument checked against a tensor's rank and
   made non-negative, with PyTorch's errors (every op family that takes a dim uses them).
 - ``axis=`` for ``dim=`` (NumPy's name): PyTorch's argument parser takes it wherever a function
@@ -17,12 +20,72 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.errors import ShapeError
+
 __all__ = [
-    "normalize_dim", "normalize_axis", "accept_axis_alias", "takes_dim", "add_axis_alias", "index_steps",
-    "is_advanced",
+    "FunctionalError", "single", "pair", "triple", "broadcast_pair", "normalize_dim", "normalize_axis",
+    "accept_axis_alias", "takes_dim", "add_axis_alias", "index_steps", "is_advanced",
 ]
 
 Axis = int | tuple[int, ...] | None
+Pair = tuple[int, int]
+IntPair = int | tuple[int, int]
+
+
+class FunctionalError(ShapeError):
+    """An argument an op cannot work with (shapes, sizes, modes). PyTorch raises RuntimeError for
+    these, so ``except RuntimeError`` catches it, and ``except ValueError`` too."""
+
+
+# ------------------------------------------------------------------------- int-or-tuple sizes
+# PyTorch's _single / _pair / _triple: kernel_size=3 means (3, 3) for a 2-d op. ``op`` and ``name``
+# name the caller and the argument in the error.
+
+
+def single(v: Any, name: str, op: str) -> int:
+    """An int or a 1-sequence of ints."""
+    if isinstance(v, int):
+        return v
+    try:
+        (a,) = v
+        return int(a)
+    except (TypeError, ValueError):
+        raise FunctionalError(f"{op}: {name} must be an int or a 1-tuple of ints, got {v!r}") from None
+
+
+def pair(v: Any, name: str, op: str) -> Pair:
+    """An int or a 2-sequence of ints, as a (height, width) pair."""
+    if isinstance(v, int):
+        return (v, v)
+    try:
+        a, b = v
+        return (int(a), int(b))
+    except (TypeError, ValueError):
+        raise FunctionalError(f"{op}: {name} must be an int or a pair of ints, got {v!r}") from None
+
+
+def triple(v: Any, name: str, op: str) -> tuple[int, int, int]:
+    """An int or a 3-sequence of ints, as (depth, height, width)."""
+    if isinstance(v, int):
+        return (v, v, v)
+    try:
+        a, b, c = v
+        return (int(a), int(b), int(c))
+    except (TypeError, ValueError):
+        raise FunctionalError(f"{op}: {name} must be an int or a 3-tuple of ints, got {v!r}") from None
+
+
+def broadcast_pair(op: str, a: Any, b: Any) -> tuple[Any, Any]:
+    """Two tensors expanded to their broadcast shape (each returned as is where it has it)."""
+    try:
+        shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    except ValueError:
+        raise FunctionalError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be broadcast "
+                              "together") from None
+    return (a if tuple(a.shape) == shape else a.expand(*shape)), (b if tuple(b.shape) == shape else b.expand(*shape))
+
+
+# ----------------------------------------------------------------------------------------- dims
 
 
 def normalize_dim(op: str, dim: int, ndim: int) -> int:

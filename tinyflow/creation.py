@@ -81,6 +81,21 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     return tensor(data, dtype=dtype, device=device)
 
 
+def as_constant(value: Any, like: Tensor) -> Tensor:
+    """A NumPy array (or number) as a constant tensor of ``like``'s dtype and device (no gradient):
+    the masks and matrices the ops' F functions build on the host."""
+    return tensor(value, dtype=like.dtype, device=like.device)
+
+
+def target_array(t: Any, like: Tensor) -> Any:
+    """A target (class ids, offsets) given as Tensor, ndarray or list, as a raw array on ``like``'s
+    device (a list converts as ``tinyflow.tensor`` does: Python ints to int64)."""
+    if isinstance(t, Tensor):
+        return t.array
+    arr = as_tensor(t).to(like.device) if not hasattr(t, "shape") else as_tensor(t)
+    return arr.array
+
+
 def _into(op: str, result: Tensor, out: Tensor | None) -> Tensor:
     """PyTorch's ``out=`` here (functions.write_out the surface's): ``out`` takes ``result``, in its dtype."""
     if out is None:

@@ -17,8 +17,7 @@ from tinyflow._lazy_names import attach, by_module
 _FAMILIES = {
     "tinyflow.ops.activation": (
         "ReLUFunction LeakyReLUFunction GELUFunction SigmoidFunction TanhFunction "
-        "SoftmaxFunction LogSoftmaxFunction LogSumExp erf_array"),
-    "tinyflow.ops.activation_extra": (
+        "SoftmaxFunction LogSoftmaxFunction LogSumExp erf_array "
         "ELUFunction SiLUFunction MishFunction SoftplusFunction SoftsignFunction HardtanhFunction "
         "HardsigmoidFunction HardswishFunction LogSigmoidFunction PReLUFunction"),
     "tinyflow.ops.conv": ("Conv2dFunction ConvTranspose2dFunction"),

@@ -26,9 +26,8 @@ from tinyflow.nn.functional.linear import linear
 
 # family file -> the F names it defines, imported on first use.
 _FAMILIES = {
-    "tinyflow.nn.functional.activation": (
-        "relu", "relu_", "leaky_relu", "leaky_relu_", "gelu", "sigmoid", "tanh", "softmax", "log_softmax",
-        "logsumexp",
+    "tinyflow.ops.activation": (
+        "relu", "relu_", "leaky_relu", "leaky_relu_", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "logsumexp", "elu_", "celu_", "selu_", "hardtanh_", "threshold_", "rrelu_", "elu", "selu", "celu", "silu", "mish", "softplus", "softsign", "hardtanh", "relu6", "hardsigmoid", "hardswish", "logsigmoid", "prelu", "rrelu", "threshold", "hardshrink", "softshrink", "tanhshrink", "glu", "gumbel_softmax", "softmin",
     ),
     "tinyflow.nn.functional.attention": ("scaled_dot_product_attention", "multi_head_attention_forward"),
     "tinyflow.nn.functional.conv": ("conv2d", "conv_transpose2d"),
@@ -50,12 +49,6 @@ _FAMILIES = {
         "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss",
         "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss",
         "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
-    ),
-    "tinyflow.nn.functional.activation_extra": (
-        "elu_", "celu_", "selu_", "hardtanh_", "threshold_", "rrelu_", "elu", "selu", "celu", "silu",
-        "mish", "softplus", "softsign", "hardtanh", "relu6", "hardsigmoid", "hardswish", "logsigmoid",
-        "prelu", "rrelu", "threshold", "hardshrink", "softshrink", "tanhshrink", "glu", "gumbel_softmax",
-        "softmin",
     ),
     "tinyflow.nn.functional.dropout_extra": ("dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
                                              "feature_alpha_dropout"),

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.nn.functional._utils import FunctionalError
-from tinyflow.nn.functional.activation import softmax
+from tinyflow.ops.activation import softmax
 from tinyflow.nn.functional.dropout import dropout
 from tinyflow.nn.functional.linear import linear
 from tinyflow.nn.functional.padding import pad

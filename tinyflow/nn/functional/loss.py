@@ -11,7 +11,7 @@ import numpy as np
 
 from tinyflow import amp
 from tinyflow.nn.functional._utils import FunctionalError, _broadcast_pair, _target
-from tinyflow.nn.functional.activation import log_softmax
+from tinyflow.ops.activation import log_softmax
 from tinyflow.ops.loss import (
     BinaryCrossEntropyFunction,
     BinaryCrossEntropyWithLogitsFunction,

@@ -11,7 +11,7 @@ import numpy as np
 
 from tinyflow import amp
 from tinyflow.nn.functional._utils import FunctionalError, _as_constant, _target
-from tinyflow.nn.functional.activation_extra import logsigmoid, softplus
+from tinyflow.ops.activation import logsigmoid, softplus
 from tinyflow.nn.functional.loss import _as_target, _pointwise_pair, _reduce, _reduction
 from tinyflow.ops.loss_extra import HuberLossFunction, KLDivFunction, SmoothL1LossFunction
 from tinyflow.tensor import Tensor, where
