@@ -38,7 +38,7 @@ _FAMILIES = {
     ),
     "tinyflow.nn.functional.normalization": ("local_response_norm", "batch_norm", "layer_norm", "rms_norm",
                                              "group_norm"),
-    "tinyflow.nn.functional.padding": ("pad",),
+    "tinyflow.ops.pad": ("pad",),
     "tinyflow.nn.functional.pooling": (
         "max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
     ),

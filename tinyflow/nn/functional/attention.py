@@ -10,7 +10,7 @@ from tinyflow.nn.functional._utils import FunctionalError
 from tinyflow.ops.activation import softmax
 from tinyflow.nn.functional.dropout import dropout
 from tinyflow.nn.functional.linear import linear
-from tinyflow.nn.functional.padding import pad
+from tinyflow.ops.pad import pad
 from tinyflow.tensor import Tensor, tensor
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]

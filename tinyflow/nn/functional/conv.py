@@ -49,7 +49,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
             before, after = _same_padding((kh, kw), dilation, stride)
             padding = before
             if after != before:  # uneven: the extra row / column explicitly, then the even part
-                from tinyflow.nn.functional.padding import pad  # only here: a step need not load F.pad
+                from tinyflow.ops.pad import pad  # only here: a step need not load F.pad
 
                 x = pad(x, (0, after[1] - before[1], 0, after[0] - before[0]))
     padding = _pair(padding, "padding")

@@ -8,7 +8,7 @@ from typing import Any
 
 from tinyflow.nn.functional._utils import FunctionalError, _single, _triple
 from tinyflow.nn.functional.conv import conv2d, conv_transpose2d
-from tinyflow.nn.functional.padding import pad
+from tinyflow.ops.pad import pad
 from tinyflow.tensor import Tensor
 
 __all__ = ["conv1d", "conv_transpose1d", "conv3d", "conv_transpose3d"]
