@@ -410,10 +410,10 @@ class Tensor:
         return elementwise.Pow.apply(b, a)
 
     def __matmul__(self, other: Any) -> Tensor:
-        return ops.linalg.matmul(self, self._wrap(other))
+        return ops.linear.matmul(self, self._wrap(other))
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        return ops.linalg.matmul(self._wrap(other), self)
+        return ops.linear.matmul(self._wrap(other), self)
 
     def __neg__(self) -> Tensor:
         return elementwise.Neg.apply(self)

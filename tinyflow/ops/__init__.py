@@ -28,7 +28,7 @@ _FAMILIES = {
         "DropoutFunction NoGradient dropout_seed broadcast_error bool_error"),
     "tinyflow.ops.embedding": ("EmbeddingFunction"),
     "tinyflow.ops.interpolate": ("ResampleFunction GridSample2dFunction taps"),
-    "tinyflow.ops.linalg": ("MatMul LinearFunction matmul matmul_array safe_sum"),
+    "tinyflow.ops.linear": ("MatMul LinearFunction matmul matmul_array safe_sum"),
     "tinyflow.ops.loss": (
         "CrossEntropy NLLLossFunction MSELossFunction L1LossFunction BinaryCrossEntropyFunction "
         "BinaryCrossEntropyWithLogitsFunction"),

@@ -37,7 +37,7 @@ from tinyflow.autograd import Function
 from tinyflow.kernels._cpu import give_buffer, take_buffer, workspace
 from tinyflow.kernels.shapes import conv_output_size
 from tinyflow.ops.elementwise import floating_or_int64, not_implemented_for
-from tinyflow.ops.linalg import matmul_array, safe_sum
+from tinyflow.ops.linear import matmul_array, safe_sum
 
 __all__ = ["Conv2dFunction", "ConvTranspose2dFunction", "use_winograd"]
 

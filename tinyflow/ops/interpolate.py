@@ -19,7 +19,7 @@ import numpy as np
 
 from tinyflow.autograd import Context, Function
 from tinyflow.ops.elementwise import floating_only
-from tinyflow.ops.linalg import matmul_array
+from tinyflow.ops.linear import matmul_array
 
 __all__ = ["ResampleFunction", "ResampleUint8Function", "GridSample2dFunction", "taps", "resample_uint8"]
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from tinyflow.autograd import Function
 from tinyflow.ops.elementwise import floating_only, floating_or_int64, not_implemented_for
-from tinyflow.ops.linalg import matmul_array
+from tinyflow.ops.linear import matmul_array
 
 __all__ = ["MaxPool2dFunction", "AvgPool2dFunction", "AdaptiveAvgPool2dFunction", "AdaptiveMaxPool2dFunction"]
 

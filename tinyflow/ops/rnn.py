@@ -28,7 +28,7 @@ from tinyflow import amp
 from tinyflow.autograd import Context, Function
 from tinyflow.device import array_module
 from tinyflow.dtypes import is_half
-from tinyflow.ops.linalg import matmul_array
+from tinyflow.ops.linear import matmul_array
 
 __all__ = ["LSTMCellFunction", "GRUCellFunction", "LSTMLayer", "GRULayer", "lstm_cell", "gru_cell", "lstm_layer",
            "gru_layer"]

@@ -22,7 +22,7 @@ from tinyflow.nn.functional._utils import FunctionalError
 # later would set F.linear / F.dropout to the module (the import system binds a submodule on its
 # package); imported here, the function names below bind after the module and stay.
 from tinyflow.nn.functional.dropout import dropout
-from tinyflow.nn.functional.linear import linear
+from tinyflow.ops.linear import linear
 
 # family file -> the F names it defines, imported on first use.
 _FAMILIES = {
@@ -52,7 +52,7 @@ _FAMILIES = {
     ),
     "tinyflow.nn.functional.dropout_extra": ("dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
                                              "feature_alpha_dropout"),
-    "tinyflow.nn.functional.linear_extra": ("bilinear",),
+    "tinyflow.ops.linear": ("bilinear",),
     "tinyflow.nn.functional.conv_extra": ("conv1d", "conv_transpose1d", "conv3d", "conv_transpose3d"),
     "tinyflow.nn.functional.pooling_extra": (
         "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d",

@@ -9,7 +9,7 @@ import numpy as np
 from tinyflow.nn.functional._utils import FunctionalError
 from tinyflow.ops.activation import softmax
 from tinyflow.nn.functional.dropout import dropout
-from tinyflow.nn.functional.linear import linear
+from tinyflow.ops.linear import linear
 from tinyflow.ops.pad import pad
 from tinyflow.tensor import Tensor, tensor
 

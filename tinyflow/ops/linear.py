@@ -1,4 +1,5 @@
-"""Linear algebra: matmul (batched, broadcasting, 1-D operands as NumPy) and linear.
+"""The dense layers' maths: matmul (batched, broadcasting, 1-D operands as NumPy), linear
+(``LinearFunction`` and F.linear) and F.bilinear.
 
 Every GEMM of the ops goes through :func:`matmul_array`, which computes half-precision
 (float16 / bfloat16) products correctly on every device; see its docstring.
@@ -11,12 +12,14 @@ from typing import Any
 import numpy as np
 
 from tinyflow.amp import autocast_inputs
+from tinyflow.arg_parser import FunctionalError
 from tinyflow.autograd import Context, Function, sum_to_shape
 from tinyflow.dtypes import is_half
 from tinyflow.errors import ShapeError
 from tinyflow.ops.elementwise import not_implemented_for
+from tinyflow.tensor import Tensor
 
-__all__ = ["MatMul", "LinearFunction", "matmul", "matmul_array", "safe_sum"]
+__all__ = ["MatMul", "LinearFunction", "matmul", "matmul_array", "safe_sum", "linear", "bilinear"]
 
 
 def _matmul_error(a: Any, b: Any) -> ShapeError:
@@ -202,3 +205,26 @@ class LinearFunction(Function):
         gw = matmul_array(xp, g2.T, x2) if ctx.needs_input_grad[1] else None
         gb = safe_sum(g2, axis=0) if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2] else None
         return gx, gw, gb
+
+
+# ======================================================================= F (tinyflow.nn.functional)
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:  # noqa: A002
+    """input @ weight.T + bias (in the autocast dtype inside ``tf.amp.autocast``)."""
+    return LinearFunction.apply(*autocast_inputs(input, weight, bias))
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """y[..., o] = input1 @ weight[o] @ input2 + bias[o]; weight (out, in1, in2)."""
+    out, in1, in2 = weight.shape
+    if input1.shape[-1] != in1 or input2.shape[-1] != in2 or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise FunctionalError(f"bilinear: inputs {tuple(input1.shape)} and {tuple(input2.shape)} do not fit weight "
+                              f"{tuple(weight.shape)}; they need the same leading dims and {in1} and {in2} features")
+    lead = tuple(input1.shape[:-1])
+    x1, x2 = input1.reshape(-1, in1), input2.reshape(-1, in2)
+    t = (x1 @ weight.permute(1, 0, 2).reshape(in1, out * in2)).reshape(-1, out, in2)  # (B, out, in2)
+    y = (t * x2.reshape(-1, 1, in2)).sum(dim=2)
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*lead, out)
