@@ -1,6 +1,7 @@
-"""The PyTorch surface of Tensor and of ``tinyflow.*`` (tinyflow/surface.py): declared once in a
-table, attached as stand-ins that load their module on first look-up, and indistinguishable from
-plain methods and functions afterwards (and, for signatures, before)."""
+"""The PyTorch surface of Tensor and of ``tinyflow.*`` (tinyflow/surface/): declared once in a
+table, attached at one seam as stand-ins that load their module on first look-up, and
+indistinguishable from plain methods and functions afterwards (and, for signatures, before);
+its public modules (tinyflow.linalg, ...) under their public names."""
 from __future__ import annotations
 
 import inspect
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 import tinyflow as tf
-from tinyflow import _lazy_names, surface
+from tinyflow import surface
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +31,7 @@ def _fresh(code: str) -> str:
 def test_every_table_entry_resolves_to_a_method_property_or_function():
     for name in surface.METHODS:
         getattr(tf.Tensor, name)  # loads the module of the entry, which replaces the stand-in
-        assert not isinstance(inspect.getattr_static(tf.Tensor, name), _lazy_names.StandIn), name
+        assert not isinstance(inspect.getattr_static(tf.Tensor, name), surface.StandIn), name
     for name in surface.INPLACE:
         assert callable(getattr(tf.Tensor, name + "_"))
     for name in surface.FUNCTIONS:
@@ -41,11 +42,10 @@ def test_import_and_a_backward_load_no_surface_module_and_the_first_look_up_does
     out = _fresh(
         "import sys, tinyflow as tf\n"
         "x = tf.randn(3, 4, requires_grad=True); (x * x).sum().backward()\n"
-        "print(sorted(m for m in sys.modules if m.startswith('tinyflow.tensor_methods') or m == 'tinyflow.functions'))\n"
+        "print('tinyflow.surface.tensor_methods' in sys.modules)\n"
         "x.cumsum(0)\n"
-        "print(sorted(m for m in sys.modules if m.startswith('tinyflow.tensor_methods')))\n")
-    before, after = out.splitlines()
-    assert before == "[]" and after == "['tinyflow.tensor_methods']"
+        "print('tinyflow.surface.tensor_methods' in sys.modules)\n")
+    assert out.splitlines() == ["False", "True"]
 
 
 def test_signatures_are_the_real_ones_before_any_use():
@@ -81,3 +81,49 @@ def test_star_import_gives_torch_functions_and_no_internals():
     assert not {"np", "builtins", "function", "FUNCTIONS", "float", "int", "bool"} & set(namespace)
     for internal in ("np", "builtins", "function", "write_out", "FUNCTIONS", "CPU"):
         assert not hasattr(tf, internal), internal
+
+
+def test_stand_in_answers_as_the_real_attribute():
+    """surface.StandIn on a class of its own: methods, dunders and properties."""
+
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    calls = []
+
+    def load():
+        calls.append(1)
+        Box.double = lambda self: self.v * 2
+        Box.__iadd__ = lambda self, other: Box(self.v + other)
+        Box.__setitem__ = lambda self, key, value: setattr(self, "v", value)
+        Box.half = property(lambda self: self.v / 2)
+
+    for name in ("double", "__iadd__", "__setitem__", "half"):
+        setattr(Box, name, surface.StandIn(Box, name, load))
+    b = Box(3)
+    b += 1  # a special method, looked up on the type
+    assert b.v == 4 and calls == [1]
+    b[0] = 10
+    assert b.double() == 20 and b.half == 5.0 and Box.double(b) == 20
+    assert calls == [1]  # loaded once: the stand-ins are gone
+
+    class Empty:
+        pass
+
+    Empty.gone = surface.StandIn(Empty, "gone", lambda: None)
+    with pytest.raises(AttributeError, match="did not define it"):
+        Empty().gone  # noqa: B018
+
+
+def test_public_modules_are_one_module_under_their_public_names():
+    out = _fresh(
+        "import sys, tinyflow as tf\n"
+        "import tinyflow.linalg, tinyflow.special as S\n"
+        "from tinyflow.func import vmap\n"
+        "from tinyflow.jit import script\n"
+        "import tinyflow.onnx\n"
+        "print(all(sys.modules['tinyflow.' + n] is sys.modules['tinyflow.surface.' + n] is getattr(tf, n)\n"
+        "          for n in ('linalg', 'special', 'func', 'jit', 'onnx')))\n"
+        "print(tf.linalg.norm(tf.tensor([3.0, 4.0])).item(), vmap is tf.func.vmap is tf.vmap)\n")
+    assert out.splitlines() == ["True", "5.0 True"]

@@ -36,7 +36,7 @@ from tinyflow.dtypes import as_dtype
 from tinyflow.promotion import can_cast
 from tinyflow.tensor import Tensor
 
-__all__ = ["TABLE", "METHODS", "FUNCTIONS", "INPLACE", "PUBLIC_MODULES", "StandIn", "attach"]
+__all__ = ["TABLE", "METHODS", "FUNCTIONS", "INPLACE", "PUBLIC_MODULES", "PUBLIC_NAMES", "StandIn", "attach"]
 
 # (variants, source, names): see the module docstring.
 TABLE: tuple[tuple[str, str, str], ...] = (
@@ -212,6 +212,8 @@ def _install_methods() -> None:
 # The modules PyTorch programs import by their path (``import torch.linalg``, ``from torch.func
 # import vmap``): public name -> this package's module.
 PUBLIC_MODULES = {name: f"tinyflow.surface.{name}" for name in ("linalg", "special", "func", "jit", "onnx")}
+# Names PyTorch also has at its top level that live in one of those modules: name -> module.
+PUBLIC_NAMES = {"vmap": "func"}  # torch.vmap is torch.func.vmap
 
 
 def attach(package: ModuleType) -> None:
@@ -224,3 +226,5 @@ def attach(package: ModuleType) -> None:
         module = importlib.import_module(home)
         sys.modules[f"{package.__name__}.{public}"] = module
         setattr(package, public, module)
+    for name, public in PUBLIC_NAMES.items():
+        setattr(package, name, getattr(getattr(package, public), name))

@@ -1,6 +1,5 @@
-"""The in-place methods (tinyflow/inplace.py) and the reductions (tinyflow/ops/reduce.py) load on
-first use (issue 25): an AlexNet training step, which makes neither, loads neither, and after the
-first use they behave as before (autograd's in-place rules included), from any thread."""
+"""The in-place methods (tinyflow/inplace.py), put on Tensor when tensor.py is imported: they keep
+autograd's in-place rules, from any thread, and tensor.py's list names exactly inplace.py's methods."""
 from __future__ import annotations
 
 import ast
@@ -11,37 +10,15 @@ import numpy as np
 import pytest
 
 import tinyflow
-from tinyflow import _lazy_names, inplace
+from tinyflow import inplace
 from tinyflow.tensor import INPLACE_METHODS, Tensor
 
-LOADED = "out['loaded'] = sorted(m for m in ('tinyflow.inplace', 'tinyflow.ops.reduce') if m in sys.modules)\n"
-
-
-def test_an_alexnet_step_loads_neither_inplace_nor_reduce(fresh_python):
-    out = fresh_python(
-        "import numpy as np, sys\n"
-        "import tinyflow\n"
-        "import tinyflow.nn.functional as F\n"
-        "import tinyflow.optim as optim\n"
-        "from tinyflow.models import get_model\n"
-        "tinyflow.manual_seed(0)\n"
-        "model = get_model('alexnet', num_classes=10)\n"  # nn.init draws every parameter: uniform_
-        "opt = optim.SGD(list(model.parameters()), lr=0.02, momentum=0.9, weight_decay=5e-4)\n"
-        "x = tinyflow.tensor(np.random.default_rng(0).standard_normal((2, 3, 64, 64)).astype(np.float32))\n"
-        "opt.zero_grad()\n"
-        "loss = F.cross_entropy(model(x), tinyflow.tensor(np.array([1, 7])))\n"
-        "loss.backward()\n"
-        "opt.step()\n"
-        "out = {'finite': bool(np.isfinite(loss.item()))}\n" + LOADED)
-    assert out == {"finite": True, "loaded": []}
-
-
-def test_first_use_loads_them_and_they_work(fresh_python):
+def test_they_work_and_keep_autograds_rules(fresh_python):
     out = fresh_python(
         "import sys\n"
         "import numpy as np\n"
         "import tinyflow\n"
-        "out = {}\n" + LOADED.replace("'loaded'", "'at_import'") +
+        "out = {}\n"
         "x = tinyflow.zeros(2, 3)\n"
         "y = tinyflow.ones(2, 3)\n"
         "x.add_(1)\n"
@@ -62,17 +39,15 @@ def test_first_use_loads_them_and_they_work(fresh_python):
         "    a.add_(1)\n"
         "    out['leaf'] = 'allowed'\n"
         "except RuntimeError:\n"
-        "    out['leaf'] = 'refused'\n" + LOADED)
-    assert out["at_import"] == []
+        "    out['leaf'] = 'refused'\n")
     assert out["x"] == [[5.0, 5.0, 5.0], [2.0, 2.0, 2.0]] and out["sum"] == 21.0
     assert out["same"] is True
     assert out["grad"] == [0.0, 8.0, 8.0]  # d(4 a^2)/da = 8a, and the entry overwritten by b[0] = 0
     assert out["leaf"] == "refused"
-    assert out["loaded"] == ["tinyflow.inplace", "tinyflow.ops.reduce"]
 
 
 @pytest.mark.parametrize("first", ["x.add_(1)", "x += 1", "x[0] = 1", "x.mul_(2)"])
-def test_eight_threads_make_the_first_inplace_call_at_once(first, fresh_python):
+def test_eight_threads_make_in_place_calls_at_once(first, fresh_python):
     out = fresh_python(
         "import threading\n"
         "import tinyflow\n"
@@ -92,10 +67,8 @@ def test_eight_threads_make_the_first_inplace_call_at_once(first, fresh_python):
         "threads = [threading.Thread(target=work) for _ in range(8)]\n"
         "[t.start() for t in threads]\n"
         "[t.join() for t in threads]\n"
-        "out = {'errors': errors, 'results': len(results), 'distinct': len({repr(r) for r in results}),\n"
-        "       'stand_ins_left': [n for n in INPLACE_METHODS\n"
-        "                          if type(vars(tinyflow.Tensor)[n]).__name__ == 'StandIn']}\n")
-    assert out == {"errors": [], "results": 8, "distinct": 1, "stand_ins_left": []}
+        "out = {'errors': errors, 'results': len(results), 'distinct': len({repr(r) for r in results})}\n")
+    assert out == {"errors": [], "results": 8, "distinct": 1}
 
 
 def test_the_list_of_names_matches_inplace_py():
@@ -111,45 +84,11 @@ def test_the_list_of_names_matches_inplace_py():
     assert inplace.METHODS is INPLACE_METHODS
 
 
-def test_after_loading_tensor_holds_the_real_functions():
-    tinyflow.zeros(1).add_(0)
+def test_tensor_holds_the_real_functions():
     for name in INPLACE_METHODS:
         assert vars(Tensor)[name] is getattr(inplace, name), name
     assert inspect.signature(Tensor.add_) == inspect.signature(inplace.add_)
     assert Tensor.clip_ is Tensor.clamp_
-
-
-def test_stand_in_answers_as_the_real_attribute():
-    """StandIn (tinyflow/_lazy_names.py) on a class of its own: methods, dunders and properties."""
-
-    class Box:
-        def __init__(self, v):
-            self.v = v
-
-    calls = []
-
-    def load():
-        calls.append(1)
-        Box.double = lambda self: self.v * 2
-        Box.__iadd__ = lambda self, other: Box(self.v + other)
-        Box.__setitem__ = lambda self, key, value: setattr(self, "v", value)
-        Box.half = property(lambda self: self.v / 2)
-
-    for name in ("double", "__iadd__", "__setitem__", "half"):
-        setattr(Box, name, _lazy_names.StandIn(Box, name, load))
-    b = Box(3)
-    b += 1  # a special method, looked up on the type
-    assert b.v == 4 and calls == [1]
-    b[0] = 10
-    assert b.double() == 20 and b.half == 5.0 and Box.double(b) == 20
-    assert calls == [1]  # loaded once: the stand-ins are gone
-
-    class Empty:
-        pass
-
-    Empty.gone = _lazy_names.StandIn(Empty, "gone", lambda: None)
-    with pytest.raises(AttributeError, match="did not define it"):
-        Empty().gone  # noqa: B018
 
 
 def test_uniform_and_normal_fast_path_keeps_the_rules():
