@@ -25,7 +25,8 @@ _FAMILIES = {
     "tinyflow.ops.distance": ("VectorNormFunction CosineSimilarityFunction"),
     "tinyflow.ops.elementwise": (
         "Add Sub Mul Div Pow PowScalar Neg Exp Log Sqrt Abs Clip Where Maximum Minimum "
-        "DropoutFunction NoGradient dropout_seed broadcast_error bool_error"),
+        "NoGradient broadcast_error bool_error"),
+    "tinyflow.ops.dropout": ("DropoutFunction dropout_seed"),
     "tinyflow.ops.embedding": ("EmbeddingFunction"),
     "tinyflow.ops.interpolate": ("ResampleFunction GridSample2dFunction taps"),
     "tinyflow.ops.linear": ("MatMul LinearFunction matmul matmul_array safe_sum"),

@@ -1,4 +1,4 @@
-"""Elementwise ops: arithmetic, unary maths, where/clip, maximum/minimum and dropout's mask.
+"""Elementwise ops: arithmetic, unary maths, where/clip, maximum/minimum.
 
 Binary ops broadcast like NumPy; the engine sums each gradient back to its input's shape, so
 their backward returns gradients of the broadcast shape.
@@ -11,13 +11,12 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import Context, Function
-from tinyflow.capture import current as current_capture
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.errors import ShapeError
 
 __all__ = [
     "Add", "Sub", "Mul", "Div", "Pow", "PowScalar", "Neg", "Exp", "Log", "Sqrt", "Abs", "Clip", "Where",
-    "Maximum", "Minimum", "DropoutFunction", "NoGradient", "dropout_seed", "broadcast_error", "bool_error",
+    "Maximum", "Minimum", "NoGradient", "broadcast_error", "bool_error",
     "sub_operand", "floating_only", "floating_or_int64", "not_implemented_for",
 ]
 
@@ -376,39 +375,6 @@ class Minimum(Function):
     def backward(ctx: Context, g: Any) -> tuple:
         a, b = ctx.saved_tensors
         return _extremum_grads(ctx.xp, g, a, b, a > b, a < b)
-
-
-def dropout_seed(draw: Callable[[], int]) -> Any:
-    """The seed of one dropout mask: ``draw()`` now (an int), or inside a CUDA graph capture a
-    (1,) uint64 slot of the capture that ``draw()`` refills before every replay.
-
-    A captured step does not run, and its kernels replay with the arguments they were captured
-    with; so the generator is not touched while capturing, and each replay draws once, in the
-    order the eager step draws: N replays give the masks of N eager steps (tinyflow/capture.py).
-    """
-    capture = current_capture()
-    if capture is None:
-        return draw()
-    return capture.slot(draw, np.uint64, 1)
-
-
-class DropoutFunction(Function):
-    """Inverted dropout: multiply by a mask of 0 and 1/(1-p) drawn by the ``dropout_mask`` kernel.
-
-    ``seed`` is an int, or a (1,) uint64 device array the kernel reads (``dropout_seed``)."""
-
-    @staticmethod
-    def forward(ctx: Context, a: Any, p: float, seed: Any) -> Any:
-        if not is_floating_or_complex(a.dtype):  # PyTorch's words: a * (mask / (1 - p)) is a float
-            raise RuntimeError(f"dropout: result type Float can't be cast to the desired output type {a.dtype}")
-        mask = ctx.kernels.dropout_mask(a, p, seed)
-        ctx.save_for_backward(mask)
-        return a * mask
-
-    @staticmethod
-    def backward(ctx: Context, g: Any) -> tuple:
-        (mask,) = ctx.saved_tensors
-        return g * mask, None, None
 
 
 class NoGradient(Function):

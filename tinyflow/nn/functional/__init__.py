@@ -21,7 +21,7 @@ from tinyflow.nn.functional._utils import FunctionalError
 # Loaded with F because their files are named like a function they define: importing the file
 # later would set F.linear / F.dropout to the module (the import system binds a submodule on its
 # package); imported here, the function names below bind after the module and stay.
-from tinyflow.nn.functional.dropout import dropout
+from tinyflow.ops.dropout import dropout
 from tinyflow.ops.linear import linear
 
 # family file -> the F names it defines, imported on first use.
@@ -50,7 +50,7 @@ _FAMILIES = {
         "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss",
         "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
     ),
-    "tinyflow.nn.functional.dropout_extra": ("dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+    "tinyflow.ops.dropout": ("dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
                                              "feature_alpha_dropout"),
     "tinyflow.ops.linear": ("bilinear",),
     "tinyflow.nn.functional.conv_extra": ("conv1d", "conv_transpose1d", "conv3d", "conv_transpose3d"),

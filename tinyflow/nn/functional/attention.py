@@ -8,7 +8,7 @@ import numpy as np
 
 from tinyflow.nn.functional._utils import FunctionalError
 from tinyflow.ops.activation import softmax
-from tinyflow.nn.functional.dropout import dropout
+from tinyflow.ops.dropout import dropout
 from tinyflow.ops.linear import linear
 from tinyflow.ops.pad import pad
 from tinyflow.tensor import Tensor, tensor
