@@ -29,7 +29,7 @@ _FAMILIES = {
     "tinyflow.ops.activation": (
         "relu", "relu_", "leaky_relu", "leaky_relu_", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "logsumexp", "elu_", "celu_", "selu_", "hardtanh_", "threshold_", "rrelu_", "elu", "selu", "celu", "silu", "mish", "softplus", "softsign", "hardtanh", "relu6", "hardsigmoid", "hardswish", "logsigmoid", "prelu", "rrelu", "threshold", "hardshrink", "softshrink", "tanhshrink", "glu", "gumbel_softmax", "softmin",
     ),
-    "tinyflow.nn.functional.attention": ("scaled_dot_product_attention", "multi_head_attention_forward"),
+    "tinyflow.ops.attention": ("scaled_dot_product_attention", "multi_head_attention_forward"),
     "tinyflow.nn.functional.conv": ("conv2d", "conv_transpose2d"),
     "tinyflow.nn.functional.distance": ("normalize", "cosine_similarity", "pdist", "pairwise_distance"),
     "tinyflow.nn.functional.loss": (

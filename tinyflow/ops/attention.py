@@ -1,17 +1,20 @@
-"""Attention: scaled_dot_product_attention and nn.MultiheadAttention's forward, composed of
-Tensor ops (matmul, softmax, dropout) as PyTorch's math reference computes them."""
+"""Attention: F.scaled_dot_product_attention and nn.MultiheadAttention's forward
+(F.multi_head_attention_forward). No op of their own: they compose the Tensor ops and the ops of
+the other families (matmul, softmax, dropout, linear, pad) as PyTorch's math reference computes
+them."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from tinyflow.nn.functional._utils import FunctionalError
+from tinyflow.arg_parser import FunctionalError
+from tinyflow.creation import cat, tensor, zeros
 from tinyflow.ops.activation import softmax
 from tinyflow.ops.dropout import dropout
 from tinyflow.ops.linear import linear
 from tinyflow.ops.pad import pad
-from tinyflow.tensor import Tensor, tensor
+from tinyflow.tensor import Tensor
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -111,8 +114,6 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
         if attn_mask.ndim == 2:
             attn_mask = attn_mask.unsqueeze(0)  # (1, L, S)
     if bias_k is not None and bias_v is not None:
-        from tinyflow.tensor import cat
-
         k = cat([k, bias_k.expand(1, bsz, embed_dim)])
         v = cat([v, bias_v.expand(1, bsz, embed_dim)])
         if attn_mask is not None:
@@ -123,8 +124,6 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     k = (static_k if static_k is not None else k.reshape(k.shape[0], bsz * num_heads, head_dim).transpose(0, 1))
     v = (static_v if static_v is not None else v.reshape(v.shape[0], bsz * num_heads, head_dim).transpose(0, 1))
     if add_zero_attn:
-        from tinyflow.tensor import cat, zeros
-
         k = cat([k, zeros(bsz * num_heads, 1, head_dim, dtype=k.dtype, device=k.device)], dim=1)
         v = cat([v, zeros(bsz * num_heads, 1, head_dim, dtype=v.dtype, device=v.device)], dim=1)
         if attn_mask is not None:
