@@ -14,6 +14,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+# The repository's root on the path: cuda_tools/ (the emulator, the strict CuPy stand-in, the
+# reports; test machinery the wheel does not install) lives there, and the editable install maps
+# only tinyflow and tinyflow_cuda. `python -m pytest` from the root has it already; `pytest` not.
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
 # CI gates every landing, so its examples are the same on every run (derandomize): a red CI is a
 # real regression, never a new random example. HYPOTHESIS_PROFILE=thorough explores (random, 300).
 settings.register_profile(
@@ -50,7 +57,7 @@ def _strict_cupy_device(request: pytest.FixtureRequest) -> Iterator[None]:
     if not getattr(request.node, "stand_in", False):
         yield
         return
-    from tinyflow_cuda import strict_cupy
+    from cuda_tools import strict_cupy
 
     with strict_cupy.installed():
         yield

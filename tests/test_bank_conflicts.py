@@ -1,4 +1,4 @@
-"""The bank-conflict report (tinyflow_cuda/bank_conflicts.py): shared-memory wavefronts per warp
+"""The bank-conflict report (cuda_tools/bank_conflicts.py): shared-memory wavefronts per warp
 request against the ideal, from the emulator built with g++'s -fsanitize=thread instrumentation.
 
 Synthetic kernels with known access patterns (compiled from a scratch csrc folder, so the real
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinyflow_cuda import bank_conflicts, coalescing, emulator
+from cuda_tools import bank_conflicts, coalescing, emulator
 from tinyflow_cuda.runtime import CSRC
 
 pytestmark = pytest.mark.skipif(emulator.compiler() is None, reason="the emulator needs g++")
@@ -106,8 +106,8 @@ def patterns():
     -> KernelBanks. A fixed folder keeps the instrumented build cached between sessions."""
     csrc = Path(tempfile.gettempdir()) / "tinyflow_bank_patterns"
     csrc.mkdir(exist_ok=True)
-    for name in ("common.cuh", "emu.h"):
-        _write_if_changed(csrc / name, (CSRC / name).read_text())
+    _write_if_changed(csrc / "common.cuh", (CSRC / "common.cuh").read_text())  # emu.h: cuda_tools'
+    (csrc / "emu.h").unlink(missing_ok=True)  # a copy an older checkout left would go unused
     _write_if_changed(csrc / "patterns.cu", PATTERNS_CU)
 
     def run(name, grid, block, args, shared_mem=0):
@@ -285,7 +285,7 @@ def test_the_table_lists_kernels_and_their_worst_sites(patterns):
 
 
 def test_the_cli_prints_one_row_a_kernel_for_the_cases_asked(capsys):
-    """``python -m tinyflow_cuda.bank_conflicts --only ...``: the recurrence's forward at the
+    """``python -m cuda_tools.bank_conflicts --only ...``: the recurrence's forward at the
     H100's cut (one block of the plan), its kernel row at the ideal."""
     assert bank_conflicts.main(["--only", "lstm 512x16 fwd tc"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -81,7 +81,7 @@ RINGS: tuple[tuple[str, str], ...] = (
     # __getattr__ and a table of full module paths. Listed first: an __init__ anywhere is one.
     # Except these packages, whose __init__ is a module of its own (as torch/cuda/__init__.py is):
     # the CUDA backend (core) and the torch.cuda / torch.cpu / torch.backends answers (framework).
-    (CORE, "tinyflow_cuda/{,strict_cupy/,kernels/}__init__.py"),
+    (CORE, "tinyflow_cuda/{,kernels/}__init__.py"),
     (FRAMEWORK, "tinyflow/{cuda,cpu,backends}/__init__.py"),
     (REEXPORT, "**/__init__.py"),
     # SURFACE: the PyTorch breadth. May import anything; nothing in the core or the framework
@@ -133,7 +133,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     FRAMEWORK: frozenset({CORE, FRAMEWORK}),
 }
 
-# The packages walked: (module prefix, folder); models/ installs as tinyflow.models.
+# The packages walked: (module prefix, folder); models/ installs as tinyflow.models. cuda_tools/
+# (the emulator, the strict CuPy stand-in, the reports) is test machinery, in no ring: not walked.
 SOURCE_ROOTS: tuple[tuple[str, str], ...] = cs.SOURCE_ROOTS
 
 # Test 4: statements a re-export module may hold beyond imports, docstrings, __all__, constant

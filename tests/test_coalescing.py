@@ -1,4 +1,4 @@
-"""The coalescing report (tinyflow_cuda/coalescing.py): sectors per warp-wide access against the
+"""The coalescing report (cuda_tools/coalescing.py): sectors per warp-wide access against the
 fewest possible, from the emulator built with g++'s -fsanitize=thread instrumentation.
 
 Synthetic kernels with known access patterns (compiled from a scratch csrc folder, so the real
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cuda_tools import coalescing, emulator
 from tinyflow.kernels import conv as reference
-from tinyflow_cuda import coalescing, emulator
 from tinyflow_cuda.runtime import CSRC
 
 pytestmark = pytest.mark.skipif(emulator.compiler() is None, reason="the emulator needs g++")
@@ -128,8 +128,8 @@ def patterns():
     # session would compile the instrumented library (~20 s) every time.
     csrc = Path(tempfile.gettempdir()) / "tinyflow_coalescing_patterns"
     csrc.mkdir(exist_ok=True)
-    for name in ("common.cuh", "emu.h"):
-        _write_if_changed(csrc / name, (CSRC / name).read_text())
+    _write_if_changed(csrc / "common.cuh", (CSRC / "common.cuh").read_text())  # emu.h: cuda_tools'
+    (csrc / "emu.h").unlink(missing_ok=True)  # a copy an older checkout left would go unused
     _write_if_changed(csrc / "patterns.cu", PATTERNS_CU)
 
     def run(name, grid, block, args):

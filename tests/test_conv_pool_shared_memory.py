@@ -1,5 +1,5 @@
 """Issue 33 (4a): the shared memory of the convolution and pooling kernels, through the emulator's
-bank-conflict report (tinyflow_cuda/bank_conflicts.py), in all four dtypes.
+bank-conflict report (cuda_tools/bank_conflicts.py), in all four dtypes.
 
 - col2im stages runs of col as 16-byte packs (conflict-free stores) and gathers each pixel's taps
   from them at affine, clamped indices that every lane loads (a warp's words never meet in a
@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tinyflow_cuda import bank_conflicts, emulator
+from cuda_tools import bank_conflicts, emulator
 
 pytestmark = pytest.mark.skipif(emulator.compiler() is None, reason="the emulator needs g++")
 
@@ -121,10 +121,10 @@ def test_pool_forward_window_reads_are_conflict_free(instrumented):
 
 @pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="nvcc not on PATH")
 def test_the_convolution_staging_loops_keep_their_loads_in_flight():
-    """In the PTX NVRTC would run (tinyflow_cuda/ptx_inflight.py): im2col loads its IM2COL_COLUMNS
+    """In the PTX NVRTC would run (cuda_tools/ptx_inflight.py): im2col loads its IM2COL_COLUMNS
     packs of x, and col2im's stage_runs its STAGE_UNROLL packs of col, all before using any (before
     issue 33, one scalar load a loop iteration, each stored to shared memory before the next)."""
-    from tinyflow_cuda import ptx_inflight
+    from cuda_tools import ptx_inflight
     from tinyflow_cuda.kernels import conv as twin
 
     loops = ptx_inflight.staging_loops(ptx_inflight.CSRC / "conv.cu", kernels=["im2col_*", "col2im_*"])

@@ -414,8 +414,8 @@ def test_autocast_shows_half_precision_edges_and_memory_can_be_left_out(tmp_path
 def test_cuda_launches_agree_with_the_launch_tally() -> None:
     """On the strict CuPy stand-in: each node lists the GPU work it launched as the stand-in's
     launch tally counts it, and the step's launches add up to the tally of the same step run untraced."""
-    from tinyflow_cuda import strict_cupy
-    from tinyflow_cuda.strict_cupy.launches import tally
+    from cuda_tools import strict_cupy
+    from cuda_tools.strict_cupy.launches import tally
 
     tf.manual_seed(0)
     step = tinyflow_step(workload("fcn-r", 2, {"sizes": (12, 8, 4)}), "cuda:0")

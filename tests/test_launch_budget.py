@@ -26,8 +26,8 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from tinyflow_cuda import emulator, strict_cupy
-from tinyflow_cuda.strict_cupy.launches import Tally, tally
+from cuda_tools import emulator, strict_cupy
+from cuda_tools.strict_cupy.launches import Tally, tally
 
 pytestmark = [
     pytest.mark.launch_budget,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinyflow_cuda import strict_cupy
-from tinyflow_cuda.strict_cupy import strict_cupy as cp
-from tinyflow_cuda.strict_cupy.launches import tally
+from cuda_tools import strict_cupy
+from cuda_tools.strict_cupy import strict_cupy as cp
+from cuda_tools.strict_cupy.launches import tally
 
 
 def work(fn) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""The compiled-code check of issue 33 (tinyflow_cuda/ptx_inflight.py): 16-byte loads in flight in
+"""The compiled-code check of issue 33 (cuda_tools/ptx_inflight.py): 16-byte loads in flight in
 the staging loops of the recurrence kernels, read from their PTX, and the serial global round
 trips a time step waits through, from the planner's trip counts.
 
@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from tinyflow_cuda import ptx_inflight
+from cuda_tools import ptx_inflight
 from tinyflow_cuda.kernels import rnn as rnn_twin
 from tinyflow_cuda.runtime import CSRC
 

@@ -1,4 +1,4 @@
-"""The PTX lint (tinyflow_cuda/ptx_lint.py): each rule fires on a kernel that has the cost and
+"""The PTX lint (cuda_tools/ptx_lint.py): each rule fires on a kernel that has the cost and
 stays quiet on its fixed twin, compiled with the real nvcc; the allowlist suppresses, rejects
 entries without a reason and reports stale ones. Skipped where nvcc is missing."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyflow_cuda import ptx_lint
+from cuda_tools import ptx_lint
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 
@@ -277,7 +277,7 @@ def test_a_file_that_does_not_compile_fails_the_lint(tmp_path, capsys):
 @pytest.mark.slow  # compiles every csrc/*.cu: a minute on a busy 2-core machine
 def test_the_real_kernels_pass_with_the_committed_allowlist(capsys):
     """Goes red when a kernel gains a finding or an allowlist entry goes stale: rerun
-    ``python -m tinyflow_cuda.ptx_lint --suggest-allowlist`` and fix the kernel or the list."""
+    ``python -m cuda_tools.ptx_lint --suggest-allowlist`` and fix the kernel or the list."""
     status = ptx_lint.main([])
     captured = capsys.readouterr()
     assert status == 0, captured.err + captured.out

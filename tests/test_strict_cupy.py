@@ -1,4 +1,4 @@
-"""The strict CuPy stand-in refuses what CuPy refuses (tinyflow_cuda/strict_cupy).
+"""The strict CuPy stand-in refuses what CuPy refuses (cuda_tools/strict_cupy).
 
 If it were lenient, the cupy_strict tests would pass code that fails on a GPU; each test here
 checks one refusal against CuPy 14.2's behaviour (messages as CuPy words them)."""
@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 import tinyflow as tf
+from cuda_tools import strict_cupy
+from cuda_tools.strict_cupy import CupyAPIError
+from cuda_tools.strict_cupy import strict_cupy as cp
 from tinyflow.device import HostSyncError, count_host_reads, forbid_host_reads
-from tinyflow_cuda import runtime, strict_cupy
-from tinyflow_cuda.strict_cupy import CupyAPIError
-from tinyflow_cuda.strict_cupy import strict_cupy as cp
+from tinyflow_cuda import runtime
 
 pytestmark = pytest.mark.cupy_strict
 

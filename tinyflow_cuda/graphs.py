@@ -14,7 +14,7 @@ CuPy. One ``StreamGraph`` is one capture and the graph it made:
 - ``launch()``: the graph on the current stream, so it is ordered after the input copies and before
   whatever reads its outputs.
 
-On the strict CuPy stand-in the same calls run its fake capture (tinyflow_cuda/strict_cupy/graph.py).
+On the strict CuPy stand-in the same calls run its fake capture (cuda_tools/strict_cupy/graph.py).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Two runtimes launch them behind one interface:
 
 - ``CupyRuntime`` (the real one): compiles each .cu file once per device with NVRTC through
   ``cupy.RawModule`` and launches on the current stream.
-- ``tinyflow_cuda.emulator.EmulatorRuntime``: compiles the same sources with g++ against a
+- ``cuda_tools.emulator.EmulatorRuntime``: compiles the same sources with g++ against a
   CPU emulation of CUDA (csrc/emu.h) and runs them on NumPy arrays, so that a machine without a
   GPU can still test the kernels' arithmetic against the NumPy references.
 

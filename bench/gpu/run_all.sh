@@ -58,7 +58,8 @@
 #
 # The machine needs CuPy, PyTorch, pytest and hypothesis (the lent machines have them, and
 # pytest-xdist and pytest-timeout) and no network: tinyflow is used from this checkout through
-# PYTHONPATH, nothing is installed. Exit status: 0 when the gpu tests (and the cupy_strict tests,
+# PYTHONPATH (the root, which holds cuda_tools/ too: the strict CuPy stand-in and the emulator the
+# cupy_strict tests run on, not part of the wheel), nothing is installed. Exit status: 0 when the gpu tests (and the cupy_strict tests,
 # when they ran) passed, 1 otherwise; the benchmark's and profile's figures are reported whatever
 # they are. See docs/cuda.md.
 set -uo pipefail
@@ -111,7 +112,7 @@ logs="$out/logs"
 rm -rf "$logs"
 rm -f "$out"/{summary.md,env.txt,bench.json,bench.md,profile.json,profile.md,logs.tar.gz}
 mkdir -p "$logs"
-export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"  # tinyflow, tinyflow_cuda and cuda_tools
 export PYTHONUNBUFFERED=1
 deadline=$TOTAL_BUDGET  # in bash's SECONDS since the start
 : >"$logs/phases.tsv"

@@ -13,7 +13,7 @@ import tinyflow_cuda
 
 sys.path.insert(0, str(Path(__file__).parent))  # kernel_backend, shared by the kernel tests
 from kernel_backend import Backend  # noqa: E402
-from tinyflow_cuda import emulator  # noqa: E402
+from cuda_tools import emulator  # noqa: E402
 
 
 @pytest.fixture

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 import tinyflow.kernels as ref
 import tinyflow_cuda
 import tinyflow_cuda.kernels as cuk
+from cuda_tools import emulator
 from tinyflow.device import kernels_of
-from tinyflow_cuda import emulator, runtime
+from tinyflow_cuda import runtime
 
 SETTINGS = settings(max_examples=20, deadline=None)
 FLOATS = st.sampled_from([np.float32, np.float64])

@@ -22,7 +22,7 @@ def _layer_step(device: str, dtype: Any, x: np.ndarray, up: np.ndarray, affine: 
                 training: bool, record: bool = False, x_dtype: Any = None) -> dict[str, Any]:
     """A BatchNorm2d of ``dtype`` forward and backward on ``device`` (the input in ``x_dtype``,
     ``dtype`` by default); the results, and with ``record`` the stand-in's calls of each direction."""
-    from tinyflow_cuda import strict_cupy
+    from cuda_tools import strict_cupy
 
     tf.manual_seed(0)
     bn = nn.BatchNorm2d(x.shape[1], affine=affine).to(dtype).to(device)
@@ -61,7 +61,7 @@ def _kernels(calls: list[str]) -> list[str]:
 @pytest.mark.parametrize(("training", "affine"), [(True, True), (True, False), (False, True)],
                          ids=["train", "train-no-affine", "eval"])
 def test_batchnorm2d_on_cuda_is_its_kernels_and_matches_cpu(dtype: str, training: bool, affine: bool) -> None:
-    from tinyflow_cuda.strict_cupy.launches import tally
+    from cuda_tools.strict_cupy.launches import tally
 
     rng = np.random.default_rng(1)
     x = rng.standard_normal((4, 3, 6, 5)) * 2 + 1
@@ -90,7 +90,7 @@ def test_bfloat16_input_to_a_float32_layer_runs_the_bf16_kernels_with_float32_st
     """PyTorch's mixed batch norm (a half activation, float32 weights and running statistics, as a
     hand-converted model or autocast gives): the bf16 kernels, no cast launches, a bf16 output and
     input gradient, float32 parameter gradients and running statistics."""
-    from tinyflow_cuda.strict_cupy.launches import tally
+    from cuda_tools.strict_cupy.launches import tally
 
     bf16 = pytest.importorskip("ml_dtypes").bfloat16
     rng = np.random.default_rng(2)

@@ -29,7 +29,7 @@ def _kernels(calls: list[str]) -> list[str]:
 def _run(op: Any, arrays: list[np.ndarray], device: str, seed: int = 9) -> tuple:
     """op(*tensors) and the gradients of <op, up> on ``device``, with the stand-in's calls of each
     direction (on the CPU the lists stay empty)."""
-    from tinyflow_cuda import strict_cupy
+    from cuda_tools import strict_cupy
 
     tensors = [tf.tensor(a, device=device, requires_grad=True) for a in arrays]
     calls: dict[str, list[str]] = {"forward": [], "backward": []}
@@ -110,7 +110,7 @@ def test_the_gpu_gemm_runs_with_k_padded_to_a_multiple_of_8(monkeypatch) -> None
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "bf16"])
 def test_relu_is_one_kernel_each_way_and_matches_cpu(dtype: np.dtype) -> None:
-    from tinyflow_cuda.strict_cupy.launches import tally
+    from cuda_tools.strict_cupy.launches import tally
 
     x = np.random.default_rng(3).standard_normal((3, 5, 7)).astype(dtype)
     x[0, 0, :3] = [0.0, -0.0, np.nan]

@@ -237,7 +237,7 @@ def _scaled_step(model: nn.Module, opt: Any, scaler: Any, x: np.ndarray, poison:
 
 
 def test_grad_scaler_state_is_on_the_device_and_update_is_one_kernel() -> None:
-    from tinyflow_cuda import strict_cupy
+    from cuda_tools import strict_cupy
 
     model = _model()
     opt = SGD(model[0].parameters(), lr=0.1)

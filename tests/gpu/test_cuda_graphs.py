@@ -27,7 +27,7 @@ DEVICE = "cuda:0"
 
 
 def _stand_in():
-    from tinyflow_cuda.strict_cupy import strict_cupy
+    from cuda_tools.strict_cupy import strict_cupy
 
     return strict_cupy
 
@@ -122,7 +122,7 @@ def _batches(n: int, shape: tuple[int, ...] = (5, 6), classes: int = 3, seed: in
 
 
 def test_cuda_graph_api_replays_equal_eager_steps_with_no_host_read_and_only_pool_allocations() -> None:
-    from tinyflow_cuda import strict_cupy
+    from cuda_tools import strict_cupy
 
     data = _batches(7)
 

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from kernel_backend import FLOATS, SETTINGS, Recorder, reference, run, tol
 
 import tinyflow_cuda.kernels as cuk
-from tinyflow_cuda import emulator, runtime
+from cuda_tools import emulator
+from tinyflow_cuda import runtime
 
 
 # ---- recurrent cells (feature-major: gates (G*H, B), states (H, B)) ---------------------------

@@ -12,8 +12,8 @@ import pytest
 
 import tinyflow as tf
 import tinyflow.nn.functional as F
+from cuda_tools import strict_cupy
 from tinyflow.parallel import allreduce, run_local
-from tinyflow_cuda import strict_cupy
 
 pytestmark = [pytest.mark.cupy_strict]
 

@@ -59,7 +59,7 @@ def _states(opt, params) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("cls, kwargs", CASES, ids=IDS)
 def test_step_is_one_launch_per_dtype_and_matches_the_cpu_optimizer(cls, kwargs) -> None:
-    from tinyflow_cuda import strict_cupy
+    from cuda_tools import strict_cupy
 
     cpu_model, gpu_model = _models()
     cpu_opt = cls(cpu_model.parameters(), **kwargs)  # foreach=None: the per-parameter loop here

@@ -36,7 +36,7 @@ OPS: dict[str, tuple[Callable[[Any], Any], str]] = {
 def _run(op: Callable[[Any], Any], x: np.ndarray, up_seed: int, device: str, record: bool = False):
     """op(x) and d(op(x) . up)/dx on ``device``; with ``record``, the stand-in's calls of each
     direction as well."""
-    from tinyflow_cuda import strict_cupy
+    from cuda_tools import strict_cupy
 
     t = tf.tensor(x, device=device, requires_grad=True)
     calls: dict[str, list[str]] = {}
@@ -59,7 +59,7 @@ def _run(op: Callable[[Any], Any], x: np.ndarray, up_seed: int, device: str, rec
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), BF16], ids=["f32", "bf16"])
 @pytest.mark.parametrize("name", list(OPS))
 def test_op_on_cuda_is_its_kernel_and_matches_cpu(name: str, dtype: np.dtype) -> None:
-    from tinyflow_cuda.strict_cupy.launches import tally
+    from cuda_tools.strict_cupy.launches import tally
 
     op, family = OPS[name]
     x = np.random.default_rng(0).standard_normal((2, 6, 9, 8)).astype(dtype)

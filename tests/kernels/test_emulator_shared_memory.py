@@ -1,11 +1,11 @@
-"""The emulator's per-block shared memory and grid barrier (csrc/emu.h), on small test kernels.
+"""The emulator's per-block shared memory and grid barrier (cuda_tools/emu.h), on small test kernels.
 
 Persistent kernels (TF_COOPERATIVE) run with every block alive at once, so block-shared memory
 must be one arena per block and grid_sync() must wait for every thread of the grid. Each kernel
 below writes block-private data to shared memory, lets every other block run (grid_sync), and
 reads it back: with one array for all blocks, each block would read the last writer's data.
-The kernels live in a private source folder (emu.h and common.cuh copied next to them), built
-like csrc/ (cached by content).
+The kernels live in a private source folder (csrc/'s headers copied next to them; emu.h is
+cuda_tools'), built like csrc/ (cached by content).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinyflow_cuda import emulator
+from cuda_tools import emulator
 from tinyflow_cuda.runtime import CSRC
 
 pytestmark = pytest.mark.skipif(emulator.compiler() is None, reason="the emulator needs g++")
@@ -178,7 +178,7 @@ def _run_in_child(folder: Path, kernel: str, args: str, shared_mem: int) -> subp
     code = textwrap.dedent(f"""
         import numpy as np
         from pathlib import Path
-        from tinyflow_cuda import emulator
+        from cuda_tools import emulator
         rt = emulator.EmulatorRuntime.build(Path({str(folder)!r}))
         out = np.zeros(8, np.float32)
         rt.launch({kernel!r}, 3, 4, {args}, shared_mem={shared_mem})

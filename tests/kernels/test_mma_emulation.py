@@ -5,8 +5,8 @@ keeps its operands in.
 
 The test kernels below spell each lane's fragments out again from the ISA's tables ("Matrix
 Fragments for mma.m16n8k8 / m16n8k16"), independently of mma.cuh: an element the twin puts in the
-wrong place gives a wrong product. Built from a scratch csrc folder (common.cuh, emu.h, mma.cuh
-and this file's kernels), like test_half_conversions.py.
+wrong place gives a wrong product. Built from a scratch csrc folder (common.cuh, mma.cuh and this
+file's kernels; cuda_tools/emu.h), like test_half_conversions.py.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinyflow_cuda import emulator
+from cuda_tools import emulator
 from tinyflow_cuda.runtime import CSRC
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -137,7 +137,7 @@ __global__ void tile_product_f16(float* out, const float* a, const float* b, int
 @pytest.fixture(scope="module")
 def mma(tmp_path_factory):
     csrc = tmp_path_factory.mktemp("csrc")
-    for name in ("common.cuh", "emu.h", "mma.cuh"):
+    for name in ("common.cuh", "mma.cuh"):  # emu.h comes from cuda_tools
         shutil.copy(CSRC / name, csrc / name)
     (csrc / "mma_test.cu").write_text(MMA_TEST_CU)
     return emulator.EmulatorRuntime.build(csrc=csrc, cache_dir=csrc / "build")

@@ -1,6 +1,6 @@
 """The recurrence's shared memory is conflict-free (issue 33, 4a): every shared-memory access of
 the persistent LSTM and GRU kernels, forward and backward, scalar and on tensor cores, takes the
-ideal number of wavefronts (tinyflow_cuda/bank_conflicts.py, on the instrumented emulator):
+ideal number of wavefronts (cuda_tools/bank_conflicts.py, on the instrumented emulator):
 the one-time copy of W_hh's slice, the staging stores of h, the fragment loads of the tile
 products, the partial sums, the cell's reads, the reduction of the backward's partial sums.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinyflow_cuda import bank_conflicts, emulator
+from cuda_tools import bank_conflicts, emulator
 from tinyflow_cuda.kernels import rnn
 
 pytestmark = pytest.mark.skipif(emulator.compiler() is None, reason="the emulator needs g++")

@@ -25,7 +25,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tinyflow_cuda import coalescing, emulator
+from cuda_tools import coalescing, emulator
 from tinyflow_cuda.runtime import CSRC, discover
 
 pytestmark = pytest.mark.skipif(emulator.compiler() is None, reason="the emulator needs g++")

@@ -64,7 +64,8 @@ def test_on_the_emulator_the_cuda_twins_take_tensor_cores_with_half_weights(monk
     outputs and gradients (the same half products, float32 sums) to float32 rounding."""
     import tinyflow_cuda.kernels as cuk
     import tinyflow_cuda.kernels.rnn as rnn_twin
-    from tinyflow_cuda import emulator, runtime
+    from cuda_tools import emulator
+    from tinyflow_cuda import runtime
 
     if emulator.compiler() is None:
         pytest.skip("the emulator needs g++")

@@ -111,7 +111,7 @@ __device__ __forceinline__ bf16_t keep_if(bool keep, bf16_t v) {
 // TF_SHARED(T, name, n) declares a block-shared array T name[n]; TF_DYNAMIC_SHARED(T, name) makes
 // `name` a T* to the launch's dynamic shared memory (its shared_mem bytes; above 48 KB the
 // runtime raises the kernel's max_dynamic_shared_size_bytes). Write these instead of __shared__:
-// the emulator then gives each block its own memory (csrc/emu.h), where a plain __shared__ would
+// the emulator then gives each block its own memory (cuda_tools/emu.h), where a plain __shared__ would
 // be one array for all blocks of a kernel that runs with all its blocks alive (TF_COOPERATIVE);
 // and a plain __shared__ inside a template is a static the emulator's plain and instrumented
 // libraries both export (static in one, thread_local in the other: loaded in one process, the

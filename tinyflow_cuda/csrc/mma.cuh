@@ -1,7 +1,7 @@
 // Block-level tools of the persistent recurrences (rnn.cu): 16-byte moves with many loads in
 // flight, the shared-memory tile layouts, and warp-level tensor-core tile products (mma.sync).
 //
-// Layouts (each conflict-free for the accesses made of it: tinyflow_cuda/bank_conflicts.py,
+// Layouts (each conflict-free for the accesses made of it: cuda_tools/bank_conflicts.py,
 // tests/test_bank_conflicts.py and tests/kernels/test_rnn_banks.py measure them):
 // - an A operand (a W_hh slice) is row-major with rows `ld` 4-byte words apart, ld % 8 == 4
 //   (lead_words): the 8 rows x 4 words of a fragment load then fall in 32 distinct banks;

@@ -460,7 +460,7 @@ def probe_block(layer: str, hidden: int, batch: int, dtype: Any, *, backward: bo
     forward or backward, on random inputs; returns the plan (None: the per-step path, no launch).
     ``weight_dtype`` (bf16 / fp16 under float32 data) takes the autocast path.
 
-    For the emulator's reports (tinyflow_cuda/bank_conflicts.py): the blocks of a plan are alike,
+    For the emulator's reports (cuda_tools/bank_conflicts.py): the blocks of a plan are alike,
     so one shows the shared-memory layout and the access pattern of all, at the H100's cut, where
     running all its blocks of up to 1024 threads would take the emulator far too long. Its results
     are the first block's units only (the others are not computed) and are not returned."""

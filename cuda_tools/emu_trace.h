@@ -1,5 +1,5 @@
-// The memory-access recorder behind the emulator's coalescing report (tinyflow_cuda/coalescing.py)
-// and its bank-conflict report (tinyflow_cuda/bank_conflicts.py).
+// The memory-access recorder behind the emulator's coalescing report (cuda_tools/coalescing.py)
+// and its bank-conflict report (cuda_tools/bank_conflicts.py).
 //
 // emulator.py's instrumented build compiles the kernels (with emu.h) using g++'s
 // `-fsanitize=thread` at compile time only: every load and store of the kernel code becomes a call
@@ -17,7 +17,7 @@
 //   argument (`stray`, and `reach`, the farthest byte from the argument), never grouped into
 //   requests. An access that starts inside an argument and ends past it counts as `overhang`;
 // - shared memory, where emu_trace_shared(1) asks for it: accesses inside the blocks' arenas
-//   (TF_SHARED, TF_DYNAMIC_SHARED: csrc/emu.h) and to plain `__shared__` arrays, which the
+//   (TF_SHARED, TF_DYNAMIC_SHARED: emu.h) and to plain `__shared__` arrays, which the
 //   instrumented build declares `static thread_local` (emu.h, TINYFLOW_EMU_TRACE) so that they
 //   are the only kernel data in the library's thread-local block besides emu.h's own
 //   (threadIdx, blockIdx, the scheduler), which are left out;

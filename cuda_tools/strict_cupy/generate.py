@@ -1,11 +1,11 @@
 """Write cupy_api.json: the functions, keyword arguments and ufunc methods the pinned CuPy has.
 
-The strict CuPy stand-in (tinyflow_cuda/strict_cupy) offers exactly what this file lists, so a
+The strict CuPy stand-in (cuda_tools/strict_cupy) offers exactly what this file lists, so a
 CPU test fails where a real GPU would. Regenerate it whenever the CuPy pin moves (CuPy installs
 and imports on a machine without a GPU; nothing here touches a device):
 
     python3.11 -m venv /tmp/cupyenv && /tmp/cupyenv/bin/pip install cupy-cuda13x==14.2.0
-    /tmp/cupyenv/bin/python tinyflow_cuda/strict_cupy/generate.py
+    /tmp/cupyenv/bin/python cuda_tools/strict_cupy/generate.py
 
 What is recorded, per module (cupy, cupy.linalg, cupy.random, cupy.fft, cupyx):
 - functions: each callable's parameter names and whether it takes ``*args`` / ``**kwargs``
@@ -121,7 +121,7 @@ def main() -> None:
     ufunc_type = type(cupy.add)
     api: dict[str, Any] = {
         "cupy_version": cupy.__version__,
-        "regenerate": "python tinyflow_cuda/strict_cupy/generate.py (in a venv with the pinned cupy)",
+        "regenerate": "python cuda_tools/strict_cupy/generate.py (in a venv with the pinned cupy)",
         "modules": {name: module_entry(importlib.import_module(name), ufunc_type) for name in MODULES},
         "ndarray": ndarray_entry(cupy.ndarray),
         "cuda": sorted(n for n in dir(cupy.cuda) if not n.startswith("_")),

@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow_cuda.strict_cupy.array import IN_PLACE_METHODS, record  # noqa: F401  (IN_PLACE_METHODS: re-export)
-from tinyflow_cuda.strict_cupy.current_stream import capturing
-from tinyflow_cuda.strict_cupy.errors import CUDARuntimeError
-from tinyflow_cuda.strict_cupy.memory import allocator_owner, using_allocator  # noqa: F401  (re-export)
+from cuda_tools.strict_cupy.array import IN_PLACE_METHODS, record  # noqa: F401  (IN_PLACE_METHODS: re-export)
+from cuda_tools.strict_cupy.current_stream import capturing
+from cuda_tools.strict_cupy.errors import CUDARuntimeError
+from cuda_tools.strict_cupy.memory import allocator_owner, using_allocator  # noqa: F401  (re-export)
 
 IN_PLACE_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "scatter_add", "scatter_max",
                       "scatter_min", "ufunc.at"}

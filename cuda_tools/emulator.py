@@ -5,9 +5,11 @@ maths against the NumPy references, through the very wrappers of ``tinyflow_cuda
 It says nothing about speed, coalescing, the GPU's memory model or NVRTC-specific compile errors
 (``check_cu.sh`` and the gpu tests cover those). Persistent kernels (a ``barrier`` counter
 parameter) run with all their blocks alive at once, so a missing grid barrier shows up as wrong
-results. See csrc/emu.h for what is emulated.
+results. See emu.h (beside this file) for what is emulated: the kernels are the product's
+(tinyflow_cuda/csrc), the emulator's headers this folder's.
 
-    from tinyflow_cuda import emulator, runtime
+    from cuda_tools import emulator
+    from tinyflow_cuda import runtime
     with runtime.use(emulator.EmulatorRuntime.build()):
         cols = tinyflow_cuda.kernels.im2col(np_x, (3, 3))
 """
@@ -28,6 +30,9 @@ from typing import Any
 import numpy as np
 
 from tinyflow_cuda.runtime import CSRC, KernelInfo, dim3, discover
+
+TOOLS = Path(__file__).resolve().parent
+"""This folder: emu.h and emu_trace.h, on g++'s include path before the kernels' folder."""
 
 _CTYPES = {
     "pointer": ctypes.c_void_p,
@@ -50,7 +55,7 @@ def compiler() -> str | None:
 
 GRID_BARRIER_PARAM = "barrier"
 """A kernel with a pointer parameter of this name is persistent: it synchronises the whole grid on
-that counter, so the emulator runs all its blocks at once (csrc/emu.h, grid threads)."""
+that counter, so the emulator runs all its blocks at once (emu.h, grid threads)."""
 
 RESIDENT_BLOCKS = 3
 """How many blocks a persistent kernel may launch under the emulator: a few, and not a power of
@@ -83,6 +88,12 @@ def _shim(info: KernelInfo, mode: int) -> str:
     )
 
 
+def _includes(csrc: Path) -> list[str]:
+    """g++'s include path: this folder first (its emu.h over any a kernel folder holds), then the
+    kernels' own (common.cuh and the other headers)."""
+    return [f"-I{TOOLS}", f"-I{csrc}"]
+
+
 _PRELUDE = """
 #include <tuple>
 // The type of parameter I of a function, for casting void* arguments back.
@@ -101,16 +112,16 @@ TRACE_FLAGS = ["-g", "-fsanitize=thread", "-fno-gnu-unique", "-DTINYFLOW_EMU_TRA
 # template's static __shared__ (a thread_local in this build) stays in the library that made it
 """How the instrumented variant compiles the kernels (``build(instrument=True)``): g++'s
 ThreadSanitizer pass at compile time only, which puts a ``__tsan_read4(addr)``-style call before
-every load and store; the library links without libtsan and csrc/emu_trace.h answers the calls
-(the coalescing report, tinyflow_cuda/coalescing.py; the bank-conflict report,
-tinyflow_cuda/bank_conflicts.py). ``-g`` lets addr2line name the access sites;
+every load and store; the library links without libtsan and emu_trace.h answers the calls
+(the coalescing report, cuda_tools/coalescing.py; the bank-conflict report,
+cuda_tools/bank_conflicts.py). ``-g`` lets addr2line name the access sites;
 TINYFLOW_EMU_TRACE makes plain ``__shared__`` arrays thread-locals, where the recorder finds them
-(csrc/emu.h)."""
+(emu.h)."""
 
 
 class TraceRow(ctypes.Structure):
     """Sums over the warp-wide requests of one access site of a launch, and the accesses of that
-    site outside the argument's bytes (csrc/emu_trace.h's Row)."""
+    site outside the argument's bytes (emu_trace.h's Row)."""
 
     _fields_ = [("site", ctypes.c_uint64), ("write", ctypes.c_uint32), ("arg", ctypes.c_uint32),
                 ("requests", ctypes.c_uint64), ("lanes", ctypes.c_uint64),
@@ -120,7 +131,7 @@ class TraceRow(ctypes.Structure):
 
 class BankRow(ctypes.Structure):
     """Sums over the warp-wide shared-memory requests of one access site of a launch
-    (csrc/emu_trace.h's BankRow)."""
+    (emu_trace.h's BankRow)."""
 
     _fields_ = [("site", ctypes.c_uint64), ("write", ctypes.c_uint32), ("unused", ctypes.c_uint32),
                 ("requests", ctypes.c_uint64), ("lanes", ctypes.c_uint64),
@@ -239,7 +250,7 @@ class EmulatorRuntime:
         """Compile every .cu file under ``csrc`` into one shared library (cached by content).
 
         ``instrument=True`` builds a separate library (its own cache entry) whose launches can
-        record their memory accesses (see ``TRACE_FLAGS`` and tinyflow_cuda/coalescing.py); the
+        record their memory accesses (see ``TRACE_FLAGS`` and cuda_tools/coalescing.py); the
         plain one is unchanged.
         """
         gxx = compiler()
@@ -252,9 +263,8 @@ class EmulatorRuntime:
         for info in kernels.values():
             unit.append(_shim(info, _mode(info)))
         text = "\n".join(unit)
-        digest = hashlib.sha256(
-            (text + "".join(p.read_text() for p in sorted(csrc.glob("*")) if p.is_file())).encode()
-        ).hexdigest()[:16]
+        sources = [p for p in sorted(csrc.glob("*")) if p.is_file()] + [TOOLS / "emu.h"]
+        digest = hashlib.sha256((text + "".join(p.read_text() for p in sources)).encode()).hexdigest()[:16]
         if instrument:
             return cls._build_instrumented(text, digest, kernels, csrc, cache_dir)
         if digest in _built:
@@ -267,8 +277,8 @@ class EmulatorRuntime:
             src_path.write_text(text)
             tmp = cache / f"kernels_{digest}.{os.getpid()}.tmp.so"
             # no _FORTIFY_SOURCE: its longjmp check refuses emu.h's switches between fiber stacks
-            cmd = [gxx, "-std=c++20", "-O1", "-U_FORTIFY_SOURCE", "-shared", "-fPIC", "-pthread", f"-I{csrc}",
-                   "-x", "c++", str(src_path), "-o", str(tmp)]
+            cmd = [gxx, "-std=c++20", "-O1", "-U_FORTIFY_SOURCE", "-shared", "-fPIC", "-pthread",
+                   *_includes(csrc), "-x", "c++", str(src_path), "-o", str(tmp)]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 raise RuntimeError(f"emulator build failed:\n{' '.join(cmd)}\n{done.stderr}")
@@ -282,7 +292,7 @@ class EmulatorRuntime:
         """The kernels compiled with ``TRACE_FLAGS`` (-c), the recorder uninstrumented, linked."""
         gxx = compiler()
         assert gxx is not None
-        recorder = CSRC / "emu_trace.h"  # the package's, whatever kernel folder is traced
+        recorder = TOOLS / "emu_trace.h"
         tag = hashlib.sha256((digest + " ".join(TRACE_FLAGS) + recorder.read_text()).encode())
         digest = "trace_" + tag.hexdigest()[:16]
         if digest in _built:
@@ -295,8 +305,8 @@ class EmulatorRuntime:
             kernels_src, trace_src = cache / f"kernels_{digest}.cpp", cache / f"recorder_{digest}.cpp"
             kernels_src.write_text(text)
             trace_src.write_text(f'#include "emu.h"\n#include "{recorder}"\n')
-            base = [gxx, "-std=c++20", "-O1", "-U_FORTIFY_SOURCE", "-fPIC", "-pthread", f"-I{csrc}",
-                    "-x", "c++"]
+            base = [gxx, "-std=c++20", "-O1", "-U_FORTIFY_SOURCE", "-fPIC", "-pthread",
+                    *_includes(csrc), "-x", "c++"]
             objects = [cache / f"kernels_{digest}.{pid}.o", cache / f"recorder_{digest}.{pid}.o"]
             tmp = cache / f"kernels_{digest}.{pid}.tmp.so"
             compiles = [base + TRACE_FLAGS + ["-c", str(kernels_src), "-o", str(objects[0])],

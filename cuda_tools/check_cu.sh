@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# Compile-check every CUDA source of tinyflow_cuda with nvcc, then lint their PTX (CI runs this
-# where nvcc exists).
+# Compile-check every CUDA source of tinyflow_cuda (tinyflow_cuda/csrc/*.cu) with nvcc, then lint
+# their PTX (CI runs this where nvcc exists; it is test machinery, not installed with the wheel).
 #
-#   tinyflow_cuda/check_cu.sh                 # uses nvcc from PATH, sm_90
-#   NVCC=/opt/cuda/bin/nvcc ARCH=sm_80 tinyflow_cuda/check_cu.sh
-#   tinyflow_cuda/check_cu.sh --allow-stale   # arguments go to the lint (ptx_lint.py --help)
-#   PTX_LINT=0 tinyflow_cuda/check_cu.sh      # the compile check alone
+#   cuda_tools/check_cu.sh                 # uses nvcc from PATH, sm_90
+#   NVCC=/opt/cuda/bin/nvcc ARCH=sm_80 cuda_tools/check_cu.sh
+#   cuda_tools/check_cu.sh --allow-stale   # arguments go to the lint (ptx_lint.py --help)
+#   PTX_LINT=0 cuda_tools/check_cu.sh      # the compile check alone
 #
 # At run time the same files are compiled by NVRTC through cupy.RawModule; nvcc catches the
-# syntax, type and template errors first, without a GPU. Then tinyflow_cuda/ptx_lint.py (standard
+# syntax, type and template errors first, without a GPU. Then cuda_tools/ptx_lint.py (standard
 # library only; $PYTHON, else the first of python3, python3.11, python) flags integer division by a runtime value and 64-bit
 # index math inside loops, and register spills, unless the kernel is listed with its reason in
-# tinyflow_cuda/check_cu_allow.txt; it runs only when every file compiled.
+# cuda_tools/check_cu_allow.txt; it runs only when every file compiled.
 # Exit status: 0 clean; 1 a file failed to compile or the lint failed (new finding, stale or
 # malformed allowlist entry); 2 nvcc, ptxas or python missing, or no .cu files.
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+csrc="$root/tinyflow_cuda/csrc"
 nvcc="${NVCC:-nvcc}"
 arch="${ARCH:-sm_90}"
 if ! command -v "$nvcc" >/dev/null 2>&1; then
@@ -27,14 +29,14 @@ count=0
 while IFS= read -r -d '' file; do
     count=$((count + 1))
     if "$nvcc" -std=c++17 -arch="$arch" -c "$file" -o /dev/null; then
-        echo "ok      ${file#"$here"/}"
+        echo "ok      ${file#"$root"/}"
     else
-        echo "FAILED  ${file#"$here"/}" >&2
+        echo "FAILED  ${file#"$root"/}" >&2
         status=1
     fi
-done < <(find "$here" -name '*.cu' -print0 | sort -z)
+done < <(find "$csrc" -name '*.cu' -print0 | sort -z)
 if [ "$count" -eq 0 ]; then
-    echo "check_cu.sh: no .cu files under $here" >&2
+    echo "check_cu.sh: no .cu files under $csrc" >&2
     exit 2
 fi
 echo "$count file(s) checked with $("$nvcc" --version | tail -n 2 | head -n 1)"

@@ -5,7 +5,7 @@ A GPU serves a warp's load or store in 32-byte sectors: 32 lanes reading 32 cons
 touch 4 sectors, 32 lanes reading floats 128 bytes apart touch 32 for the same 128 useful bytes.
 This module runs kernels on an instrumented build of the emulator (``EmulatorRuntime.build(
 instrument=True)``: the .cu files as they are, compiled with g++'s ``-fsanitize=thread`` pass so
-that every load and store calls a recorder, csrc/emu_trace.h) and counts, per access site:
+that every load and store calls a recorder, cuda_tools/emu_trace.h) and counts, per access site:
 
 - a **request** is one warp-wide execution of a load or store: the accesses of one site by the
   lanes of one warp (32 consecutive linear thread ids of a block, x fastest), the n-th time each
@@ -28,13 +28,13 @@ either from the argument. They are counted per lane, not grouped into requests, 
 warp's reconvergence: where a branch inside a loop skips an access for some lanes and not others,
 later iterations pair up differently than on a GPU (exact for straight-line and uniform code).
 
-    from tinyflow_cuda import coalescing
+    from cuda_tools import coalescing
     with coalescing.recording() as rec:
         tinyflow_cuda.kernels.im2col(x, (3, 3))
     print(rec.report().table())
     rec.report()["im2col_f32"].efficiency
 
-``python -m tinyflow_cuda.coalescing`` prints the report for a fixed set of representative
+``python -m cuda_tools.coalescing`` prints the report for a fixed set of representative
 launches (AlexNet's convolutions and pools at batch 1, LRN, cross-entropy, dropout).
 """
 from __future__ import annotations
@@ -53,7 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow_cuda import emulator, runtime
+from cuda_tools import emulator
+from tinyflow_cuda import runtime
 from tinyflow_cuda.runtime import CSRC
 
 SECTOR_BYTES = 32
@@ -427,7 +428,7 @@ def cases() -> list[Case]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tinyflow_cuda.coalescing",
+        prog="python -m cuda_tools.coalescing",
         description="Sectors per warp-wide access against the fewest possible, per kernel, for "
                     "representative launches on the instrumented CPU emulator.")
     parser.add_argument("--batch", type=int, default=1, help="images per launch (default 1)")

@@ -38,7 +38,7 @@ class API:
             raise CupyAPIError(
                 f"{what}() got an unexpected keyword argument {unknown[0]!r}: CuPy {self.version} "
                 f"takes ({', '.join(params['params'])}) (strict CuPy stand-in; see "
-                "tinyflow_cuda/strict_cupy/cupy_api.json)")
+                "cuda_tools/strict_cupy/cupy_api.json)")
 
 
 @functools.cache

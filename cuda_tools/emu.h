@@ -2,7 +2,7 @@
 //
 // Compiled with g++ (never nvcc), this header lets the .cu sources run on a machine without a
 // GPU, so that their index arithmetic can be tested against the NumPy references
-// (tinyflow_cuda/emulator.py). Three ways to run a launch (emulator.py picks one per kernel):
+// (cuda_tools/emulator.py). Three ways to run a launch (emulator.py picks one per kernel):
 // - sequential: blocks one after another, the threads of a block one after another;
 // - block threads (kernels that call __syncthreads()): blocks one after another, the threads of
 //   a block as fibers (ucontext) on the launching thread, each running until __syncthreads, where

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow_cuda.strict_cupy import cuda as _cuda
-from tinyflow_cuda.strict_cupy.api import api
-from tinyflow_cuda.strict_cupy.array import bind_module, ndarray, record, record_work, refuse_host_copy, unwrap, wrap
-from tinyflow_cuda.strict_cupy.current_stream import capturing
-from tinyflow_cuda.strict_cupy.graph import IN_PLACE_FUNCTIONS
-from tinyflow_cuda.strict_cupy.launches import ALLOCATE, HOST_ONLY
+from cuda_tools.strict_cupy import cuda as _cuda
+from cuda_tools.strict_cupy.api import api
+from cuda_tools.strict_cupy.array import bind_module, ndarray, record, record_work, refuse_host_copy, unwrap, wrap
+from cuda_tools.strict_cupy.current_stream import capturing
+from cuda_tools.strict_cupy.graph import IN_PLACE_FUNCTIONS
+from cuda_tools.strict_cupy.launches import ALLOCATE, HOST_ONLY
 
 # functions that take host data (NumPy arrays, lists) and copy it to the device
 HOST_INPUT = {"array", "asarray", "asanyarray", "asnumpy",  # (ascontiguousarray takes device arrays only)
@@ -31,7 +31,7 @@ HOST_INPUT = {"array", "asarray", "asanyarray", "asnumpy",  # (ascontiguousarray
 def _not_emulated(qualname: str) -> Callable[..., Any]:
     def missing(*args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"strict CuPy stand-in: {qualname} is in CuPy but not emulated; add it "
-                                  "to tinyflow_cuda/strict_cupy/module.py")
+                                  "to cuda_tools/strict_cupy/module.py")
 
     missing.__name__ = qualname.rsplit(".", 1)[-1]
     return missing
@@ -94,7 +94,7 @@ class ufunc:  # noqa: N801 (CuPy's name)
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         unknown = [k for k in kwargs if k not in self._kwargs]
         if unknown:
-            from tinyflow_cuda.strict_cupy.api import CupyAPIError
+            from cuda_tools.strict_cupy.api import CupyAPIError
 
             raise CupyAPIError(f"cupy.{self.name}() got an unexpected keyword argument {unknown[0]!r}: CuPy "
                                f"{api().version}'s ufuncs take {', '.join(self._kwargs)}")

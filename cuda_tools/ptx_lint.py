@@ -57,7 +57,7 @@ Limits (what the lint cannot see, and why a finding may still be fine):
 - Spills depend on the architecture (``--arch``) and ptxas version; local arrays (``N bytes
   stack frame`` without spills) are not flagged.
 
-The allowlist (``tinyflow_cuda/check_cu_allow.txt``) holds one ``kernel  rule  reason`` per line
+The allowlist (``cuda_tools/check_cu_allow.txt``) holds one ``kernel  rule  reason`` per line
 (``#`` comments, blank lines ignored). ``kernel`` is an exact kernel name, or ``name_*`` for every
 dtype variant of a kernel (``name_f32``, ``name_f64``, ``name_f16``, ``name_bf16``); the reason is
 the rest of the line and is required (a reason that is empty or starts with ``TODO`` is an error).
@@ -66,8 +66,8 @@ was fixed, renamed or removed) fails it too, so the list stays true; ``--allow-s
 stale entries into warnings while kernels are being rewritten. ``--suggest-allowlist`` prints
 the allowlist the current findings need, keeping the reasons of the entries that still fire.
 
-Run it: ``python -m tinyflow_cuda.ptx_lint`` (or ``python tinyflow_cuda/ptx_lint.py``: it needs
-only the standard library, so CI can run it before any venv exists); ``tinyflow_cuda/check_cu.sh``
+Run it: ``python -m cuda_tools.ptx_lint`` (or ``python cuda_tools/ptx_lint.py``: it needs
+only the standard library, so CI can run it before any venv exists); ``cuda_tools/check_cu.sh``
 runs it after the compile check. Exit status: 0 clean, 1 findings, stale entries, a bad allowlist
 or a file that does not compile, 2 when it cannot run (no nvcc or ptxas, bad arguments).
 """
@@ -87,7 +87,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CSRC = HERE / "csrc"
+CSRC = HERE.parent / "tinyflow_cuda" / "csrc"  # the product's kernels; this lint is a tool beside them
 DEFAULT_ALLOWLIST = HERE / "check_cu_allow.txt"
 DEFAULT_ARCH = "sm_90"
 
@@ -649,11 +649,11 @@ def suggest_allowlist(results: Sequence[FileResult], entries: Sequence[AllowEntr
     ``TODO`` (which the loader rejects) for new ones; ``name_*`` where every dtype variant of a
     kernel in the file fires the same rule."""
     lines = [
-        "# PTX lint allowlist (tinyflow_cuda/ptx_lint.py, run by check_cu.sh): one",
+        "# PTX lint allowlist (cuda_tools/ptx_lint.py, run by check_cu.sh): one",
         "#   kernel  rule  reason",
         "# per line. kernel: an exact name, or name_* for every dtype variant (f32, f64, f16, bf16).",
         f"# rules: {', '.join(RULES)}. The reason is required; an entry that no longer fires fails",
-        "# the lint as stale. Regenerate: python -m tinyflow_cuda.ptx_lint --suggest-allowlist",
+        "# the lint as stale. Regenerate: python -m cuda_tools.ptx_lint --suggest-allowlist",
     ]
     for result in results:
         if not result.findings:
@@ -692,7 +692,7 @@ def _relative(path: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tinyflow_cuda.ptx_lint",
+        prog="python -m cuda_tools.ptx_lint",
         description="Lint the PTX of CUDA kernels: runtime divisions and 64-bit index math in "
                     "loops, register spills. See the module docstring for the rules.")
     parser.add_argument("files", nargs="*", type=Path,

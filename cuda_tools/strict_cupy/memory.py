@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow_cuda.strict_cupy.array import _MemoryPointer
+from cuda_tools.strict_cupy.array import _MemoryPointer
 
 
 class MemoryPool:

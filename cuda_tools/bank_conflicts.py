@@ -9,8 +9,8 @@ accesses are split as the hardware splits them: a warp's 8-byte accesses into tw
 lanes (half warps), its 16-byte accesses into four phases of 8 lanes (quarter warps), each phase
 served as above; so 32 lanes storing consecutive 16-byte packs take 4 wavefronts, and that is
 the ideal. This module runs kernels on the instrumented build of the emulator (the same one as
-the coalescing report, tinyflow_cuda/coalescing.py: every load and store of the .cu files calls a
-recorder, csrc/emu_trace.h) and counts, per access site on shared memory:
+the coalescing report, cuda_tools/coalescing.py: every load and store of the .cu files calls a
+recorder, cuda_tools/emu_trace.h) and counts, per access site on shared memory:
 
 - a **request** is one warp-wide execution of a load or store: the accesses of one site by the
   lanes of one warp (32 consecutive linear thread ids of a block, x fastest), the n-th time each
@@ -21,20 +21,20 @@ recorder, csrc/emu_trace.h) and counts, per access site on shared memory:
   conflict on every request.
 
 What counts as shared memory: ``TF_SHARED`` and ``TF_DYNAMIC_SHARED`` arrays (the blocks' arenas,
-csrc/emu.h) and plain ``__shared__`` arrays (thread-locals in the instrumented build). Global
+cuda_tools/emu.h) and plain ``__shared__`` arrays (thread-locals in the instrumented build). Global
 memory, locals and the emulator's state are left out. Lanes are lined up by occurrence, not by a
 real warp's reconvergence (exact for straight-line and uniform code, as in the coalescing report).
 The ratio is the hardware's rule applied to the addresses the kernel computes; what the compiler
 makes of an access (one 16-byte access or four 4-byte ones) is the emulator's g++ build, so a
 kernel that means a 16-byte access spells it as one (a 16-byte type).
 
-    from tinyflow_cuda import bank_conflicts
+    from cuda_tools import bank_conflicts
     with bank_conflicts.recording() as rec:
         tinyflow_cuda.kernels.im2col(x, (3, 3))
     print(rec.report().table())
     rec.report()["im2col_f32"].ratio
 
-``python -m tinyflow_cuda.bank_conflicts`` prints the report for representative launches: the
+``python -m cuda_tools.bank_conflicts`` prints the report for representative launches: the
 recurrence (LSTM and GRU, forward and backward, one block of the H100 plan at hidden 512 and
 1024, batch 16 and 64; ``--weights bfloat16``: the autocast path), im2col / col2im and the
 pools of AlexNet's first layers.
@@ -50,7 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow_cuda import coalescing, emulator, runtime
+from cuda_tools import coalescing, emulator
+from tinyflow_cuda import runtime
 from tinyflow_cuda.runtime import CSRC
 
 BANKS = 32
@@ -353,7 +354,7 @@ def _dtype(name: str) -> np.dtype:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tinyflow_cuda.bank_conflicts",
+        prog="python -m cuda_tools.bank_conflicts",
         description="Shared-memory wavefronts per warp-wide access against the ideal, per kernel, "
                     "for representative launches on the instrumented CPU emulator.")
     parser.add_argument("--dtype", default="float32",

@@ -28,7 +28,7 @@ time step, forward and backward, at hidden 512 and 1024, batch 16 and 64.
 
 PTX, not SASS: ptxas schedules the loads again (it may only keep them as they are or issue more
 before a use, never fewer, as long as it has the registers: the kernels use no more than their
-launch bounds allow, without spills; ptx_lint checks that). ``python -m tinyflow_cuda.ptx_inflight``
+launch bounds allow, without spills; ptx_lint checks that). ``python -m cuda_tools.ptx_inflight``
 prints both tables and exits 1 where a target is missed.
 """
 from __future__ import annotations
@@ -42,10 +42,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinyflow_cuda import ptx_lint
-from tinyflow_cuda.ptx_lint import Block, Function, Instruction
+from cuda_tools import ptx_lint
+from cuda_tools.ptx_lint import Block, Function, Instruction
 
-CSRC = Path(__file__).resolve().parent / "csrc"
+CSRC = ptx_lint.CSRC  # tinyflow_cuda/csrc
 TARGET_IN_FLIGHT = 8
 TARGET_TRIPS = 8
 HIDDEN = (512, 1024)
@@ -258,7 +258,7 @@ def round_trips(blocks_available: int = 132, shared_limit: int = 227 * 1024,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tinyflow_cuda.ptx_inflight",
+        prog="python -m cuda_tools.ptx_inflight",
         description="16-byte loads in flight in the staging loops of the compiled recurrence "
                     "kernels, and the serial global round trips a time step waits through.")
     parser.add_argument("file", nargs="?", default=str(CSRC / "rnn.cu"))

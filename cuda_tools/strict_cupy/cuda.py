@@ -1,7 +1,7 @@
 """The stand-in's ``cupy.cuda``: one device, streams and events that order nothing (the CPU runs
 every call at once), memory pools that hold nothing (a pool only counts what a capture allocated
 from it; strict_cupy/memory.py), stream capture into ``Graph``s (strict_cupy/graph.py), and
-``RawModule`` kernels that run the .cu sources through the g++ emulator (tinyflow_cuda/emulator.py)
+``RawModule`` kernels that run the .cu sources through the g++ emulator (cuda_tools/emulator.py)
 on the arrays' NumPy memory.
 
 The layer just below module.py: it gathers ``cupy.cuda``'s names from the files it builds on (the
@@ -19,17 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow_cuda.strict_cupy import graph as _graph
-from tinyflow_cuda.strict_cupy.array import _Device, ndarray, record
-from tinyflow_cuda.strict_cupy.current_stream import capturing, current_stream, stream_stack
-from tinyflow_cuda.strict_cupy.errors import CUDARuntimeError, OutOfMemoryError
-from tinyflow_cuda.strict_cupy.graph import Graph
-from tinyflow_cuda.strict_cupy.memory import MemoryPool, get_default_memory_pool, using_allocator  # noqa: F401  (cupy.cuda's)
+from cuda_tools.strict_cupy import graph as _graph
+from cuda_tools.strict_cupy.array import _Device, ndarray, record
+from cuda_tools.strict_cupy.current_stream import capturing, current_stream, stream_stack
+from cuda_tools.strict_cupy.errors import CUDARuntimeError, OutOfMemoryError
+from cuda_tools.strict_cupy.graph import Graph
+from cuda_tools.strict_cupy.memory import MemoryPool, get_default_memory_pool, using_allocator  # noqa: F401  (cupy.cuda's)
 
 Device = _Device
 
 
-RESIDENT_BLOCKS = 3  # the emulator's blocks of a persistent kernel (tinyflow_cuda.emulator)
+RESIDENT_BLOCKS = 3  # the emulator's blocks of a persistent kernel (cuda_tools.emulator)
 
 
 def _properties(device: int) -> dict[str, Any]:
@@ -247,7 +247,7 @@ class RawModule:
     def __init__(self, code: str | None = None, path: str | None = None, options: tuple = (),
                  backend: str = "nvrtc", translate_cucomplex: bool = False, *, enable_cooperative_groups: bool = False,
                  name_expressions: Any = None, log_stream: Any = None, jitify: bool = False) -> None:
-        from tinyflow_cuda.emulator import EmulatorRuntime
+        from cuda_tools.emulator import EmulatorRuntime
 
         if code is None:
             raise NotImplementedError("strict CuPy stand-in: RawModule(path=) is not emulated; pass code=")

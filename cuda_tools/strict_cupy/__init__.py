@@ -8,7 +8,7 @@ package); its ``RawModule`` runs the .cu kernels through the g++ emulator. ``ins
 makes it tinyflow's CUDA backend, so ``Device("cuda:0")``, ``.to("cuda:0")``, ``.cpu()``,
 checkpoints, autocast, DataParallel's thread ranks and the training loop all run on it::
 
-    from tinyflow_cuda import strict_cupy
+    from cuda_tools import strict_cupy
     with strict_cupy.installed() as cp:
         x = tf.ones(3, device="cuda:0")      # x.array is a strict_cupy.ndarray
         np.asarray(x.array)                   # TypeError, as on a GPU
@@ -31,9 +31,9 @@ import contextlib
 from collections.abc import Iterator
 from types import ModuleType
 
-from tinyflow_cuda.strict_cupy.api import CupyAPIError, api
-from tinyflow_cuda.strict_cupy.array import IMPLICIT_CONVERSION, _thread, host_reads, ndarray
-from tinyflow_cuda.strict_cupy.module import cupyx, strict_cupy
+from cuda_tools.strict_cupy.api import CupyAPIError, api
+from cuda_tools.strict_cupy.array import IMPLICIT_CONVERSION, _thread, host_reads, ndarray
+from cuda_tools.strict_cupy.module import cupyx, strict_cupy
 
 __all__ = ["CupyAPIError", "IMPLICIT_CONVERSION", "api", "cupyx", "host_reads", "installed", "ndarray",
            "record_calls", "strict_cupy"]

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow_cuda.strict_cupy.current_stream import capturing
-from tinyflow_cuda.strict_cupy.errors import CUDARuntimeError
-from tinyflow_cuda.strict_cupy.launches import Call, gpu_work
+from cuda_tools.strict_cupy.current_stream import capturing
+from cuda_tools.strict_cupy.errors import CUDARuntimeError
+from cuda_tools.strict_cupy.launches import Call, gpu_work
 
 IMPLICIT_CONVERSION = ("Implicit conversion to a NumPy array is not allowed. "
                        "Please use `.get()` to construct a NumPy array explicitly.")
@@ -203,7 +203,7 @@ def bind_module(module: ModuleType) -> None:
 
 def _module() -> ModuleType:
     if _bound_module is None:
-        raise RuntimeError("strict CuPy stand-in: no module bound to its arrays (import tinyflow_cuda.strict_cupy)")
+        raise RuntimeError("strict CuPy stand-in: no module bound to its arrays (import cuda_tools.strict_cupy)")
     return _bound_module
 
 
@@ -358,7 +358,7 @@ class ndarray:  # noqa: N801 (CuPy's name)
 
     def __getattr__(self, name: str) -> Any:
         """Every other method of ``cupy.ndarray``, checked against CuPy's list."""
-        from tinyflow_cuda.strict_cupy.api import api
+        from cuda_tools.strict_cupy.api import api
 
         if name.startswith("__") or name not in api().ndarray_methods:
             raise AttributeError(f"'cupy.ndarray' object has no attribute '{name}' "
