@@ -27,21 +27,29 @@ up, 36 over 6x6 tiles (F(4x4, 3x3)): 4x fewer multiplications for 3x3 (2.8x for 
 im2col / col2im. Same results to float rounding; see docs/convolution.md and
 tinyflow/kernels/winograd.py (a CPU-only kernel family: there is no CUDA twin).
 
-The argument checks, padding='same' and autocast are F.conv2d's (tinyflow/nn/functional/conv.py).
+The F functions at the end (conv2d and conv_transpose2d; conv1d and conv3d with their transposes,
+built on them) check the arguments, resolve padding='same' and apply autocast; the op computes the
+output size (once: the kernels take the geometry, not the sizes) and refuses an empty output.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from tinyflow import amp
+from tinyflow.arg_parser import FunctionalError, IntPair, Pair, pair, single, triple
 from tinyflow.autograd import Function
+from tinyflow.creation import stack
 from tinyflow.kernels._cpu import give_buffer, take_buffer, workspace
 from tinyflow.kernels.shapes import conv_output_size
 from tinyflow.ops.elementwise import floating_or_int64, not_implemented_for
 from tinyflow.ops.linear import matmul_array, safe_sum
+from tinyflow.ops.pad import pad
+from tinyflow.tensor import Tensor
 
-__all__ = ["Conv2dFunction", "ConvTranspose2dFunction", "use_winograd"]
-
-Pair = tuple[int, int]
+__all__ = ["Conv2dFunction", "ConvTranspose2dFunction", "use_winograd", "conv2d", "conv_transpose2d", "conv1d",
+           "conv_transpose1d", "conv3d", "conv_transpose3d"]
 
 # Stride-1 ungrouped 3x3 / 5x5 convolutions with at least this many input and output channels,
 # and a batch of at least this many images, take the Winograd path on the CPU (up to 4x fewer
@@ -81,6 +89,11 @@ class Conv2dFunction(Function):
             raise not_implemented_for("conv2d", x.dtype)
         n, c, h, wd = x.shape
         o, _, kh, kw = w.shape
+        oh = conv_output_size(h, kh, stride[0], padding[0], dilation[0])
+        ow = conv_output_size(wd, kw, stride[1], padding[1], dilation[1])
+        if oh < 1 or ow < 1:
+            raise FunctionalError(f"conv2d: input {tuple(x.shape)} is too small for kernel {(kh, kw)} with padding "
+                                  f"{padding} and dilation {dilation} (output would be {oh}x{ow}); use a larger input")
         geom = ((kh, kw), stride, padding, dilation)
         ctx.x_shape, ctx.geom, ctx.groups = x.shape, geom, groups
         ctx.winograd = xp is np and use_winograd(x, w, stride, dilation, groups)
@@ -92,8 +105,6 @@ class Conv2dFunction(Function):
             ctx.save_for_backward(x if ctx.needs_input_grad[1] else None,
                                   w if ctx.needs_input_grad[0] else None, y if relu else None)
             return y
-        oh = conv_output_size(h, kh, stride[0], padding[0], dilation[0])
-        ow = conv_output_size(wd, kw, stride[1], padding[1], dilation[1])
         ckk, nl = c * kh * kw, n * oh * ow  # explicit sizes: reshape cannot infer -1 for an empty batch
         kp = _gemm_k(xp, ckk, groups)  # K, padded to a multiple of 8 on the GPU
         # A first layer (no input gradient: x is data, a few channels) keeps its col for the
@@ -207,6 +218,9 @@ class ConvTranspose2dFunction(Function):
         cout = cog * groups
         full = ((h - 1) * stride[0] + dilation[0] * (kh - 1) + 1, (wd - 1) * stride[1] + dilation[1] * (kw - 1) + 1)
         out = tuple(f - 2 * p + op for f, p, op in zip(full, padding, output_padding))
+        if min(out) < 1:
+            raise FunctionalError(f"conv_transpose2d: input {tuple(x.shape)} with padding {padding} gives an empty "
+                                  f"output ({out[0]}x{out[1]}); use less padding")
         ctx.geom = ((kh, kw), stride, (0, 0), dilation)
         ctx.groups, ctx.x_shape, ctx.frame = groups, x.shape, (full, padding, out)
         ctx.save_for_backward(x if ctx.needs_input_grad[1] else None, w if ctx.needs_input_grad[0] else None)
@@ -265,3 +279,224 @@ def _reframe(xp, y, start, size):
         dst.append(slice(lo - s0, lo - s0 + max(hi - lo, 0)))
     out[:, :, dst[0], dst[1]] = y[:, :, src[0], src[1]]
     return out
+
+
+# ======================================================================= F (tinyflow.nn.functional)
+
+
+def _same_padding(kernel: tuple[int, int], dilation: tuple[int, int],
+                  stride: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """padding='same': (top, left) and (bottom, right); the extra row/column of an even total
+    goes after, as PyTorch pads it."""
+    if stride != (1, 1):
+        raise FunctionalError("conv2d: padding='same' is not supported for strided convolutions (as in PyTorch)")
+    total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    before = (total[0] // 2, total[1] // 2)
+    return before, (total[0] - before[0], total[1] - before[1])
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,  # noqa: A002
+           padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1) -> Tensor:
+    """2-D cross-correlation over input (N, C, H, W) or (C, H, W), as ``torch.nn.functional.conv2d``.
+
+    Inside ``tf.amp.autocast`` it computes in the autocast dtype (float32 weights get float32
+    gradients through the casts).
+    """
+    x, weight, bias = amp.autocast_inputs(input, weight, bias)
+    if weight.ndim != 4:
+        raise FunctionalError(f"conv2d: weight must be 4-D (O, C/groups, kh, kw), got shape {tuple(weight.shape)}")
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = x.reshape(1, *x.shape)
+    if x.ndim != 4:
+        raise FunctionalError(f"conv2d: input must be (N, C, H, W) or (C, H, W), got shape {tuple(x.shape)}")
+    stride, dilation = pair(stride, "stride", "conv2d"), pair(dilation, "dilation", "conv2d")
+    o, cg, kh, kw = weight.shape
+    if isinstance(padding, str):
+        if padding not in ("valid", "same"):
+            raise FunctionalError(f"conv2d: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+        if padding == "valid":
+            padding = (0, 0)
+        else:
+            before, after = _same_padding((kh, kw), dilation, stride)
+            padding = before
+            if after != before:  # uneven: the extra row / column explicitly, then the even part
+                x = pad(x, (0, after[1] - before[1], 0, after[0] - before[0]))
+    padding = pair(padding, "padding", "conv2d")
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0:
+        raise FunctionalError(f"conv2d: need stride >= 1, dilation >= 1, padding >= 0; got stride={stride}, "
+                              f"padding={padding}, dilation={dilation}")
+    if not isinstance(groups, int) or groups < 1 or o % groups:
+        raise FunctionalError(f"conv2d: groups={groups} must be a positive int dividing the {o} output "
+                              f"channels of weight {tuple(weight.shape)}")
+    c = x.shape[1]
+    if c != cg * groups:
+        raise FunctionalError(
+            f"conv2d: input {tuple(x.shape)} has {c} channels but weight {tuple(weight.shape)} with "
+            f"groups={groups} expects {cg * groups}; check in_channels of the layer"
+        )
+    if bias is not None and tuple(bias.shape) != (o,):
+        raise FunctionalError(f"conv2d: bias shape {tuple(bias.shape)} must be ({o},) for weight "
+                              f"{tuple(weight.shape)}")
+    if x.dtype != weight.dtype:
+        raise FunctionalError(f"conv2d: input dtype {x.dtype} and weight dtype {weight.dtype} differ; "
+                              "convert one with .to(dtype)")
+    y = Conv2dFunction.apply(x, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return y.reshape(*y.shape[1:]) if unbatched else y
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntPair = 1,  # noqa: A002
+                     padding: IntPair = 0, output_padding: IntPair = 0, groups: int = 1,
+                     dilation: IntPair = 1) -> Tensor:
+    """The transposed 2-D convolution (``torch.nn.functional.conv_transpose2d``): weight is
+    (C_in, C_out/groups, kh, kw); the output is (N, C_out, H_out, W_out) with
+    H_out = (H - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1."""
+    x, weight, bias = amp.autocast_inputs(input, weight, bias)
+    op = "conv_transpose2d"
+    if weight.ndim != 4:
+        raise FunctionalError(f"{op}: weight must be 4-D (C_in, C_out/groups, kh, kw), got shape {tuple(weight.shape)}")
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = x.reshape(1, *x.shape)
+    if x.ndim != 4:
+        raise FunctionalError(f"{op}: input must be (N, C, H, W) or (C, H, W), got shape {tuple(input.shape)}")
+    stride, padding = pair(stride, "stride", op), pair(padding, "padding", op)
+    output_padding, dilation = pair(output_padding, "output_padding", op), pair(dilation, "dilation", op)
+    if min(stride) < 1 or min(dilation) < 1 or min(padding) < 0 or min(output_padding) < 0:
+        raise FunctionalError(f"{op}: need stride >= 1, dilation >= 1, padding >= 0 and output_padding >= 0; got "
+                              f"stride={stride}, padding={padding}, output_padding={output_padding}, dilation={dilation}")
+    if any(o >= s and o >= d for o, s, d in zip(output_padding, stride, dilation)):
+        raise FunctionalError(f"{op}: output_padding {output_padding} must be smaller than either stride "
+                              f"{stride} or dilation {dilation}")
+    cin, cog = weight.shape[:2]
+    if not isinstance(groups, int) or groups < 1 or cin % groups:
+        raise FunctionalError(f"{op}: groups={groups} must be a positive int dividing the {cin} input "
+                              f"channels of weight {tuple(weight.shape)}")
+    if x.shape[1] != cin:
+        raise FunctionalError(f"{op}: input {tuple(x.shape)} has {x.shape[1]} channels but weight "
+                              f"{tuple(weight.shape)} expects {cin}; check in_channels of the layer")
+    if bias is not None and tuple(bias.shape) != (cog * groups,):
+        raise FunctionalError(f"{op}: bias shape {tuple(bias.shape)} must be ({cog * groups},) for weight "
+                              f"{tuple(weight.shape)} with groups={groups}")
+    if x.dtype != weight.dtype:
+        raise FunctionalError(f"{op}: input dtype {x.dtype} and weight dtype {weight.dtype} differ; "
+                              "convert one with .to(dtype)")
+    y = ConvTranspose2dFunction.apply(x, weight, bias, stride, padding, output_padding, dilation, groups)
+    return y.reshape(*y.shape[1:]) if unbatched else y
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,  # noqa: A002
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """1-D cross-correlation over (N, C, L) or (C, L): conv2d on a height-1 image."""
+    if weight.ndim != 3:
+        raise FunctionalError(f"conv1d: weight must be 3-D (O, C/groups, k), got shape {tuple(weight.shape)}")
+    if input.ndim not in (2, 3):
+        raise FunctionalError(f"conv1d: input must be (N, C, L) or (C, L), got shape {tuple(input.shape)}")
+    x = input.reshape(*input.shape[:-1], 1, input.shape[-1])  # (N, C, 1, L)
+    w = weight.reshape(weight.shape[0], weight.shape[1], 1, weight.shape[2])
+    widths = padding if isinstance(padding, str) else (0, single(padding, "padding", "conv1d"))
+    y = conv2d(x, w, bias, (1, single(stride, "stride", "conv1d")), widths,
+               (1, single(dilation, "dilation", "conv1d")), groups)
+    return y.reshape(*y.shape[:-2], y.shape[-1])
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,  # noqa: A002
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
+    """The transposed 1-D convolution: conv_transpose2d on a height-1 image."""
+    op = "conv_transpose1d"
+    if weight.ndim != 3:
+        raise FunctionalError(f"{op}: weight must be 3-D (C_in, C_out/groups, k), got shape {tuple(weight.shape)}")
+    if input.ndim not in (2, 3):
+        raise FunctionalError(f"{op}: input must be (N, C, L) or (C, L), got shape {tuple(input.shape)}")
+    x = input.reshape(*input.shape[:-1], 1, input.shape[-1])
+    w = weight.reshape(weight.shape[0], weight.shape[1], 1, weight.shape[2])
+    y = conv_transpose2d(x, w, bias, (1, single(stride, "stride", op)), (0, single(padding, "padding", op)),
+                         (0, single(output_padding, "output_padding", op)), groups,
+                         (1, single(dilation, "dilation", op)))
+    return y.reshape(*y.shape[:-2], y.shape[-1])
+
+
+def _depth_first(t: Tensor) -> Tensor:
+    """(N, C, D, H, W) -> (N*D, C, H, W): every depth slice an image of the batch."""
+    n, c, d, h, w = t.shape
+    return t.permute(0, 2, 1, 3, 4).reshape(n * d, c, h, w)
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,  # noqa: A002
+           dilation: Any = 1, groups: int = 1) -> Tensor:
+    """3-D cross-correlation over (N, C, D, H, W) or (C, D, H, W): one conv2d of every output
+    depth's input slices per kernel depth offset, summed (weight (O, C/groups, kd, kh, kw))."""
+    op = "conv3d"
+    if weight.ndim != 5:
+        raise FunctionalError(f"{op}: weight must be 5-D (O, C/groups, kd, kh, kw), got shape {tuple(weight.shape)}")
+    unbatched = input.ndim == 4
+    x = input.unsqueeze(0) if unbatched else input
+    if x.ndim != 5:
+        raise FunctionalError(f"{op}: input must be (N, C, D, H, W) or (C, D, H, W), got shape {tuple(input.shape)}")
+    s, d = triple(stride, "stride", op), triple(dilation, "dilation", op)
+    k = tuple(weight.shape[2:])
+    if isinstance(padding, str):
+        if padding not in ("valid", "same"):
+            raise FunctionalError(f"{op}: padding must be an int, a triple, 'valid' or 'same', got {padding!r}")
+        if padding == "same" and s != (1, 1, 1):
+            raise FunctionalError(f"{op}: padding='same' is not supported for strided convolutions")
+        total = [0, 0, 0] if padding == "valid" else [di * (ki - 1) for ki, di in zip(k, d)]
+        widths = [(t // 2, t - t // 2) for t in total]
+    else:
+        widths = [(p, p) for p in triple(padding, "padding", op)]
+    if x.shape[1] != weight.shape[1] * groups:
+        raise FunctionalError(f"{op}: input {tuple(x.shape)} has {x.shape[1]} channels but weight "
+                              f"{tuple(weight.shape)} with groups={groups} expects {weight.shape[1] * groups}")
+    if any(lo or hi for lo, hi in widths):
+        x = pad(x, tuple(w for side in reversed(widths) for w in side))
+    depth = x.shape[2]
+    od = (depth - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    if od < 1:
+        raise FunctionalError(f"{op}: input {tuple(input.shape)} is too small for kernel {k} (output depth {od})")
+    out = None
+    for kd in range(k[0]):
+        start = kd * d[0]
+        part = x[:, :, start:start + (od - 1) * s[0] + 1:s[0]]  # (N, C, OD, H, W)
+        y = conv2d(_depth_first(part), weight[:, :, kd], None, s[1:], 0, d[1:], groups)  # (N*OD, O, OH, OW)
+        out = y if out is None else out + y
+    n = x.shape[0]
+    out = out.reshape(n, od, *out.shape[1:]).permute(0, 2, 1, 3, 4)  # (N, O, OD, OH, OW)
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1, 1)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,  # noqa: A002
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
+    """The transposed 3-D convolution: per kernel depth offset, conv_transpose2d of every input
+    depth slice, spread out by the depth stride and summed at its offset; then the depth padding
+    is cropped (weight (C_in, C_out/groups, kd, kh, kw))."""
+    op = "conv_transpose3d"
+    if weight.ndim != 5:
+        raise FunctionalError(f"{op}: weight must be 5-D (C_in, C_out/groups, kd, kh, kw), got {tuple(weight.shape)}")
+    unbatched = input.ndim == 4
+    x = input.unsqueeze(0) if unbatched else input
+    if x.ndim != 5:
+        raise FunctionalError(f"{op}: input must be (N, C, D, H, W) or (C, D, H, W), got shape {tuple(input.shape)}")
+    s, p = triple(stride, "stride", op), triple(padding, "padding", op)
+    op_, d = triple(output_padding, "output_padding", op), triple(dilation, "dilation", op)
+    if any(o >= si and o >= di for o, si, di in zip(op_, s, d)):
+        raise FunctionalError(f"{op}: output_padding {op_} must be smaller than either stride {s} or dilation {d}")
+    n, _, depth = x.shape[:3]
+    kd = weight.shape[2]
+    full = (depth - 1) * s[0] + d[0] * (kd - 1) + 1
+    spread_len = (depth - 1) * s[0] + 1
+    total = None
+    for i in range(kd):
+        y = conv_transpose2d(_depth_first(x), weight[:, :, i], None, s[1:], p[1:], op_[1:], groups, d[1:])
+        y = y.reshape(n, depth, *y.shape[1:]).permute(0, 2, 1, 3, 4)  # (N, Cout, D, OH, OW)
+        if s[0] > 1:  # input depth i lands at depth i * stride: zeros in between
+            y = stack([y] + [y * 0.0] * (s[0] - 1), dim=3).reshape(*y.shape[:2], depth * s[0], *y.shape[3:])
+            y = y[:, :, :spread_len]
+        front = i * d[0]
+        y = pad(y, (0, 0, 0, 0, front, full - spread_len - front))
+        total = y if total is None else total + y
+    out = pad(total, (0, 0, 0, 0, -p[0], op_[0] - p[0]))  # crop the padding, extend by output_padding
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1, 1)
+    return out.squeeze(0) if unbatched else out

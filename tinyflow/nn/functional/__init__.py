@@ -30,7 +30,7 @@ _FAMILIES = {
         "relu", "relu_", "leaky_relu", "leaky_relu_", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "logsumexp", "elu_", "celu_", "selu_", "hardtanh_", "threshold_", "rrelu_", "elu", "selu", "celu", "silu", "mish", "softplus", "softsign", "hardtanh", "relu6", "hardsigmoid", "hardswish", "logsigmoid", "prelu", "rrelu", "threshold", "hardshrink", "softshrink", "tanhshrink", "glu", "gumbel_softmax", "softmin",
     ),
     "tinyflow.ops.attention": ("scaled_dot_product_attention", "multi_head_attention_forward"),
-    "tinyflow.nn.functional.conv": ("conv2d", "conv_transpose2d"),
+    "tinyflow.ops.conv": ("conv2d", "conv_transpose2d", "conv1d", "conv_transpose1d", "conv3d", "conv_transpose3d"),
     "tinyflow.nn.functional.distance": ("normalize", "cosine_similarity", "pdist", "pairwise_distance"),
     "tinyflow.nn.functional.loss": (
         "REDUCTIONS", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
@@ -53,7 +53,6 @@ _FAMILIES = {
     "tinyflow.ops.dropout": ("dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
                                              "feature_alpha_dropout"),
     "tinyflow.ops.linear": ("bilinear",),
-    "tinyflow.nn.functional.conv_extra": ("conv1d", "conv_transpose1d", "conv3d", "conv_transpose3d"),
     "tinyflow.nn.functional.pooling_extra": (
         "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d",
         "adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
