@@ -101,7 +101,7 @@ def _nvcc(path: Path) -> tuple[Path, subprocess.CompletedProcess]:
 @pytest.mark.slow  # 8 nvcc runs: ~15-30 s on two busy cores
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 def test_every_cu_file_compiles_with_nvcc():
-    """The same command as tinyflow_cuda/check_cu.sh (files compiled two at a time)."""
+    """The same command as cuda_tools/check_cu.sh (files compiled two at a time)."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(_nvcc, CU_FILES))
     failures = {p.name: r.stderr[-2000:] for p, r in results if r.returncode != 0}
