@@ -37,8 +37,8 @@ _FAMILIES = {
     "tinyflow.ops.norm": ("LocalResponseNormFunction BatchNorm LayerNormFunction"),
     "tinyflow.ops.pad": ("PadNdFunction"),
     "tinyflow.ops.pool": (
-        "MaxPool2dFunction AvgPool2dFunction AdaptiveAvgPool2dFunction AdaptiveMaxPool2dFunction"),
-    "tinyflow.ops.pool_extra": ("MaxUnpool2dFunction"),
+        "MaxPool2dFunction AvgPool2dFunction AdaptiveAvgPool2dFunction AdaptiveMaxPool2dFunction "
+        "MaxUnpool2dFunction"),
     "tinyflow.ops.reduce": ("Sum Mean Var Std Max Min MaxDim VectorNorm normalize_dim"),
     "tinyflow.ops.rnn": (
         "LSTMCellFunction GRUCellFunction LSTMLayer GRULayer lstm_cell gru_cell lstm_layer "

@@ -39,8 +39,8 @@ _FAMILIES = {
     "tinyflow.nn.functional.normalization": ("local_response_norm", "batch_norm", "layer_norm", "rms_norm",
                                              "group_norm"),
     "tinyflow.ops.pad": ("pad",),
-    "tinyflow.nn.functional.pooling": (
-        "max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
+    "tinyflow.ops.pool": (
+        "max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d", "max_unpool2d",
     ),
     "tinyflow.nn.functional.sparse": ("embedding", "embedding_bag", "one_hot"),
     # the PyTorch surface
@@ -53,11 +53,6 @@ _FAMILIES = {
     "tinyflow.ops.dropout": ("dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
                                              "feature_alpha_dropout"),
     "tinyflow.ops.linear": ("bilinear",),
-    "tinyflow.nn.functional.pooling_extra": (
-        "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d",
-        "adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
-        "max_unpool2d",
-    ),
     "tinyflow.nn.functional.vision": (
         "unfold", "fold", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "affine_grid",
         "grid_sample", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",

@@ -16,8 +16,7 @@ import numpy as np
 from tinyflow.kernels.shapes import IntPair, _pair, conv_output_size
 from tinyflow.nn.functional._utils import FunctionalError, _as_constant
 from tinyflow.ops.conv import conv2d, conv_transpose2d
-from tinyflow.nn.functional.pooling import adaptive_avg_pool2d
-from tinyflow.nn.functional.pooling_extra import adaptive_avg_pool1d, adaptive_avg_pool3d
+from tinyflow.ops.pool import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 from tinyflow.ops.elementwise import not_implemented_for
 from tinyflow.ops.interpolate import GridSample2dFunction, ResampleFunction, ResampleUint8Function, taps
 from tinyflow.ops.interpolate import output_size as resampled_size
