@@ -1,6 +1,7 @@
-"""Vector norms and the distances built on them: F.normalize, F.cosine_similarity,
-F.pairwise_distance. Gradients follow PyTorch's at the awkward points: a zero vector's norm
-has gradient 0 (not NaN), and the inf-norm shares its gradient among tied maxima."""
+"""Vector norms and the distances built on them: the ops (VectorNormFunction,
+CosineSimilarityFunction) and F.normalize, F.cosine_similarity, F.pdist and F.pairwise_distance
+(the triplet losses use it). Gradients follow PyTorch's at the awkward points: a zero vector's
+norm has gradient 0 (not NaN), and the inf-norm shares its gradient among tied maxima."""
 from __future__ import annotations
 
 import math
@@ -8,10 +9,14 @@ from typing import Any
 
 import numpy as np
 
+from tinyflow.arg_parser import FunctionalError, broadcast_pair
 from tinyflow.autograd import Context, Function
+from tinyflow.creation import tensor
 from tinyflow.ops.elementwise import floating_only
+from tinyflow.tensor import Tensor
 
-__all__ = ["VectorNormFunction", "CosineSimilarityFunction"]
+__all__ = ["VectorNormFunction", "CosineSimilarityFunction", "normalize", "cosine_similarity", "pdist",
+           "pairwise_distance"]
 
 
 def _norm(xp: Any, x: Any, p: float, axis: Any, keepdims: bool) -> Any:
@@ -96,3 +101,35 @@ class CosineSimilarityFunction(Function):
         g1 = g * (x2 / (c1 * c2) - y * x1 * inv1 / c1) if ctx.needs_input_grad[0] else None
         g2 = g * (x1 / (c1 * c2) - y * x2 * inv2 / c2) if ctx.needs_input_grad[1] else None
         return g1, g2, None, None
+
+
+# ======================================================================= F (tinyflow.nn.functional)
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Any = None) -> Tensor:  # noqa: A002
+    """input / max(||input||_p along dim, eps)."""
+    norm = VectorNormFunction.apply(input, float(p), dim, True)
+    return input / norm.clip(eps, None)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps)) along ``dim`` (inputs broadcast)."""
+    a, b = broadcast_pair("cosine_similarity", x1, x2)
+    if not -a.ndim <= dim < max(a.ndim, 1):
+        raise IndexError(f"cosine_similarity: dim {dim} is out of range for inputs of {a.ndim} dims")
+    return CosineSimilarityFunction.apply(a, b, dim, float(eps))
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:  # noqa: A002
+    """The p-norm distances between every pair of rows i < j of (N, M), in row-major pair order."""
+    if input.ndim != 2:
+        raise FunctionalError(f"pdist: only supports 2D tensors, got: {input.ndim}D (shape {tuple(input.shape)})")
+    i, j = np.triu_indices(input.shape[0], 1)
+    diff = input[tensor(i)] - input[tensor(j)]  # (N*(N-1)/2, M)
+    return VectorNormFunction.apply(diff, float(p), -1, False)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """||x1 - x2 + eps||_p over the last dim."""
+    diff = x1 - x2 + eps
+    return VectorNormFunction.apply(diff, float(p), -1 if diff.ndim else None, keepdim)

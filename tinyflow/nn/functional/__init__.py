@@ -31,7 +31,7 @@ _FAMILIES = {
     ),
     "tinyflow.ops.attention": ("scaled_dot_product_attention", "multi_head_attention_forward"),
     "tinyflow.ops.conv": ("conv2d", "conv_transpose2d", "conv1d", "conv_transpose1d", "conv3d", "conv_transpose3d"),
-    "tinyflow.nn.functional.distance": ("normalize", "cosine_similarity", "pdist", "pairwise_distance"),
+    "tinyflow.ops.distance": ("normalize", "cosine_similarity", "pdist", "pairwise_distance"),
     "tinyflow.nn.functional.loss": (
         "REDUCTIONS", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
         "binary_cross_entropy_with_logits",

@@ -107,7 +107,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
                         eps: float = 1e-6, swap: bool = False, size_average: bool | None = None,
                         reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     """max(d(a, p) - d(a, n) + margin, 0) with d the pairwise p-norm distance."""
-    from tinyflow.nn.functional.distance import pairwise_distance  # here: only the triplet losses need it
+    from tinyflow.ops.distance import pairwise_distance  # here: only the triplet losses need it
 
     reduction = _reduction("triplet_margin_loss", size_average, reduce, reduction)
     d_pos = pairwise_distance(anchor, positive, p, eps)
@@ -121,7 +121,7 @@ def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative
                                       distance_function: Any = None, margin: float = 1.0, swap: bool = False,
                                       reduction: str = "mean") -> Tensor:
     """max(d(a, p) - d(a, n) + margin, 0) for any distance function (pairwise_distance by default)."""
-    from tinyflow.nn.functional.distance import pairwise_distance  # here: only the triplet losses need it
+    from tinyflow.ops.distance import pairwise_distance  # here: only the triplet losses need it
 
     reduction = _reduction("triplet_margin_with_distance_loss", None, None, reduction)
     dist = distance_function if distance_function is not None else pairwise_distance
