@@ -42,7 +42,7 @@ _FAMILIES = {
     "tinyflow.ops.pool": (
         "max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d", "max_unpool2d",
     ),
-    "tinyflow.nn.functional.sparse": ("embedding", "embedding_bag", "one_hot"),
+    "tinyflow.ops.embedding": ("embedding", "embedding_bag", "one_hot"),
     # the PyTorch surface
     "tinyflow.nn.functional.loss_extra": (
         "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss", "margin_ranking_loss",
