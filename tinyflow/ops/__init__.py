@@ -32,8 +32,7 @@ _FAMILIES = {
     "tinyflow.ops.linear": ("MatMul LinearFunction matmul matmul_array safe_sum"),
     "tinyflow.ops.loss": (
         "CrossEntropy NLLLossFunction MSELossFunction L1LossFunction BinaryCrossEntropyFunction "
-        "BinaryCrossEntropyWithLogitsFunction"),
-    "tinyflow.ops.loss_extra": ("SmoothL1LossFunction HuberLossFunction KLDivFunction"),
+        "BinaryCrossEntropyWithLogitsFunction SmoothL1LossFunction HuberLossFunction KLDivFunction"),
     "tinyflow.ops.norm": ("LocalResponseNormFunction BatchNorm LayerNormFunction"),
     "tinyflow.ops.pad": ("PadNdFunction"),
     "tinyflow.ops.pool": (

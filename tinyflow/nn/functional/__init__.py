@@ -32,9 +32,8 @@ _FAMILIES = {
     "tinyflow.ops.attention": ("scaled_dot_product_attention", "multi_head_attention_forward"),
     "tinyflow.ops.conv": ("conv2d", "conv_transpose2d", "conv1d", "conv_transpose1d", "conv3d", "conv_transpose3d"),
     "tinyflow.ops.distance": ("normalize", "cosine_similarity", "pdist", "pairwise_distance"),
-    "tinyflow.nn.functional.loss": (
-        "REDUCTIONS", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
-        "binary_cross_entropy_with_logits",
+    "tinyflow.ops.loss": (
+        "REDUCTIONS", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss", "margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss", "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
     ),
     "tinyflow.nn.functional.normalization": ("local_response_norm", "batch_norm", "layer_norm", "rms_norm",
                                              "group_norm"),
@@ -44,12 +43,6 @@ _FAMILIES = {
     ),
     "tinyflow.ops.embedding": ("embedding", "embedding_bag", "one_hot"),
     # the PyTorch surface
-    "tinyflow.nn.functional.loss_extra": (
-        "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss", "margin_ranking_loss",
-        "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss",
-        "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss",
-        "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
-    ),
     "tinyflow.ops.dropout": ("dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
                                              "feature_alpha_dropout"),
     "tinyflow.ops.linear": ("bilinear",),
