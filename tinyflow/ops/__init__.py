@@ -33,7 +33,9 @@ _FAMILIES = {
     "tinyflow.ops.loss": (
         "CrossEntropy NLLLossFunction MSELossFunction L1LossFunction BinaryCrossEntropyFunction "
         "BinaryCrossEntropyWithLogitsFunction SmoothL1LossFunction HuberLossFunction KLDivFunction"),
-    "tinyflow.ops.norm": ("LocalResponseNormFunction BatchNorm LayerNormFunction"),
+    "tinyflow.ops.lrn": ("LocalResponseNormFunction"),
+    "tinyflow.ops.batchnorm": ("BatchNorm"),
+    "tinyflow.ops.normalization": ("LayerNormFunction"),
     "tinyflow.ops.pad": ("PadNdFunction"),
     "tinyflow.ops.pool": (
         "MaxPool2dFunction AvgPool2dFunction AdaptiveAvgPool2dFunction AdaptiveMaxPool2dFunction "

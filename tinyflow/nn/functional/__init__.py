@@ -35,8 +35,9 @@ _FAMILIES = {
     "tinyflow.ops.loss": (
         "REDUCTIONS", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss", "margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss", "gaussian_nll_loss", "multilabel_soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
     ),
-    "tinyflow.nn.functional.normalization": ("local_response_norm", "batch_norm", "layer_norm", "rms_norm",
-                                             "group_norm"),
+    "tinyflow.ops.lrn": ("local_response_norm",),
+    "tinyflow.ops.batchnorm": ("batch_norm", "instance_norm"),
+    "tinyflow.ops.normalization": ("layer_norm", "rms_norm", "group_norm"),
     "tinyflow.ops.pad": ("pad",),
     "tinyflow.ops.pool": (
         "max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d", "max_unpool2d",
@@ -50,7 +51,6 @@ _FAMILIES = {
         "unfold", "fold", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "affine_grid",
         "grid_sample", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
     ),
-    "tinyflow.nn.functional.instancenorm": ("instance_norm",),
 }
 
 # Every F function: the two loaded above and each family's names (REDUCTIONS, the loss reductions' names,
