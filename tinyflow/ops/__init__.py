@@ -28,7 +28,7 @@ _FAMILIES = {
         "NoGradient broadcast_error bool_error"),
     "tinyflow.ops.dropout": ("DropoutFunction dropout_seed"),
     "tinyflow.ops.embedding": ("EmbeddingFunction"),
-    "tinyflow.ops.interpolate": ("ResampleFunction GridSample2dFunction taps"),
+    "tinyflow.ops.vision": ("ResampleFunction GridSample2dFunction taps"),
     "tinyflow.ops.linear": ("MatMul LinearFunction matmul matmul_array safe_sum"),
     "tinyflow.ops.loss": (
         "CrossEntropy NLLLossFunction MSELossFunction L1LossFunction BinaryCrossEntropyFunction "

@@ -47,7 +47,7 @@ _FAMILIES = {
     "tinyflow.ops.dropout": ("dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
                                              "feature_alpha_dropout"),
     "tinyflow.ops.linear": ("bilinear",),
-    "tinyflow.nn.functional.vision": (
+    "tinyflow.ops.vision": (
         "unfold", "fold", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "affine_grid",
         "grid_sample", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
     ),
