@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import tinyflow.nn as nn
-from tinyflow.kernels.shapes import conv_output_size
+from tinyflow.kernels.conv import conv_output_size
 from tinyflow.tensor import Tensor
 
 __all__ = ["AlexNetConfig", "AlexNet64Config", "AlexNet224Config", "AlexNet2012Config", "AlexNet"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import autograd, ops, promotion
+from tinyflow import autograd, promotion
 from tinyflow.arg_parser import accept_axis_alias, normalize_dim
 from tinyflow.device import CPU, Device, device_of, move
 from tinyflow.dtypes import (
@@ -303,7 +303,7 @@ def where(condition: Any, input: Any = None, other: Any = None, *, out: Tensor |
     c = condition.array if isinstance(condition, Tensor) else a.device.xp.asarray(condition)
     if c.dtype != bool:
         c = c.astype(bool)
-    return _into("where", ops.elementwise.Where.apply(c, a, b), out)
+    return _into("where", Where.apply(c, a, b), out)
 
 
 def _same_dtype(tensors: Iterable[Tensor]) -> list[Tensor]:
@@ -316,11 +316,11 @@ def _same_dtype(tensors: Iterable[Tensor]) -> list[Tensor]:
 
 
 def cat(tensors: Iterable[Tensor], dim: int = 0, *, out: Tensor | None = None) -> Tensor:
-    return _into("cat", ops.shape.Cat.apply(*_same_dtype(tensors), dim), out)
+    return _into("cat", Cat.apply(*_same_dtype(tensors), dim), out)
 
 
 def stack(tensors: Iterable[Tensor], dim: int = 0, *, out: Tensor | None = None) -> Tensor:
-    return _into("stack", ops.shape.Stack.apply(*_same_dtype(tensors), dim), out)
+    return _into("stack", Stack.apply(*_same_dtype(tensors), dim), out)
 
 
 def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
@@ -336,12 +336,12 @@ def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int 
         sizes = [min(split_size, n - i) for i in range(0, n, split_size)] or [0]
     else:
         sizes = list(split_size)
-    out = ops.shape.Split.apply(t, sizes, dim)
+    out = Split.apply(t, sizes, dim)
     return out if isinstance(out, tuple) else (out,)
 
 
 def pad(t: Tensor, pad: Sequence[int], value: float = 0.0) -> Tensor:
-    return ops.shape.Pad.apply(t, tuple(pad), value)
+    return Pad.apply(t, tuple(pad), value)
 
 
 def legacy_tensor(dt: Any, args: tuple, device: Any = None) -> Tensor:
@@ -361,3 +361,7 @@ def legacy_tensor(dt: Any, args: tuple, device: Any = None) -> Tensor:
 
 
 cat, stack, split = accept_axis_alias(cat), accept_axis_alias(stack), accept_axis_alias(split)
+
+# The ops these functions call, imported last: the op files build on the functions above.
+from tinyflow.ops.elementwise import Where  # noqa: E402
+from tinyflow.ops.shape import Cat, Pad, Split, Stack  # noqa: E402

@@ -19,12 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import autograd, ops, promotion
+from tinyflow import autograd, promotion
 from tinyflow._indexing import selection_shape
 from tinyflow.arg_parser import index_steps, is_advanced
 from tinyflow.autograd.function import _memory_root
 from tinyflow import creation  # (creation imports tensor.py, which imports this file: names read at call time)
 from tinyflow.errors import ShapeError
+from tinyflow.ops.copy import Cast, Fill
+from tinyflow.ops.shape import Permute, Reshape, SetItem
 from tinyflow.tensor import INPLACE_METHODS, Tensor
 
 # The names tensor.py puts on Tensor (the list is written there; tests/test_tensor.py checks that it
@@ -84,7 +86,7 @@ def _rebase(self, new: Tensor) -> None:
     view_node, view_index = self._ctx, self._out_index
     self._ctx, self._out_index, self._requires_grad = new._ctx, new._out_index, True
     if new.dtype != self.dtype:  # written back in this tensor's dtype: so is its history
-        cast = ops.copy.Cast.apply(new, self.dtype)
+        cast = Cast.apply(new, self.dtype)
         self._ctx, self._out_index = cast._ctx, cast._out_index
     if view_node is None or not view_node.fn.returns_view or view_node.freed:
         return
@@ -140,7 +142,7 @@ def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     return self._inplace("div_", lambda old: old / other, (other,), fast)
 
 def zero_(self) -> Tensor:
-    return self._inplace("zero_", lambda old: ops.copy.Fill.apply(old, 0), (), lambda a: a.fill(0))
+    return self._inplace("zero_", lambda old: Fill.apply(old, 0), (), lambda a: a.fill(0))
 
 def fill_(self, value: Any) -> Tensor:
     if isinstance(value, Tensor) and value.ndim != 0:
@@ -151,7 +153,7 @@ def fill_(self, value: Any) -> Tensor:
     def fast(a: Any) -> None:
         a[...] = _raw(value)
 
-    return self._inplace("fill_", lambda old: ops.copy.Fill.apply(old, value), (value,), fast)
+    return self._inplace("fill_", lambda old: Fill.apply(old, value), (value,), fast)
 
 def copy_(self, other: Any, non_blocking: bool = False) -> Tensor:
     """Copy ``other`` (broadcast to this shape, cast to this dtype, moved to this device)."""
@@ -167,7 +169,7 @@ def copy_(self, other: Any, non_blocking: bool = False) -> Tensor:
     def compute(old: Tensor) -> Tensor:
         if other._ctx is not None:  # other = f(self), e.g. x.copy_(x.sin()): f keeps self's old value
             _keep_saved_old_values(other._ctx, self)
-        return ops.copy.Fill.apply(old, other)
+        return Fill.apply(old, other)
 
     return self._inplace("copy_", compute, (other,), fast)
 
@@ -293,7 +295,7 @@ def _write(x: Tensor, steps: tuple, value: Any) -> None:
     def fast_tensor(a: Any) -> None:
         _assign(a, steps, value.array)
 
-    x._inplace("setitem", lambda old: ops.shape.SetItem.apply(old, value, steps), (value,), fast_tensor)
+    x._inplace("setitem", lambda old: SetItem.apply(old, value, steps), (value,), fast_tensor)
 
 
 def _setitem_value(x: Tensor, value: Tensor, steps: tuple, fill: bool) -> Tensor:
@@ -439,24 +441,24 @@ def _leaf_behind_view(t: Tensor) -> Tensor | None:
 
 
 def _write_back_getitem(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
-    return ops.shape.SetItem.apply(base, view, (node.index,))
+    return SetItem.apply(base, view, (node.index,))
 
 
 def _write_back_split(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
     start = sum(shape[node.dim] for shape, _ in node.output_meta[:index])
     sl = (slice(None),) * node.dim + (slice(start, start + view.shape[node.dim]),)
-    return ops.shape.SetItem.apply(base, view, (sl,))
+    return SetItem.apply(base, view, (sl,))
 
 
 def _write_back_reshape(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
-    return ops.shape.Reshape.apply(view, tuple(node.shape))
+    return Reshape.apply(view, tuple(node.shape))
 
 
 def _write_back_permute(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
     inverse = [0] * len(node.axes)
     for i, ax in enumerate(node.axes):
         inverse[ax % len(node.axes)] = i
-    return ops.shape.Permute.apply(view, tuple(inverse))
+    return Permute.apply(view, tuple(inverse))
 
 
 # How a base takes in the new value of a view written in place, per view op.

@@ -1,9 +1,9 @@
 """Tensor: an n-dimensional array (NumPy or CuPy) that remembers how it was computed.
 
-A Tensor holds its raw array in ``.array`` (NumPy or CuPy, never copied) and, when it was
-produced by an op that needs a gradient, the graph node (``_ctx``, a ``tinyflow.autograd.Context``)
-that produced it. ``.data`` is PyTorch's: a Tensor over the same array, outside autograd. Every
-method here is a thin call into an op in ``tinyflow.ops``; the maths lives there.
+A Tensor holds its raw array in ``.array`` (NumPy or CuPy, never copied) and, when an op that
+needs a gradient produced it, that graph node (``_ctx``, a ``tinyflow.autograd.Context``). ``.data``
+is PyTorch's: a Tensor over the same array, outside autograd. Every method is a thin call into an
+op of ``tinyflow.ops`` (the families are imported at the end); the maths lives there.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import autograd, ops, promotion, return_types
+from tinyflow import autograd, promotion, return_types
 from tinyflow.arg_parser import add_axis_alias, index_steps, normalize_axis, normalize_dim
 from tinyflow.device import Device, device_of, move, to_host
 from tinyflow.dtypes import (
@@ -21,10 +21,6 @@ from tinyflow.dtypes import (
     is_floating_or_complex,
 )
 from tinyflow.errors import ShapeError
-# Every method reaches its op as ``elementwise.Add`` or ``ops.<family>.<Op>``: elementwise, which
-# arithmetic needs, is imported here; the other families load on their first use (tinyflow.ops is
-# lazy) and are then plain attribute reads, not an import statement on every call.
-from tinyflow.ops import elementwise
 from tinyflow.random import rng
 
 __all__ = ["Tensor"]
@@ -238,7 +234,7 @@ class Tensor:
         return t
 
     def clone(self, *, memory_format: Any = None) -> Tensor:
-        return ops.copy.Clone.apply(self)
+        return Clone.apply(self)
 
     def contiguous(self, memory_format: Any = None) -> Tensor:
         """The tensor itself: tinyflow's arrays are always in the default (contiguous) layout."""
@@ -262,9 +258,9 @@ class Tensor:
                 dtype = a
         out = self
         if dtype is not None and _resolve_dtype(dtype) != self.dtype:
-            out = ops.copy.Cast.apply(out, _resolve_dtype(dtype))
+            out = Cast.apply(out, _resolve_dtype(dtype))
         if device is not None and Device(device) != self._device:
-            out = ops.copy.ToDevice.apply(out, Device(device))
+            out = ToDevice.apply(out, Device(device))
         return out.clone() if copy and out is self else out
 
     def cpu(self, memory_format: Any = None) -> Tensor:
@@ -410,10 +406,10 @@ class Tensor:
         return elementwise.Pow.apply(b, a)
 
     def __matmul__(self, other: Any) -> Tensor:
-        return ops.linear.matmul(self, self._wrap(other))
+        return linear.matmul(self, self._wrap(other))
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        return ops.linear.matmul(self._wrap(other), self)
+        return linear.matmul(self._wrap(other), self)
 
     def __neg__(self) -> Tensor:
         return elementwise.Neg.apply(self)
@@ -430,7 +426,6 @@ class Tensor:
         try:
             return Tensor._from_array(fn(self.array, b), device=self._device)
         except ValueError:
-
             raise elementwise.broadcast_error(op, self.array, b) from None
 
     def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
@@ -511,13 +506,13 @@ class Tensor:
         return elementwise.Sqrt.apply(promotion.float_operand(self))
 
     def tanh(self) -> Tensor:
-        return ops.activation.TanhFunction.apply(promotion.float_operand(self))
+        return activation.TanhFunction.apply(promotion.float_operand(self))
 
     def sigmoid(self) -> Tensor:
-        return ops.activation.SigmoidFunction.apply(promotion.float_operand(self))
+        return activation.SigmoidFunction.apply(promotion.float_operand(self))
 
     def relu(self) -> Tensor:
-        return ops.activation.ReLUFunction.apply(self)
+        return activation.ReLUFunction.apply(self)
 
     def abs(self) -> Tensor:
         return elementwise.Abs.apply(self)
@@ -538,25 +533,25 @@ class Tensor:
     def softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
         """Softmax along ``dim``, computed in ``dtype`` when given (as ``F.softmax``)."""
         src = self if dtype is None else self.to(dtype)
-        return ops.activation.SoftmaxFunction.apply(src, dim)
+        return activation.SoftmaxFunction.apply(src, dim)
 
     def log_softmax(self, dim: int = -1, dtype: Any = None) -> Tensor:
         """log(softmax) along ``dim``, computed in ``dtype`` when given (as ``F.log_softmax``)."""
         src = self if dtype is None else self.to(dtype)
-        return ops.activation.LogSoftmaxFunction.apply(src, dim)
+        return activation.LogSoftmaxFunction.apply(src, dim)
 
     def logsumexp(self, dim: int = -1, keepdim: bool = False) -> Tensor:
-        return ops.activation.LogSumExp.apply(self, dim, keepdim)
+        return activation.LogSumExp.apply(self, dim, keepdim)
 
     # ---------------------------------------------------------------- reductions
     def sum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         """Sum over ``dim`` (all dims when None); integer and bool tensors sum to int64, as PyTorch."""
         x = self if dtype is None else self.to(dtype)
-        return ops.reduce.Sum.apply(x, dim, keepdim)
+        return reduce.Sum.apply(x, dim, keepdim)
 
     def mean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
         x = self if dtype is None else self.to(dtype)
-        return ops.reduce.Mean.apply(x, dim, keepdim)
+        return reduce.Mean.apply(x, dim, keepdim)
 
     def var(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
@@ -565,7 +560,7 @@ class Tensor:
         if isinstance(dim, bool):
             dim, unbiased = None, dim
         corr = correction if correction is not None else (1 if unbiased else 0)
-        return ops.reduce.Var.apply(self, dim, keepdim, corr)
+        return reduce.Var.apply(self, dim, keepdim, corr)
 
     def std(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
@@ -573,7 +568,7 @@ class Tensor:
         if isinstance(dim, bool):
             dim, unbiased = None, dim
         corr = correction if correction is not None else (1 if unbiased else 0)
-        return ops.reduce.Std.apply(self, dim, keepdim, corr)
+        return reduce.Std.apply(self, dim, keepdim, corr)
 
     def max(self, dim: Any = None, keepdim: bool = False, *, other: Tensor | None = None) -> Any:
         """Without dim: the maximum. With dim: (values, indices), a return_types.max. With a
@@ -581,29 +576,29 @@ class Tensor:
         if other is not None or isinstance(dim, Tensor):
             return self.maximum(dim if other is None else other)
         if dim is None:
-            return ops.reduce.Max.apply(self, None, keepdim)
-        return return_types.max(*ops.reduce.MaxDim.apply(self, dim, keepdim, True))
+            return reduce.Max.apply(self, None, keepdim)
+        return return_types.max(*reduce.MaxDim.apply(self, dim, keepdim, True))
 
     def min(self, dim: Any = None, keepdim: bool = False, *, other: Tensor | None = None) -> Any:
         """Like max: the minimum, (values, indices) along dim, or the elementwise minimum."""
         if other is not None or isinstance(dim, Tensor):
             return self.minimum(dim if other is None else other)
         if dim is None:
-            return ops.reduce.Min.apply(self, None, keepdim)
-        return return_types.min(*ops.reduce.MaxDim.apply(self, dim, keepdim, False))
+            return reduce.Min.apply(self, None, keepdim)
+        return return_types.min(*reduce.MaxDim.apply(self, dim, keepdim, False))
 
     def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return ops.reduce.Max.apply(self, dim, keepdim)
+        return reduce.Max.apply(self, dim, keepdim)
 
     def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return ops.reduce.Min.apply(self, dim, keepdim)
+        return reduce.Min.apply(self, dim, keepdim)
 
     def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return Tensor._from_array(ops.reduce.arg_extreme(self._device.xp, self.array, "argmax", dim, keepdim),
+        return Tensor._from_array(reduce.arg_extreme(self._device.xp, self.array, "argmax", dim, keepdim),
                                   device=self._device)
 
     def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return Tensor._from_array(ops.reduce.arg_extreme(self._device.xp, self.array, "argmin", dim, keepdim),
+        return Tensor._from_array(reduce.arg_extreme(self._device.xp, self.array, "argmin", dim, keepdim),
                                   device=self._device)
 
     # ---------------------------------------------------------------- shape
@@ -612,7 +607,7 @@ class Tensor:
         shape = _shape_arg(args if shape is None else (shape,))
         if shape == self.shape:
             return self
-        return ops.shape.Reshape.apply(self, shape)
+        return Reshape.apply(self, shape)
 
     def view(self, *args: Any, size: Sequence[int] | None = None, dtype: Any = None) -> Tensor:
         """A reshape (as reshape takes it, or ``size=``), or the bytes read as ``dtype`` (``view(tf.int32)``)."""
@@ -634,17 +629,16 @@ class Tensor:
         return self.reshape(*self.shape[:s], n, *self.shape[e + 1 :])
 
     def permute(self, *dims: Any) -> Tensor:
-        return ops.shape.Permute.apply(self, _shape_arg(dims))
+        return Permute.apply(self, _shape_arg(dims))
 
     def transpose(self, dim0: int, dim1: int) -> Tensor:
-
         if self.ndim == 0:  # PyTorch: a 0-d tensor transposes over dims 0/-1 to itself
             normalize_dim("transpose", dim0, 0), normalize_dim("transpose", dim1, 0)
-            return ops.shape.Permute.apply(self, ())
+            return Permute.apply(self, ())
         dim0, dim1 = normalize_dim("transpose", dim0, self.ndim), normalize_dim("transpose", dim1, self.ndim)
         axes = list(range(self.ndim))
         axes[dim0], axes[dim1] = axes[dim1], axes[dim0]
-        return ops.shape.Permute.apply(self, tuple(axes))
+        return Permute.apply(self, tuple(axes))
 
     def t(self) -> Tensor:
         if self.ndim > 2:
@@ -656,7 +650,7 @@ class Tensor:
         shape = _shape_arg(args if size is None else (size,))
         lead = len(shape) - self.ndim
         sizes = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
-        return ops.shape.Expand.apply(self, sizes)
+        return Expand.apply(self, sizes)
 
     def broadcast_to(self, *args: Any, size: Sequence[int] | None = None) -> Tensor:
         return self.expand(*args, size=size)
@@ -695,7 +689,7 @@ class Tensor:
         """Indexing as PyTorch: integers select first, then tensor indices gather (see index_steps)."""
         out = self
         for step in index_steps(index, Tensor, self.array.shape):
-            out = ops.shape.GetItem.apply(out, step)
+            out = GetItem.apply(out, step)
         return out
 
     # ---------------------------------------------------------------- random fills
@@ -732,7 +726,7 @@ class Tensor:
             else:
                 self._versions[0] += 1
                 return self
-        return self._inplace(op, lambda old: ops.copy.Fill.apply(old, vals), (), fast)
+        return self._inplace(op, lambda old: Fill.apply(old, vals), (), fast)
 
 
 def _shape_arg(shape: tuple) -> tuple[int, ...]:
@@ -780,8 +774,7 @@ def _reduce_axes(dim: Any, ndim: int) -> Any:
 # PyTorch takes axis= wherever it takes dim= (tinyflow/arg_parser.py).
 add_axis_alias(Tensor)
 
-# The in-place methods, defined with how they meet autograd in tinyflow/inplace.py (written with
-# ``self`` first; that file builds on Tensor, so it is imported here, once Tensor exists).
+# The in-place methods, defined with how they meet autograd in tinyflow/inplace.py (built on Tensor).
 INPLACE_METHODS = tuple(
     "_alias _inplace _rebase add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ clip_ exp_ log_ sqrt_ abs_ tanh_ "
     "sigmoid_ relu_ pow_ addcmul_ addcdiv_ detach_ __iadd__ __isub__ __imul__ __itruediv__ __ifloordiv__ "
@@ -798,3 +791,8 @@ from tinyflow.creation import (  # noqa: E402,F401
     arange, as_tensor, cat, empty, empty_like, full, full_like, linspace, ones, ones_like, pad, rand, rand_like,
     randint, randn, randn_like, randperm, split, stack, tensor, where, zeros, zeros_like,
 )
+# The op families the methods call, imported once Tensor exists: their files build on it (their F functions).
+# copy's and shape's ops by name: the arguments called copy and shape would hide those modules.
+from tinyflow.ops import activation, elementwise, linear, reduce  # noqa: E402
+from tinyflow.ops.copy import Cast, Clone, Fill, ToDevice  # noqa: E402
+from tinyflow.ops.shape import Expand, GetItem, Permute, Reshape  # noqa: E402

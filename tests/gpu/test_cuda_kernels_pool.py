@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernel_backend import SETTINGS, reference, run
-from tinyflow.kernels.shapes import pool_output_shape
+from tinyflow.kernels.pool import pool_output_shape
 from tinyflow_cuda.kernels import _fastdiv
 from tinyflow_cuda.kernels import pool as twin
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyflow.kernels.conv import col2im, im2col
-from tinyflow.kernels.shapes import conv_output_size
+from tinyflow.kernels.conv import conv_output_size
 
 
 def naive_im2col(x, k, s, p, d):
@@ -86,13 +86,15 @@ def test_col2im_matches_naive_loop_and_is_adjoint(geom, seed):
 
 
 def test_conv_output_size_follows_pytorch_rule():
+    from tinyflow.kernels.pool import pool_output_size
+
     assert conv_output_size(224, 11, 4, 2) == 55  # AlexNet conv1
-    assert conv_output_size(55, 3, 2, 0) == 27  # overlapping max pool
-    assert conv_output_size(5, 2, 2, 0, ceil_mode=False) == 2
-    assert conv_output_size(5, 2, 2, 0, ceil_mode=True) == 3
+    assert conv_output_size(55, 3, 2, 0) == 27 == pool_output_size(55, 3, 2, 0)  # overlapping max pool
+    assert pool_output_size(5, 2, 2, 0, ceil_mode=False) == 2
+    assert pool_output_size(5, 2, 2, 0, ceil_mode=True) == 3
     # ceil_mode never starts a window in the right padding
-    assert conv_output_size(4, 2, 2, 1, ceil_mode=True) == 3
-    assert conv_output_size(2, 3, 1, 0) == 0
+    assert pool_output_size(4, 2, 2, 1, ceil_mode=True) == 3
+    assert conv_output_size(2, 3, 1, 0) == 0 == pool_output_size(2, 3, 1, 0)
 
 
 def test_im2col_layout_rows_are_channel_major():
@@ -245,7 +247,7 @@ def _im2col_in_child(x):
        st.integers(0, 2**31 - 1))
 def test_winograd_transforms_are_adjoint_pairs(tile, k, p, extra, seed):
     """Each backward transform is the exact transpose of its forward one: <F(a), b> == <a, F^T(b)>."""
-    from tinyflow.kernels.winograd import (
+    from tinyflow.kernels.conv import (
         winograd_input,
         winograd_input_grad,
         winograd_output,
@@ -282,7 +284,7 @@ def test_winograd_transforms_are_adjoint_pairs(tile, k, p, extra, seed):
 
 def test_winograd4_input_tiles_are_the_padded_image():
     """With B^T's inverse applied, F(4x4)'s V gives back every 6x6 tile of the zero-padded input."""
-    from tinyflow.kernels.winograd import _BT4, winograd_input
+    from tinyflow.kernels.conv import _BT4, winograd_input
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 5, 6))
@@ -299,7 +301,7 @@ def test_winograd4_input_tiles_are_the_padded_image():
 
 def test_winograd_input_tiles_are_the_padded_image():
     """With B^T's inverse applied, V gives back every 4x4 tile of the zero-padded input."""
-    from tinyflow.kernels.winograd import _BT, winograd_input
+    from tinyflow.kernels.conv import _BT, winograd_input
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 5, 6))
@@ -320,10 +322,10 @@ def test_winograd_conv2d_kernels_match_im2col_and_rebuild_what_they_did_not_keep
     """The named Winograd kernels, F(2x2, 3x3) and F(4x4, 3x3) tiles, against im2col + GEMM: forward
     with and without V kept, and backward from forward's V and U or from x and w (as after a
     first backward with retain_graph)."""
-    from tinyflow.kernels import winograd
-    from tinyflow.kernels.winograd import winograd_conv2d_backward, winograd_conv2d_forward
+    from tinyflow.kernels import conv as conv_kernels
+    from tinyflow.kernels.conv import winograd_conv2d_backward, winograd_conv2d_forward
 
-    monkeypatch.setattr(winograd, "winograd_tile", lambda oh, ow, channels=None: tile)
+    monkeypatch.setattr(conv_kernels, "winograd_tile", lambda oh, ow, channels=None: tile)
 
     rng = np.random.default_rng(sum(k) + sum(p))
     n, c, o, h, w = 3, 4, 5, 7, 6

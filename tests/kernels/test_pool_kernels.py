@@ -11,7 +11,7 @@ from tinyflow.kernels.pool import (
     maxpool2d_backward,
     maxpool2d_forward,
 )
-from tinyflow.kernels.shapes import pool_output_shape
+from tinyflow.kernels.pool import pool_output_shape
 
 
 def _windows(h, w, k, s, p, d, ceil_mode):

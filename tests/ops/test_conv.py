@@ -213,12 +213,12 @@ class _winograd_everywhere:
     """Lower the Winograd thresholds so that small test shapes take that path (restored after)."""
 
     def __enter__(self):
-        from tinyflow.kernels import winograd
+        from tinyflow.kernels import conv as conv_kernels
         from tinyflow.ops import conv as conv_op
 
         self.mod, self.saved = conv_op, (conv_op.WINOGRAD_MIN_CHANNELS, conv_op.WINOGRAD_MIN_BATCH)
         conv_op.WINOGRAD_MIN_CHANNELS, conv_op.WINOGRAD_MIN_BATCH = 1, 1
-        return winograd
+        return conv_kernels
 
     def __exit__(self, *exc):
         self.mod.WINOGRAD_MIN_CHANNELS, self.mod.WINOGRAD_MIN_BATCH = self.saved
@@ -283,9 +283,9 @@ def test_conv2d_winograd_path_matches_pytorch_at_alexnet_like_shapes(k, p, size)
 def test_conv2d_winograd_tiles_stay_within_float32_rounding_of_float64(monkeypatch, tile, n, c, size, o, k, p):
     """Both Winograd tiles, in float32, against the float64 convolution: errors of at most a few
     1e-6 of the largest value (F(4x4, 3x3)'s transforms scale by up to 8; F(2x2)'s by 1)."""
-    from tinyflow.kernels import winograd
+    from tinyflow.kernels import conv as conv_kernels
 
-    monkeypatch.setattr(winograd, "winograd_tile", lambda oh, ow, channels=None: tile)
+    monkeypatch.setattr(conv_kernels, "winograd_tile", lambda oh, ow, channels=None: tile)
     rng = np.random.default_rng(size + k)
     x = rng.standard_normal((n, c, size, size))
     w = rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)
@@ -303,7 +303,7 @@ def test_conv2d_winograd_tiles_stay_within_float32_rounding_of_float64(monkeypat
 
 
 def test_conv2d_winograd_tile_is_the_one_with_fewer_multiplications():
-    from tinyflow.kernels.winograd import winograd_tile
+    from tinyflow.kernels.conv import winograd_tile
 
     assert winograd_tile(7, 7) == 4  # 36 * 2 * 2 < 16 * 4 * 4
     assert winograd_tile(15, 15) == 4
@@ -315,10 +315,10 @@ def test_conv2d_winograd_tile_is_the_one_with_fewer_multiplications():
 
 
 def test_conv2d_winograd_max_tile_2_keeps_f2x2_everywhere(monkeypatch):
-    from tinyflow.kernels import winograd
+    from tinyflow.kernels import conv as conv_kernels
 
-    monkeypatch.setattr(winograd, "WINOGRAD_MAX_TILE", 2)
-    assert winograd.winograd_tile(7, 7) == winograd.winograd_tile(24, 24) == 2
+    monkeypatch.setattr(conv_kernels, "WINOGRAD_MAX_TILE", 2)
+    assert conv_kernels.winograd_tile(7, 7) == conv_kernels.winograd_tile(24, 24) == 2
 
 
 def test_conv2d_winograd_path_equals_im2col_path_and_threads_change_nothing(monkeypatch):

@@ -1,5 +1,5 @@
 """Where names live: an op (Function) never shares its class name with an nn layer (Module), and
-every function of nn.functional is defined there (the ops hold only the Function classes)."""
+every function of nn.functional is defined in the op family file of its op (F is an index)."""
 from __future__ import annotations
 
 import importlib
@@ -31,10 +31,16 @@ def test_no_function_shares_its_class_name_with_an_nn_module():
     assert not clashes, f"rename the op classes (suffix Function): {clashes}"
 
 
-def test_every_function_of_F_is_defined_in_nn_functional():
-    names = {name: getattr(F, name) for name in dir(F)}  # dir(F) names the lazily loaded surface too
-    public = {name: obj for name, obj in names.items() if inspect.isfunction(obj) and not name.startswith("_")
-              and obj.__module__.startswith(F.__name__ + ".")}  # one of the family files of the F package
+def test_every_function_of_F_is_defined_in_an_op_family_file():
+    """F.conv2d lives in tinyflow/ops/conv.py beside Conv2dFunction: F itself defines nothing, and
+    the ops package's index names the op classes, not F's functions."""
+    names = {name: getattr(F, name) for name in dir(F)}
+    public = {name: obj for name, obj in names.items() if inspect.isfunction(obj) and not name.startswith("_")}
     assert sorted(public) == sorted(F.__all__)
-    for name, obj in vars(ops).items():  # the ops export Function classes and array helpers only
+    homes = {name: obj.__module__ for name, obj in public.items()}
+    assert all(home.startswith("tinyflow.ops.") for home in homes.values()), \
+        {name: home for name, home in homes.items() if not home.startswith("tinyflow.ops.")}
+    assert homes["conv2d"] == "tinyflow.ops.conv" and homes["max_pool2d"] == "tinyflow.ops.pool"
+    assert homes["silu"] == homes["relu"] == "tinyflow.ops.activation"  # no *_extra file: one per family
+    for name, obj in vars(ops).items():  # the ops index exports Function classes and array helpers only
         assert not (inspect.isfunction(obj) and name in F.__all__), f"ops.{name} duplicates F.{name}"

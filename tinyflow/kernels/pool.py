@@ -17,12 +17,12 @@ exact in any dtype.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tinyflow.dtypes import is_half
 from tinyflow.kernels._cpu import array_module, parallel_for
-from tinyflow.kernels.conv import _window_slice
-from tinyflow.kernels.shapes import pool_output_shape
 
 __all__ = [
     "maxpool2d_forward",
@@ -32,6 +32,34 @@ __all__ = [
 ]
 
 Pair = tuple[int, int]
+
+
+def pool_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int = 1,
+                     ceil_mode: bool = False) -> int:
+    """Output length of a window sweep along one axis, with PyTorch's rule.
+
+    With ``ceil_mode`` the last window may hang over the right padding, but it must start inside
+    the input or the left padding (PyTorch drops a window that would start in the right padding).
+    """
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
+    if span < 0:
+        return 0
+    out = (math.ceil(span / stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:
+        out -= 1
+    return out
+
+
+def pool_output_shape(h: int, w: int, kernel_size: Pair, stride: Pair, padding: Pair,
+                      dilation: Pair = (1, 1), ceil_mode: bool = False) -> Pair:
+    """(OH, OW) of a pooling window sweep, PyTorch's rule including ceil_mode."""
+    return (pool_output_size(h, kernel_size[0], stride[0], padding[0], dilation[0], ceil_mode),
+            pool_output_size(w, kernel_size[1], stride[1], padding[1], dilation[1], ceil_mode))
+
+
+def _window_slice(start: int, count: int, step: int) -> slice:
+    """``count`` positions ``start, start+step, ...`` as a slice (used for every window offset)."""
+    return slice(start, start + step * (count - 1) + 1, step)
 
 
 def _padded_extent(size: int, out: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
