@@ -21,11 +21,10 @@ done.
 
 On the CPU, where ``use_winograd`` (below: the op picks its algorithm, the kernels compute) says it
 pays (stride-1 ungrouped 3x3 and 5x5 layers with enough channels and images), the convolution runs on
-the Winograd
-kernels instead: 16 GEMMs over transformed 4x4 tiles (F(2x2, 3x3)) or, for outputs of 3x3 and
+the Winograd kernels instead: 16 GEMMs over transformed 4x4 tiles (F(2x2, 3x3)) or, for outputs of 3x3 and
 up, 36 over 6x6 tiles (F(4x4, 3x3)): 4x fewer multiplications for 3x3 (2.8x for 5x5) and no
-im2col / col2im. Same results to float rounding; see docs/convolution.md and
-tinyflow/kernels/winograd.py (a CPU-only kernel family: there is no CUDA twin).
+im2col / col2im. Same results to float rounding; see docs/convolution.md and the second half of
+tinyflow/kernels/conv.py (CPU-only kernels: they have no CUDA twin).
 
 The F functions at the end (conv2d and conv_transpose2d; conv1d and conv3d with their transposes,
 built on them) check the arguments, resolve padding='same' and apply autocast; the op computes the
@@ -42,7 +41,7 @@ from tinyflow.arg_parser import FunctionalError, IntPair, Pair, pair, single, tr
 from tinyflow.autograd import Function
 from tinyflow.creation import stack
 from tinyflow.kernels._cpu import give_buffer, take_buffer, workspace
-from tinyflow.kernels.shapes import conv_output_size
+from tinyflow.kernels.conv import conv_output_size
 from tinyflow.ops.elementwise import floating_or_int64, not_implemented_for
 from tinyflow.ops.linear import matmul_array, safe_sum
 from tinyflow.ops.pad import pad
@@ -63,7 +62,7 @@ WINOGRAD_KERNELS = (3, 5, 6)  # kernel sides that split into 3x3 sub-kernels wit
 
 def use_winograd(x, w, stride: Pair, dilation: Pair, groups: int) -> bool:
     """Whether conv2d(x (N, C, H, W), w (O, C/groups, kh, kw)) runs on the CPU's Winograd kernels
-    (tinyflow/kernels/winograd.py, loaded only when this says yes)."""
+    (the CPU-only half of tinyflow/kernels/conv.py)."""
     n, c = x.shape[:2]
     o, _, kh, kw = w.shape
     return (WINOGRAD_MIN_CHANNELS > 0 and np.dtype(x.dtype) in (np.float32, np.float64)

@@ -24,7 +24,7 @@ import numpy as np
 from tinyflow.arg_parser import FunctionalError, IntPair, pair
 from tinyflow.autograd import Context, Function
 from tinyflow.creation import as_constant, tensor
-from tinyflow.kernels.shapes import conv_output_size
+from tinyflow.kernels.conv import conv_output_size
 from tinyflow.ops.conv import conv2d, conv_transpose2d
 from tinyflow.ops.elementwise import floating_only, not_implemented_for
 from tinyflow.ops.linear import matmul_array
