@@ -49,6 +49,59 @@ def test_every_torch_nn_module_of_these_files_exists_in_tinyflow():
     assert missing <= ABSENT, sorted(missing - ABSENT)
 
 
+LAYER_FILES = ("activation", "batchnorm", "channelshuffle", "container", "conv", "distance", "dropout", "flatten",
+               "fold", "instancenorm", "linear", "loss", "normalization", "padding", "pixelshuffle", "pooling", "rnn",
+               "sparse", "transformer", "upsampling")
+
+
+def test_every_layer_is_defined_in_the_file_torch_defines_it_in():
+    """A family is one file: ELU is defined in nn/modules/activation.py, as torch's ELU is in
+    torch/nn/modules/activation.py (so its __module__ and a pickle name that file)."""
+    wrong = {}
+    for name in nn.modules.__all__:
+        ours, theirs = getattr(nn, name), getattr(torch.nn, name, None)
+        expected = theirs.__module__.replace("torch.", "tinyflow.", 1) if theirs is not None else None
+        if expected is not None and expected.startswith("tinyflow.nn.modules.") and ours.__module__ != expected:
+            wrong[name] = ours.__module__
+    assert not wrong, wrong
+    assert nn.ELU.__module__ == "tinyflow.nn.modules.activation" and nn.Conv3d.__module__ == "tinyflow.nn.modules.conv"
+
+
+def test_the_layer_index_gathers_each_files_names_and_nothing_is_loaded_on_first_use():
+    gathered = ["Module"]
+    for file in LAYER_FILES:
+        module = importlib.import_module(f"tinyflow.nn.modules.{file}")
+        gathered += module.__all__
+        assert all(getattr(module, n).__module__ == module.__name__ for n in module.__all__), file
+        namespace: dict = {}
+        exec(f"from tinyflow.nn.modules.{file} import *", namespace)  # the whole family: ReLU and ELU
+        assert set(module.__all__) <= set(namespace), file
+    assert nn.modules.__all__ == gathered and len(set(gathered)) == len(gathered)
+    assert set(nn.modules.__all__) <= set(nn.__all__) and all(getattr(nn, n) is getattr(nn.modules, n)
+                                                              for n in nn.modules.__all__)
+    from tinyflow.nn import init, utils
+
+    for module in (nn, nn.modules, utils, init):  # plain modules: no first-use table
+        assert "__getattr__" not in vars(module), module.__name__
+    with pytest.raises(AttributeError, match="NoSuchLayer"):
+        nn.NoSuchLayer  # noqa: B018
+    assert callable(init.orthogonal_) and init.orthogonal_.__module__ == "tinyflow.nn.init"
+
+
+def test_the_old_layer_paths_are_gone():
+    """tinyflow/nn/<file>.py and the *_extra files are no more: their module paths do not import
+    (a pickle that names tinyflow.nn.conv.Conv2d, made before nn/modules/, no longer loads)."""
+    for path in ("tinyflow.nn.conv", "tinyflow.nn.container", "tinyflow.nn.modules.activation_extra",
+                 "tinyflow.nn.modules.conv_extra", "tinyflow.nn.init_extra"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(path)
+    import pickle
+
+    old = pickle.dumps(nn.Sequential, protocol=0).replace(b"tinyflow.nn.modules.container", b"tinyflow.nn.container")
+    with pytest.raises(ModuleNotFoundError):
+        pickle.loads(old)
+
+
 def test_sequential_and_module_list_edits_as_in_torch():
     seq = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
     seq.insert(1, nn.Tanh())

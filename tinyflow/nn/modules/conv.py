@@ -1,30 +1,27 @@
-"""Image convolution layers: Conv2d and ConvTranspose2d, with PyTorch's signatures, parameter names
-and shapes, initialisation and padding modes. Conv1d, Conv3d and their transposes are the PyTorch
-surface, in conv_extra.py (on the same _ConvNd)."""
+"""Convolution layers: Conv1d, Conv2d, Conv3d and their transposes, with PyTorch's signatures,
+parameter names and shapes, initialisation and padding modes, all on one _ConvNd."""
 from __future__ import annotations
 
 from typing import Any
 
-from tinyflow._lazy_names import attach, by_module
-from tinyflow.kernels.shapes import IntPair, _pair
+from tinyflow.arg_parser import IntPair, pair, single, triple
 from tinyflow.nn import functional as F
 from tinyflow.nn import init
-from tinyflow.nn.functional._utils import _single, _triple
 from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, empty
 
-__all__ = ["Conv2d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 def _tuple(v: Any, n: int, name: str, op: str) -> tuple[int, ...]:
     if n == 3:
-        return _triple(v, name, op)
+        return triple(v, name, op)
     if n == 2:
-        return _pair(v, name, op)
-    return (_single(v, name, op),)
+        return pair(v, name, op)
+    return (single(v, name, op),)
 
 
 class _ConvNd(Module):
@@ -174,8 +171,65 @@ class ConvTranspose2d(_ConvTransposeNd):
                                   self._output_padding(input, output_size), self.groups, self.dilation)
 
 
-# PyTorch's module path names the rest too (torch.nn.modules.conv.<Name>): they live in conv_extra.py, the
-# PyTorch surface, and load from there the first time one of them is asked for here.
-attach(__name__, by_module({"tinyflow.nn.modules.conv_extra": (
-    "Conv1d", "Conv3d", "ConvTranspose1d", "ConvTranspose3d",
-)}, submodules=False))  # and in __all__, as PyTorch lists them
+class Conv1d(_ConvNd):
+    """1-D convolution over (N, C, L): weight (O, C/groups, k) and bias (O,)."""
+
+    _dims = 1
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+
+    _functional = staticmethod(F.conv1d)
+
+
+class Conv3d(_ConvNd):
+    """3-D convolution over (N, C, D, H, W): weight (O, C/groups, kd, kh, kw) and bias (O,)."""
+
+    _dims = 3
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+
+    _functional = staticmethod(F.conv3d)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """Transposed 1-D convolution: weight (C_in, C_out/groups, k) and bias (C_out,)."""
+
+    _dims = 1
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        if padding_mode != "zeros":
+            raise ValueError(f"ConvTranspose1d: only 'zeros' padding mode is supported, got {padding_mode!r}")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype, output_padding)
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution: weight (C_in, C_out/groups, kd, kh, kw) and bias (C_out,)."""
+
+    _dims = 3
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
+                 output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        if padding_mode != "zeros":
+            raise ValueError(f"ConvTranspose3d: only 'zeros' padding mode is supported, got {padding_mode!r}")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype, output_padding)
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)

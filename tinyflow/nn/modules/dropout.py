@@ -1,13 +1,12 @@
-"""Dropout (active in training mode only). Dropout1d/2d/3d (whole channels), AlphaDropout and
-FeatureAlphaDropout (for SELU networks) are the PyTorch surface, in dropout_extra.py."""
+"""Dropout layers (active in training mode only): Dropout, Dropout1d/2d/3d (whole channels),
+AlphaDropout and FeatureAlphaDropout (for SELU networks)."""
 from __future__ import annotations
 
-from tinyflow._lazy_names import attach, by_module
 from tinyflow.nn import functional as F
 from tinyflow.nn.modules.module import Module
 from tinyflow.tensor import Tensor
 
-__all__ = ["Dropout"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
 
 
 class _DropoutNd(Module):
@@ -28,8 +27,26 @@ class Dropout(_DropoutNd):
         return F.dropout(input, self.p, self.training)
 
 
-# PyTorch's module path names the rest too (torch.nn.modules.dropout.<Name>): they live in dropout_extra.py,
-# the PyTorch surface, and load from there the first time one of them is asked for here.
-attach(__name__, by_module({"tinyflow.nn.modules.dropout_extra": (
-    "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
-)}, submodules=False))  # and in __all__, as PyTorch lists them
+class Dropout1d(_DropoutNd):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.dropout1d(input, self.p, self.training)
+
+
+class Dropout2d(_DropoutNd):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.dropout2d(input, self.p, self.training)
+
+
+class Dropout3d(_DropoutNd):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.dropout3d(input, self.p, self.training)
+
+
+class AlphaDropout(_DropoutNd):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.feature_alpha_dropout(input, self.p, self.training)

@@ -1,6 +1,6 @@
 """A module's backward hooks (``register_full_backward_hook``, ``register_full_backward_pre_hook``):
-the plumbing PyTorch keeps in torch/utils/hooks.py (BackwardHook). Module.__call__ loads this file
-only for a module that has such hooks; the identities below put the hooks on the graph.
+the plumbing PyTorch keeps in torch/utils/hooks.py (BackwardHook). Module.__call__ uses it only for
+a module that has such hooks; the identities below put the hooks on the graph.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class BackwardHookState:
     """One call's worth of backward-hook plumbing: identities on the inputs and outputs that
     requires grad, and the hooks called from their backward."""
 
-    def __init__(self, module: Any) -> None:  # the Module being called (module.py imports this file)
+    def __init__(self, module: Any) -> None:  # the Module being called
         self.module = module
         self.grad_output: tuple | None = None
         self.input_positions: list[int] = []

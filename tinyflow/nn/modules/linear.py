@@ -1,16 +1,15 @@
-"""Linear and Identity layers. Bilinear is the PyTorch surface, in linear_extra.py."""
+"""Dense layers: Linear, Bilinear (two inputs) and Identity."""
 from __future__ import annotations
 
 from typing import Any
 
-from tinyflow._lazy_names import attach, by_module
 from tinyflow.nn import functional as F
 from tinyflow.nn import init
 from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, empty
 
-__all__ = ["Linear", "Identity"]
+__all__ = ["Linear", "Identity", "Bilinear"]
 
 
 class Linear(Module):
@@ -44,6 +43,30 @@ class Identity(Module):
         return x
 
 
-# PyTorch's module path names Bilinear too (torch.nn.modules.linear.Bilinear): it lives in linear_extra.py, the
-# PyTorch surface, and loads from there the first time it is asked for here.
-attach(__name__, by_module({"tinyflow.nn.modules.linear_extra": ("Bilinear",)}, submodules=False))
+class Bilinear(Module):
+    """y = x1 @ weight[o] @ x2 + bias[o]: weight (out_features, in1_features, in2_features),
+    weight and bias drawn from U(-1/sqrt(in1_features), 1/sqrt(in1_features)) as in PyTorch."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        self.weight = Parameter(empty(out_features, in1_features, in2_features, device=device, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1 / self.in1_features**0.5
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")

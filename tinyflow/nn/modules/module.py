@@ -15,6 +15,7 @@ import numpy as np
 from tinyflow.autograd import no_grad
 from tinyflow.device import Device
 from tinyflow.dtypes import is_floating
+from tinyflow.nn.modules.hooks import BackwardHookState
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, _resolve_dtype
 
@@ -400,9 +401,7 @@ class Module:
             if new is not None:
                 args = new if isinstance(new, tuple) else (new,)
         backward_hooks = self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks")
-        if backward_hooks:  # their plumbing loads with the first module that has one
-            from tinyflow.nn.modules.hooks import BackwardHookState
-
+        if backward_hooks:
             args, report = BackwardHookState(self).wrap_inputs(args)
         out = self.forward(*args, **kwargs)
         if backward_hooks:

@@ -11,7 +11,7 @@ import numpy as np
 
 from tinyflow.nn import functional as F
 from tinyflow.nn import init
-from tinyflow.nn.modules.activation_extra import MultiheadAttention
+from tinyflow.nn.modules.activation import MultiheadAttention
 from tinyflow.nn.modules.container import ModuleList
 from tinyflow.nn.modules.dropout import Dropout
 from tinyflow.nn.modules.linear import Linear
