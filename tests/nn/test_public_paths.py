@@ -1,42 +1,11 @@
-"""nn, nn.functional, nn.utils, optim and the model zoo load only what a program uses (issue 25):
-a layer file, an F family, an optimizer other than SGD, the schedulers and a model's file load on
-first use, and every public name still resolves (attribute, ``from ... import``, ``dir``, star
-import)."""
+"""The public paths of nn, nn.functional, nn.utils, optim and the model zoo: every name resolves by
+attribute, ``from ... import``, ``dir`` and star import; nn.functional is one index module whose
+functions live in the op family files (tinyflow/ops/<family>.py); a layer family is one file at
+its PyTorch path (no ``*_extra`` files)."""
 from __future__ import annotations
 
 
-def test_an_alexnet_step_loads_no_surface_layer_optimizer_or_other_model(fresh_python):
-    out = fresh_python(
-        "import numpy as np, sys\n"
-        "import tinyflow\n"
-        "import tinyflow.nn.functional as F\n"
-        "import tinyflow.optim as optim\n"
-        "from tinyflow.models import get_model\n"
-        "model = get_model('alexnet', num_classes=10)\n"
-        "opt = optim.SGD(list(model.parameters()), lr=0.01, momentum=0.9)\n"
-        "x = tinyflow.tensor(np.zeros((2, 3, 64, 64), np.float32))\n"
-        "F.cross_entropy(model(x), tinyflow.tensor(np.array([1, 2]))).backward()\n"
-        "opt.step()\n"
-        "out = sorted(m for m in sys.modules if m.startswith(('tinyflow.nn', 'tinyflow.optim', 'tinyflow.models')))\n")
-    loaded = set(out)
-    unused = {f"tinyflow.nn.modules.{f}" for f in ("transformer", "padding", "upsampling", "fold", "pixelshuffle",
-                                                   "distance", "instancenorm", "channelshuffle", "rnn", "sparse",
-                                                   "loss", "batchnorm", "normalization", "flatten")}
-    unused |= {f"tinyflow.nn.functional.{f}" for f in ("vision", "instancenorm", "attention", "sparse", "distance",
-                                                       "normalization", "padding")}
-    extras = ("conv", "pooling", "dropout", "linear", "activation", "loss")
-    unused |= {f"tinyflow.nn.{p}.{f}_extra" for p in ("modules", "functional") for f in extras}
-    unused |= {"tinyflow.nn.modules.container_extra", "tinyflow.nn.modules.hooks", "tinyflow.nn.init_extra"}
-    unused |= {"tinyflow.nn.parallel", "tinyflow.nn.utils", "tinyflow.optim.adam", "tinyflow.optim.lr_scheduler",
-               "tinyflow.optim.swa_utils", "tinyflow.optim.lbfgs", "tinyflow.optim.clip_grad",
-               "tinyflow.models.resnet", "tinyflow.models.fcn", "tinyflow.models.lstm_lm"}
-    assert not unused & loaded, f"one AlexNet step loaded what it does not use: {sorted(unused & loaded)}"
-    used = {"tinyflow.models.alexnet", "tinyflow.optim.sgd", "tinyflow.nn.modules.conv", "tinyflow.nn.modules.container",
-            "tinyflow.nn.modules.pooling", "tinyflow.nn.functional.loss", "tinyflow.nn.functional.conv"}
-    assert used <= loaded, sorted(used - loaded)
-
-
-def test_lazy_names_resolve_by_attribute_import_dir_and_star(fresh_python):
+def test_public_names_resolve_by_attribute_import_dir_and_star(fresh_python):
     out = fresh_python(
         "import tinyflow.nn as nn, tinyflow.nn.functional as F, tinyflow.optim as optim, tinyflow.models as models\n"
         "import tinyflow.nn.modules.transformer as T\n"
@@ -83,20 +52,27 @@ def test_unknown_names_are_attribute_errors():
             getattr(module, name)
 
 
-def test_the_files_layers_lived_in_before_nn_modules_still_lead_there():
-    """A model pickled when the layers were tinyflow/nn/<file>.py names its classes by those modules."""
+def test_nn_functional_is_one_index_module_of_the_op_family_functions():
+    """F is a module, not a package: each function is the op file's own object (``F.conv2d`` is
+    tinyflow/ops/conv.py's, beside Conv2dFunction), F.REDUCTIONS is reachable and not exported,
+    and a pickled F function names its family file."""
     import pickle
 
-    import tinyflow.nn as nn
+    import tinyflow.nn.functional as F
+    import tinyflow.ops as ops
+    from tinyflow.nn.functional import conv2d, cross_entropy, relu, silu
+    from tinyflow.ops import activation, conv, loss
 
-    old = pickle.dumps(nn.Sequential, protocol=0).replace(b"tinyflow.nn.modules.container", b"tinyflow.nn.container")
-    assert b"ctinyflow.nn.container\n" in old and pickle.loads(old) is nn.Sequential
-    from tinyflow.nn.conv import Conv2d  # noqa: PLC0415
+    assert not hasattr(F, "__path__") and F.__file__.endswith("functional.py")
+    assert conv2d is F.conv2d is conv.conv2d and relu is activation.relu and silu is activation.silu
+    assert cross_entropy is loss.cross_entropy and F.REDUCTIONS == ("mean", "sum", "none")
+    assert "REDUCTIONS" not in F.__all__ and len(F.__all__) == len(set(F.__all__)) > 100
+    assert pickle.loads(pickle.dumps(F.max_pool2d)) is F.max_pool2d
+    assert b"tinyflow.ops.pool" in pickle.dumps(F.max_pool2d)
+    assert ops.Conv2dFunction is conv.Conv2dFunction and ops.MaxUnpool2dFunction.__module__ == "tinyflow.ops.pool"
 
-    assert Conv2d is nn.Conv2d
 
-
-def test_star_import_of_a_torch_module_path_gives_its_extra_layers_too():
+def test_star_import_of_a_torch_module_path_gives_the_whole_family():
     namespace: dict = {}
     exec("from tinyflow.nn.modules.activation import *", namespace)
     assert {"ReLU", "ELU", "Mish", "MultiheadAttention"} <= set(namespace)
@@ -105,9 +81,10 @@ def test_star_import_of_a_torch_module_path_gives_its_extra_layers_too():
     assert {"CrossEntropyLoss", "HuberLoss", "TripletMarginLoss"} <= set(namespace)
 
 
-def test_the_surface_layers_beside_the_framework_files_resolve_by_their_torch_paths():
-    """Conv1d, MaxPool3d, Dropout2d, Bilinear, ParameterList, orthogonal_, ... live in *_extra.py files
-    (the PyTorch surface); their PyTorch module paths, tinyflow.nn, F, star imports and pickles find them."""
+def test_every_layer_lives_in_its_family_file_at_its_torch_path():
+    """Conv1d, MaxPool3d, Dropout2d, Bilinear, ParameterList, orthogonal_, ... live in their family's
+    file (nn/modules/conv.py holds Conv1d beside Conv2d); their PyTorch module paths, tinyflow.nn,
+    F, star imports and pickles find them."""
     import pickle
 
     import tinyflow
@@ -121,7 +98,8 @@ def test_the_surface_layers_beside_the_framework_files_resolve_by_their_torch_pa
              (dropout.AlphaDropout, nn.AlphaDropout), (linear.Bilinear, nn.Bilinear),
              (container.ParameterList, nn.ParameterList), (container.ParameterDict, nn.ParameterDict)]
     for a, b in pairs:
-        assert a is b and a.__module__.endswith("_extra"), (a, b)
+        assert a is b and a.__module__ == f"tinyflow.nn.modules.{a.__module__.rsplit('.', 1)[1]}", (a, b)
+        assert not a.__module__.endswith("_extra")
     for name in ("Conv1d", "Conv3d", "MaxPool1d", "AdaptiveAvgPool3d", "MaxUnpool1d", "Dropout3d", "Bilinear",
                  "ParameterDict"):
         assert name in nn.modules.__all__ and name in dir(nn)
@@ -147,14 +125,12 @@ def test_the_surface_layers_beside_the_framework_files_resolve_by_their_torch_pa
     assert abs(float((w @ w.T - tinyflow.eye(4)).abs().max().item())) < 1e-5
 
 
-def test_a_module_with_a_backward_hook_loads_the_hook_plumbing_and_runs_it(fresh_python):
+def test_a_module_with_a_backward_hook_runs_it(fresh_python):
     out = fresh_python(
-        "import sys, tinyflow, tinyflow.nn as nn\n"
+        "import tinyflow, tinyflow.nn as nn\n"
         "m = nn.Linear(3, 2)\n"
-        "before = 'tinyflow.nn.modules.hooks' in sys.modules\n"
         "seen = []\n"
         "m.register_full_backward_hook(lambda mod, gin, gout: seen.append((gin[0].shape, gout[0].shape)))\n"
         "m(tinyflow.randn(4, 3, requires_grad=True)).sum().backward()\n"
-        "out = {'before': before, 'after': 'tinyflow.nn.modules.hooks' in sys.modules,\n"
-        "       'seen': [[list(a), list(b)] for a, b in seen]}\n")
-    assert out == {"before": False, "after": True, "seen": [[[4, 3], [4, 2]]]}
+        "out = {'seen': [[list(a), list(b)] for a, b in seen]}\n")
+    assert out == {"seen": [[[4, 3], [4, 2]]]}
