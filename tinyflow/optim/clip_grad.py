@@ -8,8 +8,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from tinyflow.device import array_module, to_host
 from tinyflow.creation import tensor
+from tinyflow.device import array_module, to_host
 from tinyflow.tensor import Tensor
 
 ParamsOrTensor = Union[Tensor, Iterable[Tensor]]

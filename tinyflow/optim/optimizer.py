@@ -22,6 +22,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from tinyflow.autograd import enable_grad
 from tinyflow.capture import current as current_capture
 from tinyflow.device import array_module, device_of, move
 from tinyflow.dtypes import is_floating, is_half
@@ -131,8 +132,6 @@ class Optimizer:
     def _run_closure(closure: Callable[[], Any] | None) -> Any:
         if closure is None:
             return None
-        from tinyflow.autograd import enable_grad
-
         with enable_grad():
             return closure()
 

@@ -20,7 +20,7 @@ from tinyflow.nn.modules.batchnorm import _BatchNorm
 from tinyflow.nn.modules.module import Module
 from tinyflow.optim.lr_scheduler import LRScheduler
 from tinyflow.optim.optimizer import Optimizer
-from tinyflow.tensor import Tensor
+from tinyflow.tensor import Tensor, tensor
 
 __all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn", "get_swa_multi_avg_fn",
            "get_ema_avg_fn", "get_swa_avg_fn"]
@@ -109,8 +109,6 @@ class AveragedModel(Module):
         super().__init__()
         if avg_fn is not None and multi_avg_fn is not None:
             raise AssertionError("Only one of avg_fn and multi_avg_fn should be provided")
-        from tinyflow.tensor import tensor
-
         self.module = deepcopy(model)
         if device is not None:
             self.module = self.module.to(device)

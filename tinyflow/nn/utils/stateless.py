@@ -11,11 +11,10 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from tinyflow.nn.modules.module import Module
-    from tinyflow.tensor import Tensor
+from tinyflow.nn.modules.module import Module
+from tinyflow.tensor import Tensor
 
 __all__ = ["functional_call"]
 
@@ -69,8 +68,6 @@ def _check_keys(module: Module, keys: Mapping[str, Any]) -> None:
 
 def _owner(module: Module, name: str) -> tuple[Module, str]:
     """The submodule that holds the dotted ``name`` and the last part of the name."""
-    from tinyflow.nn.modules.module import Module
-
     prefix, _, attr = name.rpartition(".")
     mod = module
     for part in prefix.split(".") if prefix else []:
@@ -87,8 +84,6 @@ def _owner(module: Module, name: str) -> tuple[Module, str]:
 
 def _swap(module: Module, name: str, value: Any) -> Any:
     """Put ``value`` at the dotted ``name`` (``_MISSING``: remove it); return what was there."""
-    from tinyflow.tensor import Tensor
-
     if value is not _MISSING and value is not None and not isinstance(value, Tensor):
         raise TypeError(f"functional_call: the value for {name!r} must be a Tensor, got {type(value).__name__}")
     mod, attr = _owner(module, name)
@@ -133,8 +128,6 @@ def _reparametrize_module(module: Module, parameters_and_buffers: dict[str, Any]
 
 def _functional_call(module: Module, parameters_and_buffers: dict[str, Any], args: Any = None,
                      kwargs: dict[str, Any] | None = None, *, tie_weights: bool = True, strict: bool = False) -> Any:
-    from tinyflow.nn.modules.module import Module
-
     if not isinstance(module, Module):
         raise TypeError(f"functional_call: expected an nn.Module, got {type(module).__name__}")
     if not isinstance(parameters_and_buffers, dict):

@@ -17,6 +17,7 @@ from tinyflow.autograd import no_grad
 from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.ops.distance import VectorNormFunction
+from tinyflow.random import rng
 from tinyflow.tensor import Tensor, tensor
 
 __all__ = ["weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectral_norm"]
@@ -131,8 +132,6 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
     if weight is None:
         raise ValueError(f"`SpectralNorm` cannot be applied as parameter `{name}` is None")
     fn = SpectralNorm(name, n_power_iterations, dim, eps)
-    from tinyflow.random import rng
-
     h, w = fn.matrix(weight).shape
     g = rng(None)
     u = tensor(np.zeros(h), dtype=weight.dtype, device=weight.device)
