@@ -15,6 +15,7 @@ from tinyflow.dtypes import (
     as_dtype, bool_, float32, float64, get_default_dtype, int64, is_floating_or_complex,
 )
 from tinyflow.errors import ShapeError
+from tinyflow.random import rng
 from tinyflow.tensor import Tensor, _resolve_dtype, _scalar_like, _shape_arg
 
 __all__ = [
@@ -158,8 +159,6 @@ def _random(op: str, draw: Callable[[np.random.Generator, tuple, np.dtype], np.n
             dtype: Any, device: Any, requires_grad: bool, generator: Any, out: Tensor | None = None,
             layout: Any = None) -> Tensor:
     """Samples drawn on the host from the (seeded) generator, then moved to ``device``."""
-    from tinyflow.random import rng
-
     dev = Device(device) if device is not None else out.device if out is not None else CPU
     return _make(lambda xp, s, d: move(draw(rng(generator), s, d), dev), shape, dtype, dev, requires_grad, op=op,
                  out=out, layout=layout)

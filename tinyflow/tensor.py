@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow import autograd, promotion, return_types
+from tinyflow._tensor_str import tensor_repr
 from tinyflow.arg_parser import add_axis_alias, index_steps, normalize_axis, normalize_dim
 from tinyflow.device import Device, device_of, move, to_host
 from tinyflow.dtypes import (
@@ -47,8 +48,6 @@ class Tensor:
         """Legacy constructor, as ``torch.Tensor``: ``Tensor(2, 3)`` is an uninitialised 2x3
         tensor and ``Tensor(data)`` a copy of data, both in the default float dtype. Prefer
         ``tinyflow.tensor``, ``zeros`` or ``empty``."""
-        from tinyflow.creation import legacy_tensor
-
         t = legacy_tensor(get_default_dtype(), args, device=device)
         self.__dict__.update(t.__dict__)
 
@@ -178,8 +177,6 @@ class Tensor:
         return (self[i] for i in range(len(self)))
 
     def __repr__(self) -> str:
-        from tinyflow._tensor_str import tensor_repr
-
         return tensor_repr(self)
 
     def __bool__(self) -> bool:
@@ -786,7 +783,7 @@ for _name in INPLACE_METHODS:
     setattr(Tensor, _name, getattr(_inplace_methods, _name))
 
 # The creation functions live in tinyflow/creation.py; these names stay importable from here.
-from tinyflow.creation import _draw  # noqa: E402 (uniform_ and normal_ draw with it)
+from tinyflow.creation import _draw, legacy_tensor  # noqa: E402 (uniform_ and normal_ draw with _draw)
 from tinyflow.creation import (  # noqa: E402,F401
     arange, as_tensor, cat, empty, empty_like, full, full_like, linspace, ones, ones_like, pad, rand, rand_like,
     randint, randn, randn_like, randperm, split, stack, tensor, where, zeros, zeros_like,

@@ -13,6 +13,7 @@ import numpy as np
 from tinyflow.autograd import Context, Function
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.errors import ShapeError
+from tinyflow.promotion import result_type
 
 __all__ = [
     "Add", "Sub", "Mul", "Div", "Pow", "PowScalar", "Neg", "Exp", "Log", "Sqrt", "Abs", "Clip", "Where",
@@ -287,8 +288,6 @@ class Clip(Function):
 
     @staticmethod
     def forward(ctx: Context, a: Any, lo: Any = None, hi: Any = None) -> Any:
-        from tinyflow.promotion import result_type
-
         xp = ctx.xp
         dtype = result_type(a, lo, hi)
         ctx.save_for_backward(a)
