@@ -4,8 +4,9 @@ One file per family (activation, allreduce, batchnorm, conv, embedding, loss, lr
 random, rnn). Each is a plain function over arrays, written against ``xp`` where it can be, and
 the families of ``FAMILIES`` are the contract: ``tinyflow_cuda/kernels/<family>.py`` (over
 ``csrc/<family>.cu``) defines the same names with the same signatures for CUDA arrays. The
-Winograd convolution is the one CPU-only part (``CPU_ONLY``, in kernels/conv.py): a GPU
-convolution is im2col + a cuBLAS GEMM, so the convolution op asks for it on NumPy arrays only.
+Winograd convolution is the one CPU-only part (``CPU_ONLY``: the names of its kernels, in
+kernels/conv.py): a GPU convolution is im2col + a cuBLAS GEMM, so the convolution op asks for it
+on NumPy arrays only.
 ``_cpu`` (workspaces, threads) is a helper, not a family.
 
 Ops never import a kernel by name from here: they ask their context for the kernel module of
@@ -20,7 +21,7 @@ from tinyflow.kernels.activation import *
 from tinyflow.kernels.allreduce import *
 from tinyflow.kernels.batchnorm import *
 from tinyflow.kernels.conv import *
-from tinyflow.kernels.conv import winograd_conv2d_backward, winograd_conv2d_forward
+from tinyflow.kernels.conv import CPU_ONLY, winograd_conv2d_backward, winograd_conv2d_forward
 from tinyflow.kernels.embedding import *
 from tinyflow.kernels.loss import *
 from tinyflow.kernels.lrn import *
@@ -31,8 +32,5 @@ from tinyflow.kernels.rnn import *
 
 FAMILIES = (activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn)
 """The kernel families, each mirrored by tinyflow_cuda/kernels/<family>.py, in this order."""
-
-CPU_ONLY = conv.CPU_ONLY
-"""The kernels of NumPy arrays only (the Winograd convolution): no CUDA twin."""
 
 __all__ = [name for family in FAMILIES for name in family.__all__] + list(CPU_ONLY)

@@ -50,8 +50,10 @@ from tinyflow.nn.modules.sparse import *
 from tinyflow.nn.modules.transformer import *
 from tinyflow.nn.modules.upsampling import *
 
-_FILES = (activation, batchnorm, channelshuffle, container, conv, distance, dropout, flatten, fold, instancenorm,
-          linear, loss, normalization, padding, pixelshuffle, pooling, rnn, sparse, transformer, upsampling)
-"""The layer files besides module.py, whose ``__all__`` lists are gathered here."""
-
-__all__ = ["Module"] + [name for file in _FILES for name in file.__all__]  # every layer
+__all__ = ["Module"] + [  # every layer: each file's __all__, in this order
+    name
+    for file in (activation, batchnorm, channelshuffle, container, conv, distance, dropout, flatten, fold,
+                 instancenorm, linear, loss, normalization, padding, pixelshuffle, pooling, rnn, sparse, transformer,
+                 upsampling)
+    for name in file.__all__
+]

@@ -16,20 +16,16 @@ from typing import Any
 import numpy as np
 
 from tinyflow.autograd import no_grad
+from tinyflow.creation import cat, randn, tensor, zeros
 from tinyflow.device import array_module
 from tinyflow.nn import functional as F
 from tinyflow.nn.modules.module import Module
 from tinyflow.nn.utils import parametrize
 from tinyflow.nn.utils.weight_norm import _norm_except_dim
+from tinyflow.surface import linalg
 from tinyflow.tensor import Tensor
 
 __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
-
-
-def _tf() -> Any:
-    import tinyflow
-
-    return tinyflow
 
 
 # ------------------------------------------------------------------------------ weight_norm
@@ -83,9 +79,8 @@ class _SpectralNorm(Module):
             with no_grad():
                 mat = self._reshape_weight_to_matrix(weight.detach())
             h, w = mat.shape
-            tf = _tf()
-            u = tf.randn(h, dtype=weight.dtype, device=weight.device)
-            v = tf.randn(w, dtype=weight.dtype, device=weight.device)
+            u = randn(h, dtype=weight.dtype, device=weight.device)
+            v = randn(w, dtype=weight.dtype, device=weight.device)
             _normalize_into(u, u.array.copy(), eps)
             _normalize_into(v, v.array.copy(), eps)
             self.register_buffer("_u", u)
@@ -111,7 +106,7 @@ class _SpectralNorm(Module):
         if self.training:
             self._power_method(weight_mat, self.n_power_iterations)
         u, v = self._u.clone(), self._v.clone()
-        sigma = _tf().vdot(u, weight_mat.mv(v))
+        sigma = u @ weight_mat.mv(v)  # torch.vdot(u, W v), of real vectors
         return weight / sigma
 
     def right_inverse(self, value: Tensor) -> Tensor:
@@ -140,12 +135,16 @@ class _OrthMaps(Enum):
     householder = auto()
 
 
+def _eye(n: int, k: int, like: Tensor) -> Tensor:
+    """The n x k identity matrix with ``like``'s dtype and device."""
+    return tensor(like.device.xp.eye(n, k), dtype=like.dtype, device=like.device)
+
+
 def _householder_product(A: Tensor, tau: Tensor) -> Tensor:
     """``linalg.householder_product``: the first k columns of ``H_1 ... H_k``, ``H_i = I - tau_i v_i v_i^T``
     with ``v_i`` column i of A below the diagonal and 1 on it (a differentiable composition)."""
-    tf = _tf()
     n, k = A.shape[-2], A.shape[-1]
-    eye = tf.eye(n, k, dtype=A.dtype, device=A.device)
+    eye = _eye(n, k, A)
     V = A.tril(-1) + eye
     Q = eye.expand(*A.shape[:-2], n, k) if A.ndim > 2 else eye
     for i in reversed(range(k)):
@@ -186,7 +185,7 @@ def _is_orthogonal(Q: Tensor) -> bool:
 
 def _make_orthogonal(A: Tensor) -> Tensor:
     """The Q of A = QR (A tall) with diag(R) made non-negative."""
-    Q, R = _tf().linalg.qr(A)
+    Q, R = linalg.qr(A)
     return Q * R.diagonal(0, -2, -1).sgn().unsqueeze(-2)
 
 
@@ -205,7 +204,6 @@ class _Orthogonal(Module):
             self.register_buffer("base", None)
 
     def forward(self, X: Tensor) -> Tensor:
-        tf = _tf()
         n, k = X.shape[-2], X.shape[-1]
         transposed = n < k
         if transposed:
@@ -214,13 +212,13 @@ class _Orthogonal(Module):
         if self.orthogonal_map in (_OrthMaps.matrix_exp, _OrthMaps.cayley):
             X = X.tril()
             if n != k:
-                X = tf.cat([X, X.new_zeros(n, n - k).expand(*X.shape[:-2], n, n - k)], dim=-1)
+                X = cat([X, X.new_zeros(n, n - k).expand(*X.shape[:-2], n, n - k)], dim=-1)
             A = X - X.mH
             if self.orthogonal_map == _OrthMaps.matrix_exp:
-                Q = tf.matrix_exp(A)
+                Q = linalg.matrix_exp(A)
             else:
-                eye = tf.eye(n, dtype=A.dtype, device=A.device)
-                Q = tf.linalg.solve(eye - 0.5 * A, eye + 0.5 * A)
+                eye = _eye(n, n, A)
+                Q = linalg.solve(eye - 0.5 * A, eye + 0.5 * A)
             if n != k:
                 Q = Q[..., :k]
         else:
@@ -240,7 +238,6 @@ class _Orthogonal(Module):
             return self._right_inverse(Q.detach())
 
     def _right_inverse(self, Q: Tensor) -> Tensor:
-        tf = _tf()
         q_init = Q
         n, k = Q.shape[-2], Q.shape[-1]
         transpose = n < k
@@ -255,15 +252,15 @@ class _Orthogonal(Module):
             xp = array_module(a)
             for i in range(tau.shape[-1]):  # the diagonal becomes sign(R_ii), negated where tau_i = 0
                 a[..., i, i] = xp.sign(a[..., i, i]) * xp.where(tau[..., i] == 0.0, -1.0, 1.0)
-            A = tf.tensor(a, dtype=Q.dtype, device=Q.device)
+            A = tensor(a, dtype=Q.dtype, device=Q.device)
             return A.mT if transpose else A
         if n == k:
             Q = Q.clone() if _is_orthogonal(Q) else _make_orthogonal(Q)
         else:
-            N = tf.randn(*Q.shape[:-2], n, n - k, dtype=Q.dtype, device=Q.device)
-            Q = _make_orthogonal(tf.cat([Q, N], dim=-1))
+            N = randn(*Q.shape[:-2], n, n - k, dtype=Q.dtype, device=Q.device)
+            Q = _make_orthogonal(cat([Q, N], dim=-1))
         self.base = Q
-        neg_id = tf.zeros(*q_init.shape, dtype=q_init.dtype, device=q_init.device)
+        neg_id = zeros(*q_init.shape, dtype=q_init.dtype, device=q_init.device)
         neg_id.array[...] = -neg_id.device.xp.eye(q_init.shape[-2], q_init.shape[-1], dtype=q_init.array.dtype)
         return neg_id
 
