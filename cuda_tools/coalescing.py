@@ -415,7 +415,7 @@ def _other_cases() -> list[Case]:
     return [("lrn1", lrn), ("cross-entropy", cross_entropy), ("dropout", dropout)]
 
 
-FAMILIES = ["conv", "pool", "lrn", "loss", "random"]  # the .cu files the CLI's cases launch
+FAMILIES = ["conv", "pool", "lrn", "loss", "dropout"]  # the .cu files the CLI's cases launch
 
 
 def cases() -> list[Case]:

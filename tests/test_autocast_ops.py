@@ -29,7 +29,7 @@ import tinyflow.nn.functional as F
 from tinyflow import amp
 from tinyflow.dtypes import is_half
 from tinyflow.models import get_model
-from tinyflow.ops.linear import matmul_array
+from tinyflow.device import matmul_array
 
 # (autocast name, tight tolerance, AlexNet all-parameters tolerance, AlexNet per-parameter tolerance)
 PRECISIONS = [

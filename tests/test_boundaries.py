@@ -1,4 +1,4 @@
-"""The three rings of issue 25 (docs: DESIGN.md "Three rings"), checked on the source.
+"""The three rings (docs/design.md, "The rings"), as folders, checked on the source.
 
 An AST walk over every .py file of tinyflow/, tinyflow_cuda/ and models/ (which installs as
 ``tinyflow.models``) collects every place a file names another tinyflow module:
@@ -7,21 +7,22 @@ An AST walk over every .py file of tinyflow/, tinyflow_cuda/ and models/ (which 
   ``if TYPE_CHECKING:``; relative imports resolved against the file's package;
 - ``importlib.import_module("...")`` and ``__import__("...")`` with a literal string;
 - string constants that are exactly a module of the tree (``sys.modules["tinyflow.tensor"]``, the
-  values of a lazy table ``{"Transformer": "tinyflow.nn.modules.transformer"}``);
-- attribute chains through an imported module (``import tinyflow as tf`` ... ``tf.linalg.norm``
-  names tinyflow.linalg, which ``tinyflow.__getattr__`` loads on first use). A name that is both a
+  values of a table ``{"linalg": "tinyflow.surface.linalg"}``);
+- attribute chains through an imported module (``from tinyflow import ops`` ... ``ops.conv.f``
+  names tinyflow.ops.conv). A name that is both a
   submodule and a function of a package (``F.linear``, ``tf.tensor``) counts as the submodule:
   where the function lives, as a rule.
 
-Each file belongs to one ring (``RINGS`` below: path patterns, first match wins) and the tests say:
+Each file belongs to one ring (``RINGS`` below: a handful of folder patterns, first match wins)
+and the tests say:
 
 1. the core imports only the core;
 2. the framework imports only the core and the framework;
 3. nothing in the core or the framework imports the surface;
 4. re-export modules (package ``__init__`` files, the public ``nn.functional``) define nothing;
 5. the one import circle of more than one file is tensor <-> autograd <-> the core ops, at most
-   15 files;
-6. no core file is over 800 lines (tensor.py 800, autograd/function.py and engine.py 550);
+   12 files;
+6. no core file is over 1,000 lines (tensor.py 800, autograd/function.py and engine.py 550);
 and the walker is tested on small synthetic packages, so that it can fail.
 
 Importing a re-export module counts as importing what it imports eagerly (at module level, not
@@ -76,55 +77,35 @@ cs = _load_core_size()
 REEXPORT, CORE, FRAMEWORK, SURFACE = "re-export", "core", "framework", "surface"
 
 RINGS: tuple[tuple[str, str], ...] = (
-    # RE-EXPORT modules: every package __init__, and the public nn.functional. They gather names
-    # from every ring and define nothing (test 4); surface names load lazily, through a module
-    # __getattr__ and a table of full module paths. Listed first: an __init__ anywhere is one.
-    # Except these packages, whose __init__ is a module of its own (as torch/cuda/__init__.py is):
-    # the CUDA backend (core) and the torch.cuda / torch.cpu / torch.backends answers (framework).
+    # Packages whose __init__ is a module of its own, not an index: the CUDA backend (core); the
+    # torch.cuda / torch.cpu / torch.backends answers (framework); the surface's table and seam.
     (CORE, "tinyflow_cuda/{,kernels/}__init__.py"),
     (FRAMEWORK, "tinyflow/{cuda,cpu,backends}/__init__.py"),
+    (SURFACE, "tinyflow/surface/__init__.py"),
+    # RE-EXPORT modules: every other package __init__, and the public nn.functional (an index of
+    # the ops' F functions). They gather names and define nothing (test 4).
     (REEXPORT, "**/__init__.py"),
-    # SURFACE: the PyTorch breadth. May import anything; nothing in the core or the framework
-    # imports it (test 3). Before the framework's tinyflow/nn/** so that the extra layers land here.
-    (SURFACE, "tinyflow/{linalg,special,functions,func,distributed,jit,onnx,testing,surface}.py"),
-    (SURFACE, "tinyflow/tensor_methods*.py"),
-    (SURFACE, "tinyflow/{distributions,utils}/**"),
-    (SURFACE, "tinyflow/ops/{math,indexing,sort,scan,layout,decomposition,interpolate,special,einsum}.py"),
-    # the rest of PyTorch's activations and losses, beside the framework's, at each level
-    (SURFACE, "tinyflow/{ops,nn/functional,nn/modules}/{activation,container,conv,dropout,linear,loss,pooling}_extra.py"),
-    (SURFACE, "tinyflow/nn/init_extra.py"),
-    (SURFACE, "tinyflow/ops/pool_extra.py"),
-    # the extra layers (transformer, fold/unfold, pixel and channel shuffle, upsampling, instance
-    # norm, distance, padding), as tinyflow/nn/<file>.py or in their PyTorch place nn/modules/<file>.py
-    # torch.nn.parallel (DistributedDataParallel builds on tinyflow.distributed); nn loads it lazily.
-    (SURFACE, "tinyflow/nn/parallel.py"),
-    (SURFACE, "tinyflow/nn/modules/{transformer,fold,pixelshuffle,channelshuffle,upsampling,instancenorm,"
-              "distance,padding}.py"),
-    # and the F functions that only those layers or users need, in nn/functional/<file>.py
-    # (vision: interpolate / upsample, fold / unfold, pixel and channel shuffle, grid_sample,
-    # affine_grid). F.pad (padding.py) and the distances (distance.py) are framework: conv padding
-    # modes, the triplet loss and weight_norm use them (so ops/pad.py and ops/distance.py are core).
-    (SURFACE, "tinyflow/nn/functional/{vision,instancenorm}.py"),
-    # CORE: Tensor, autograd, device, dtypes, promotion, random, errors, amp, and the ops a CNN or
-    # LSTM training step needs; the kernels. Imports only the core (test 1); no file over 800 lines.
-    (CORE, "tinyflow/{tensor,device,dtypes,promotion,random,errors,capture,return_types,"
-           "creation,_tensor_str,inplace,arg_parser,_indexing,_lazy_names}.py"),
-    (CORE, "tinyflow/{autograd,amp}/**"),
-    # conv's padding modes need pad, the distance losses need distance.
-    (CORE, "tinyflow/ops/{elementwise,reduce,shape,copy,linalg,activation,loss,conv,pool,norm,rnn,embedding,"
-           "pad,distance}.py"),
-    # The transport contract that tinyflow_cuda/nccl.py implements (it imports nothing of tinyflow),
-    # as kernels/ is the contract that tinyflow_cuda/kernels/ implements.
+    (REEXPORT, "tinyflow/nn/functional.py"),
+    # SURFACE: the PyTorch breadth beyond a training step. May import anything; nothing in the core
+    # or the framework imports it (test 3): it attaches itself at one seam (docs/design.md).
+    (SURFACE, "tinyflow/{surface,distributions,utils}/**"),
+    # torch.nn.utils.parametrizations at its PyTorch path (orthogonal needs linalg's QR and
+    # matrix_exp): the seam imports it, nn.utils does not.
+    (SURFACE, "tinyflow/nn/utils/parametrizations.py"),
+    # The transport contract that tinyflow_cuda/nccl.py implements, as kernels/ is the contract
+    # that tinyflow_cuda/kernels/ implements.
     (CORE, "tinyflow/parallel/communicator.py"),
-    (CORE, "tinyflow/kernels/**"),
-    (CORE, "tinyflow_cuda/**"),
     # FRAMEWORK: layers, optimizers, data, data parallelism, recipes, the model zoo, the command
-    # line, benchmarks, the torch.cuda / torch.cpu / torch.backends answers, save/load, sweeps.
-    # Imports the core and the framework (test 2).
-    (FRAMEWORK, "tinyflow/nn/**"),
-    (FRAMEWORK, "tinyflow/{optim,data,parallel,recipes,models,commands,bench,cuda,cpu,backends,explainer}/**"),  # explainer: tinyflow explain
+    # line, the explainer, benchmarks, the torch.cuda / torch.cpu / torch.backends answers, and the
+    # framework's files at the top. Imports the core and the framework (test 2).
+    (FRAMEWORK, "tinyflow/{nn,optim,data,parallel,recipes,commands,explainer,bench,cuda,cpu,backends,models}/**"),
     (FRAMEWORK, "models/**"),  # the model zoo, installed as tinyflow.models
-    (FRAMEWORK, "tinyflow/{cli,accelerator,serialization}.py"),
+    (FRAMEWORK, "tinyflow/{cli,serialization,distributed,testing,accelerator}.py"),
+    # CORE: Tensor, autograd, device, dtypes, amp, random, the ops and their kernels, the CUDA
+    # backend. Imports only the core (test 1).
+    (CORE, "tinyflow/*.py"),
+    (CORE, "tinyflow/{autograd,amp,ops,kernels}/**"),
+    (CORE, "tinyflow_cuda/**"),
 )
 
 # What each ring may import (test 1, test 2); the surface may import anything.
@@ -138,7 +119,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 SOURCE_ROOTS: tuple[tuple[str, str], ...] = cs.SOURCE_ROOTS
 
 # Test 4: statements a re-export module may hold beyond imports, docstrings, __all__, constant
-# lazy tables, aliases of imported names, ``del`` and the __getattr__ / __dir__ hooks.
+# tables, aliases of imported names, ``del`` and the __getattr__ / __dir__ of the one seam.
 # (file, statement as written): why.
 ALLOWED_STATEMENTS: dict[tuple[str, str], str] = {
     ("tinyflow/__init__.py", '_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")'):
@@ -147,8 +128,8 @@ ALLOWED_STATEMENTS: dict[tuple[str, str], str] = {
         "process setup (malloc tuning) that must run once at import, before the first tensor",
     ("tinyflow/__init__.py", '__version__ = "0.1.0"'):
         "the package version, where tools look for it",
-    ("tinyflow/kernels/__init__.py", "_WHERE = {kernel: family for family, names in _KERNELS.items() for kernel in names.split()}"):
-        "the lazy table, inverted (kernel -> family) from the constant table above it",
+    ("tinyflow/__init__.py", "_surface.attach(_sys.modules[__name__])"):
+        "the one seam: the PyTorch surface attaches itself to tinyflow (docs/design.md, 'The rings')",
     # tinyflow/models/__init__.py is the stand-in that an uninstalled checkout imports; it hands the
     # name tinyflow.models to models/__init__.py (an installed tinyflow never reads it).
     ("tinyflow/models/__init__.py", '_ZOO = Path(__file__).resolve().parents[2] / "models"'):
@@ -164,42 +145,18 @@ ALLOWED_STATEMENTS: dict[tuple[str, str], str] = {
         "checkout stand-in: run models/__init__.py",
 }
 
-# Tests 1-3: a framework file whose PyTorch module path also names surface classes
-# (``torch.nn.modules.activation.ELU``) may name their surface file in a lazy table (a string,
-# resolved by its ``__getattr__`` only when such a name is asked for); nothing else of it counts.
-# (framework file, surface module): why.
-ALLOWED_PATH_ALIASES: dict[tuple[str, str], str] = {
-    ("tinyflow/nn/modules/activation.py", "tinyflow.nn.modules.activation_extra"):
-        "torch.nn.modules.activation holds every activation layer and MultiheadAttention",
-    ("tinyflow/nn/modules/loss.py", "tinyflow.nn.modules.loss_extra"):
-        "torch.nn.modules.loss holds every loss layer",
-    ("tinyflow/nn/modules/container.py", "tinyflow.nn.modules.container_extra"):
-        "torch.nn.modules.container holds ParameterList and ParameterDict",
-    ("tinyflow/nn/modules/conv.py", "tinyflow.nn.modules.conv_extra"):
-        "torch.nn.modules.conv holds every convolution layer",
-    ("tinyflow/nn/modules/dropout.py", "tinyflow.nn.modules.dropout_extra"):
-        "torch.nn.modules.dropout holds every dropout layer",
-    ("tinyflow/nn/modules/linear.py", "tinyflow.nn.modules.linear_extra"):
-        "torch.nn.modules.linear holds Bilinear",
-    ("tinyflow/nn/init.py", "tinyflow.nn.init_extra"):
-        "torch.nn.init holds every initialiser",
-    ("tinyflow/nn/modules/pooling.py", "tinyflow.nn.modules.pooling_extra"):
-        "torch.nn.modules.pooling holds every pooling layer",
-}
-
 # Tests 1-3: eager imports of a re-export module that do not count against the code that imports
 # the re-export module. (re-export file, module it imports): why.
 ALLOWED_EAGER_IMPORTS: dict[tuple[str, str], str] = {
     ("tinyflow/__init__.py", "tinyflow.surface"):
-        "the surface table must attach its Tensor methods and tinyflow.* functions at `import tinyflow` "
-        "(DESIGN.md: the surface attaches itself from one table); it loads no surface module until one "
-        "of its names is used, so core and framework code may still `import tinyflow`",
+        "the one seam (docs/design.md, 'The rings'): the surface attaches its Tensor methods, tinyflow.* "
+        "functions and public modules at `import tinyflow`; nothing in the core or the framework imports it",
 }
 
 # Test 5: the one circle allowed, its anchor and its size; test 6: line limits.
 CIRCLE_ANCHOR = "tinyflow/tensor.py"
-MAX_CIRCLE_FILES = 15
-MAX_CORE_FILE_LINES = 800
+MAX_CIRCLE_FILES = 12
+MAX_CORE_FILE_LINES = 1000  # a family file holds its whole family (ops/loss.py: every loss)
 LINE_LIMITS: dict[str, int] = {"tinyflow/tensor.py": 800, "tinyflow/autograd/function.py": 550, "tinyflow/autograd/engine.py": 550}
 
 
@@ -551,8 +508,7 @@ def ring_violations(tree: Tree, ring_of: Callable[[str], str | None], sources: I
     for path, source in sorted(tree.files.items()):
         ring = ring_of(path)
         if ring in sources:  # a core / framework file: every reference, at any depth
-            aliases = {module for file, module in ALLOWED_PATH_ALIASES if file == path}
-            for line, refs in _lines(r for r in source.refs if not (r.kind == "string" and r.target in aliases)).items():
+            for line, refs in _lines(source.refs).items():
                 bad = _leaves(tree, ring_of, refs, ring, forbidden)
                 if bad:
                     out.append(f"{path}:{line}: {refs[0].text!r} ({refs[0].kind}) loads {', '.join(bad)}")
@@ -601,11 +557,11 @@ def _constant_table(value: ast.expr | None) -> bool:
 def definitions(source: Source, allowed: Iterable[tuple[str, str]] = ALLOWED_STATEMENTS) -> list[tuple[int, str]]:
     """The module-level statements of a re-export module that define something: (line, what).
 
-    Allowed: imports, docstrings (and other bare strings), ``__all__``, lazy tables (constant
-    literals of strings), an alias of an imported name (``device = Device``), ``del``, ``pass``, the
-    ``__getattr__`` / ``__dir__`` hooks or the one call that installs them
-    (``attach(__name__, ...)`` of tinyflow/_lazy_names.py), if / try blocks of those, and the
-    (file, statement) pairs of ``allowed``.
+    Allowed: imports, docstrings (and other bare strings), ``__all__``, tables (constant literals
+    of strings), an alias of an imported name (``device = Device``) or a tuple of them (kernels'
+    ``FAMILIES``), ``del``, ``pass``, the
+    ``__getattr__`` / ``__dir__`` of the seam, if / try blocks of those, and the (file,
+    statement) pairs of ``allowed``.
     """
     module_level = list(_statements_of(source.tree.body))
     imported = {alias.asname or alias.name.split(".")[0]
@@ -619,14 +575,14 @@ def definitions(source: Source, allowed: Iterable[tuple[str, str]] = ALLOWED_STA
             continue
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name in ("__getattr__", "__dir__"):
             continue
-        if _attaches_lazy_names(stmt, imported):
-            continue
         if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             names = [t.id for t in targets if isinstance(t, ast.Name)]
             if len(names) == len(targets) and (
                     names == ["__all__"] or _constant_table(stmt.value)
-                    or (isinstance(stmt.value, ast.Name) and stmt.value.id in imported)):
+                    or (isinstance(stmt.value, ast.Name) and stmt.value.id in imported)
+                    or (isinstance(stmt.value, (ast.Tuple, ast.List))  # a tuple of imported names
+                        and all(isinstance(e, ast.Name) and e.id in imported for e in stmt.value.elts))):
                 continue
         if ast.unparse(stmt) in exceptions:
             continue
@@ -636,14 +592,6 @@ def definitions(source: Source, allowed: Iterable[tuple[str, str]] = ALLOWED_STA
             what = _one_line(source.segment(stmt), 90)
         found.append((stmt.lineno, what))
     return found
-
-
-def _attaches_lazy_names(stmt: ast.stmt, imported: set[str]) -> bool:
-    """``attach(__name__, ...)``, with attach imported: the lazy hooks, installed by one call."""
-    call = stmt.value if isinstance(stmt, ast.Expr) else None
-    return (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "attach"
-            and "attach" in imported and bool(call.args) and isinstance(call.args[0], ast.Name)
-            and call.args[0].id == "__name__")
 
 
 def _statements_of(body: list[ast.stmt]) -> Iterable[ast.stmt]:
@@ -695,7 +643,7 @@ ring_of = ring_classifier(RINGS)
 def test_every_file_has_a_ring():
     unclassified = sorted(p for p in _repo_tree().files if ring_of(p) is None)
     _fail("files in no ring: add a pattern to RINGS in tests/test_boundaries.py (core, framework, "
-          "surface or re-export; see DESIGN.md 'Three rings')", unclassified)
+          "surface or re-export; see docs/design.md, 'The rings')", unclassified)
 
 
 def test_core_imports_only_core():
@@ -737,9 +685,6 @@ def test_allowed_exceptions_still_exist():
     for path, module in ALLOWED_EAGER_IMPORTS:
         if path not in tree.files or module not in {r.target for r in tree.files[path].refs if r.eager}:
             stale.append(f"ALLOWED_EAGER_IMPORTS: {path} does not import {module} at module level")
-    for path, module in ALLOWED_PATH_ALIASES:
-        if path not in tree.files or module not in {r.target for r in tree.files[path].refs if r.kind == "string"}:
-            stale.append(f"ALLOWED_PATH_ALIASES: {path} does not name {module}")
     _fail("exceptions that match nothing (remove them)", stale)
 
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import autograd, promotion
+from tinyflow import promotion
 from tinyflow.arg_parser import accept_axis_alias, normalize_dim
+from tinyflow.autograd.grad_mode import is_grad_enabled
 from tinyflow.device import CPU, Device, device_of, move
 from tinyflow.dtypes import (
     as_dtype, bool_, float32, float64, get_default_dtype, int64, is_floating_or_complex,
@@ -101,7 +102,7 @@ def _into(op: str, result: Tensor, out: Tensor | None) -> Tensor:
     """PyTorch's ``out=`` here (functions.write_out the surface's): ``out`` takes ``result``, in its dtype."""
     if out is None:
         return result
-    if result.requires_grad and autograd.is_grad_enabled():
+    if result.requires_grad and is_grad_enabled():
         raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic differentiation, but one "
                            "of the arguments requires grad. Call it under tinyflow.no_grad() or drop out=.")
     if not promotion.can_cast(result.dtype, out.dtype):

@@ -19,11 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import autograd, promotion
+from tinyflow import promotion
 from tinyflow._indexing import selection_shape
 from tinyflow.arg_parser import index_steps, is_advanced
 from tinyflow.autograd.function import _memory_root
 from tinyflow import creation  # (creation imports tensor.py, which imports this file: names read at call time)
+from tinyflow.autograd.function import Context
+from tinyflow.autograd.grad_mode import is_grad_enabled
 from tinyflow.errors import ShapeError
 from tinyflow.ops.copy import Cast, Fill
 from tinyflow.ops.shape import Permute, Reshape, SetItem
@@ -46,7 +48,7 @@ def _inplace(self, op: str, compute: Callable[[Tensor], Tensor], operands: Seque
     tinyflow ops (so autograd records it); ``fast(array)``, when given, updates the raw array
     directly and runs when autograd has nothing to record. ``operands`` are the op's other
     arguments (those that are tensors may require grad)."""
-    tracked = autograd.is_grad_enabled() and (
+    tracked = is_grad_enabled() and (
         self._requires_grad or any(isinstance(o, Tensor) and o._requires_grad for o in operands)
     )
     if tracked and self._requires_grad and (self._ctx is None or _leaf_behind_view(self) is not None):
@@ -282,7 +284,7 @@ def __setitem__(self, index: Any, value: Any) -> None:
 
 def _write(x: Tensor, steps: tuple, value: Any) -> None:
     """``x[steps] = value`` for index steps from arg_parser.index_steps, in place."""
-    if not isinstance(value, Tensor) and not (autograd.is_grad_enabled() and x._requires_grad):
+    if not isinstance(value, Tensor) and not (is_grad_enabled() and x._requires_grad):
 
         def fast(a: Any) -> None:
             _assign(a, steps, value)
@@ -416,7 +418,7 @@ def _inplace_shape_error(op: str, t: Tensor, operands: Sequence[Any], exc: Excep
     )
 
 
-def _keep_saved_old_values(ctx: autograd.Context, t: Tensor) -> None:
+def _keep_saved_old_values(ctx: Context, t: Tensor) -> None:
     """An in-place op that saved its input's old value for backward keeps a copy of it (as
     PyTorch's in-place ops save ``self.clone()``), since that memory is written next."""
     root = _memory_root(t.array)
@@ -440,21 +442,21 @@ def _leaf_behind_view(t: Tensor) -> Tensor | None:
     return None
 
 
-def _write_back_getitem(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
+def _write_back_getitem(base: Tensor, view: Tensor, node: Context, index: int) -> Tensor:
     return SetItem.apply(base, view, (node.index,))
 
 
-def _write_back_split(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
+def _write_back_split(base: Tensor, view: Tensor, node: Context, index: int) -> Tensor:
     start = sum(shape[node.dim] for shape, _ in node.output_meta[:index])
     sl = (slice(None),) * node.dim + (slice(start, start + view.shape[node.dim]),)
     return SetItem.apply(base, view, (sl,))
 
 
-def _write_back_reshape(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
+def _write_back_reshape(base: Tensor, view: Tensor, node: Context, index: int) -> Tensor:
     return Reshape.apply(view, tuple(node.shape))
 
 
-def _write_back_permute(base: Tensor, view: Tensor, node: autograd.Context, index: int) -> Tensor:
+def _write_back_permute(base: Tensor, view: Tensor, node: Context, index: int) -> Tensor:
     inverse = [0] * len(node.axes)
     for i, ax in enumerate(node.axes):
         inverse[ax % len(node.axes)] = i

@@ -13,9 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import autograd, promotion, return_types
+from tinyflow import promotion, return_types
 from tinyflow._tensor_str import tensor_repr
 from tinyflow.arg_parser import add_axis_alias, index_steps, normalize_axis, normalize_dim
+from tinyflow.autograd.engine import run_backward
+from tinyflow.autograd.function import Context, set_tensor_class
+from tinyflow.autograd.grad_mode import is_grad_enabled
 from tinyflow.device import Device, device_of, move, to_host
 from tinyflow.dtypes import (
     as_dtype, bool_, float16, float32, float64, get_default_dtype, int32, int64, is_dtype_name, is_floating,
@@ -56,7 +59,7 @@ class Tensor:
     # attribute of the same name takes over when one is assigned.
     grad: Tensor | None = None
     _requires_grad = False
-    _ctx: autograd.Context | None = None
+    _ctx: Context | None = None
     _out_index = 0
     _grad_hooks: Sequence[Callable[[Tensor], Tensor | None]] = ()  # a list once one is registered
     _post_accumulate_hooks: Sequence[Callable[[Tensor], None]] = ()
@@ -153,7 +156,7 @@ class Tensor:
         return self._ctx is None
 
     @property
-    def grad_fn(self) -> autograd.Context | None:
+    def grad_fn(self) -> Context | None:
         return self._ctx
 
     @property
@@ -316,7 +319,7 @@ class Tensor:
             g = gradient.array if isinstance(gradient, Tensor) else self._device.xp.asarray(gradient, dtype=self.dtype)
             if tuple(g.shape) != self.shape:
                 raise ShapeError(f"backward: gradient of shape {tuple(g.shape)} does not match tensor of shape {self.shape}")
-        autograd.run_backward([self], [g], retain_graph=bool(retain_graph))
+        run_backward([self], [g], retain_graph=bool(retain_graph))
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Callable[[], None]:
         """Call ``hook(grad)`` with this tensor's complete gradient; it may return a new one."""
@@ -715,7 +718,7 @@ class Tensor:
         def fast(a: Any) -> None:
             a[...] = vals
 
-        if not (self._requires_grad and autograd.is_grad_enabled()):
+        if not (self._requires_grad and is_grad_enabled()):
             try:
                 fast(self.array)
             except ValueError:  # a read-only broadcast view: _inplace's fast path says so
@@ -770,6 +773,7 @@ def _reduce_axes(dim: Any, ndim: int) -> Any:
 
 # PyTorch takes axis= wherever it takes dim= (tinyflow/arg_parser.py).
 add_axis_alias(Tensor)
+set_tensor_class(Tensor)  # the class autograd wraps op outputs in
 
 # The in-place methods, defined with how they meet autograd in tinyflow/inplace.py (built on Tensor).
 INPLACE_METHODS = tuple(

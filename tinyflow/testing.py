@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.autograd import no_grad
+from tinyflow.autograd.grad_mode import no_grad
 from tinyflow.tensor import Tensor, tensor
 
 __all__ = ["gradcheck", "numerical_grad", "assert_close"]

@@ -37,9 +37,9 @@ VECTOR_BYTES = 16
 
 GROUPS = {  # the .cu files built together: the other instrumented tests' subsets, and the rest
     "conv": ["conv", "pool"], "pool": ["conv", "pool"], "rnn": ["rnn"],
-    **{f: ["activation", "allreduce", "batchnorm", "embedding", "loss", "lrn", "optim", "random"]
+    **{f: ["activation", "allreduce", "batchnorm", "embedding", "loss", "lrn", "optim", "dropout"]
        for f in ("activation", "allreduce", "batchnorm", "embedding", "loss", "lrn", "optim",
-                 "random")},
+                 "dropout")},
 }
 
 Launch = Callable[[np.random.Generator, np.dtype], None]
@@ -197,7 +197,7 @@ def _allreduce(rng: np.random.Generator, dtype: np.dtype) -> None:
 CASES: dict[str, tuple[Launch, list[np.dtype]]] = {
     "conv": (_conv, CONV_DTYPES), "pool": (_pool, [F32]), "lrn": (_lrn, [F32]),
     "loss": (_loss, [F32]), "batchnorm": (_batchnorm, [F32]), "embedding": (_embedding, [F32]),
-    "random": (_dropout, [F32]), "optim": (_optim, [F32]), "rnn": (_rnn, [F32]),
+    "dropout": (_dropout, [F32]), "optim": (_optim, [F32]), "rnn": (_rnn, [F32]),
     "activation": (_activation, [F32]), "allreduce": (_allreduce, [F32]),
 }
 

@@ -33,7 +33,7 @@ again (PyTorch keeps the stale copy). Raw writes to ``.array`` (the optimizers' 
 seen: as in PyTorch, wrap the forward pass in autocast, not the optimizer step.
 
 Where a half-precision GEMM runs: on a GPU in cuBLAS, half inputs with float32 accumulation
-(batched products as 2-D GEMMs; see ``tinyflow.ops.linear.matmul_array``). On the CPU NumPy has
+(batched products as 2-D GEMMs; see ``tinyflow.device.matmul_array``). On the CPU NumPy has
 no half-precision BLAS, so the operands are widened to float32, multiplied by BLAS and the
 product is rounded once to the half dtype: the values a GPU gives up to summation order, but no
 faster than float32 - autocast is meant for GPUs; on the CPU it serves tests and debugging.
@@ -48,7 +48,7 @@ float64 tensors always pass through. The casts are graph nodes, so backward need
 An op that rather casts raw arrays inside its forward reads ``amp.autocast_dtype()`` in its
 wrapper (the half dtype, or None) and passes it to ``apply``: backward runs outside the ``with``
 block and must not read it. On raw arrays that may be half precision, a GEMM is
-``tinyflow.ops.linear.matmul_array(xp, a, b, out=None)`` rather than ``xp.matmul`` (which NumPy
+``tinyflow.device.matmul_array(xp, a, b, out=None)`` rather than ``xp.matmul`` (which NumPy
 and CuPy get wrong or slow for bfloat16/float16, see there).
 
 float16 has a narrow exponent range: small gradients underflow to zero. The loss is therefore
@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.dtypes import bfloat16, is_half
 
 __all__ = [

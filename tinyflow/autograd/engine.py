@@ -7,17 +7,14 @@ of adding them to ``.grad``. See docs/autograd.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from tinyflow.autograd.anomaly_mode import _state as _anomaly
 from tinyflow.autograd.anomaly_mode import check_finite
-from tinyflow.autograd.function import Context, _tensor_class
+from tinyflow.autograd.function import Context, TensorLike, _tensor_class
 from tinyflow.device import catch_oom
-
-if TYPE_CHECKING:
-    from tinyflow.tensor import Tensor
 
 __all__ = ["run_backward", "sum_to_shape", "grad"]
 
@@ -92,8 +89,8 @@ def _accumulate(total: Any, g: Any, owned: dict[int, Any]) -> Any:
 
 
 def run_backward(
-    roots: Sequence[Tensor], grads: Sequence[Any], retain_graph: bool = False,
-    capture: Sequence[Tensor] | None = None,
+    roots: Sequence[TensorLike], grads: Sequence[Any], retain_graph: bool = False,
+    capture: Sequence[TensorLike] | None = None,
 ) -> list[Any] | None:
     """Backpropagate ``grads`` (raw arrays) from ``roots`` into the leaves' ``.grad``.
 
@@ -126,7 +123,7 @@ def run_backward(
             leaf_uses[id(r)] = leaf_uses.get(id(r), 0) + 1
     order = _topological_order([r._ctx for r in roots if r._ctx is not None], leaf_uses)
 
-    def leaf_delivered(t: Tensor, g: Any) -> None:
+    def leaf_delivered(t: TensorLike, g: Any) -> None:
         """One more use of leaf ``t`` has run (``g``: its gradient, or None for none)."""
         key = id(t)
         if g is not None:
@@ -223,7 +220,7 @@ def run_backward(
 
 def _run_watchers(node: Context, slots: list[Any]) -> list[Any]:
     """Run hooks and retain_grad of the node's output tensors on their complete gradients."""
-    from tinyflow.tensor import Tensor
+    Tensor = _tensor_class()
 
     slots = list(slots)
     for index, ref in node.watched.items():
@@ -239,9 +236,9 @@ def _run_watchers(node: Context, slots: list[Any]) -> list[Any]:
     return slots
 
 
-def _finish_leaf(t: Tensor, g: Any, handed_out: set[int]) -> None:
+def _finish_leaf(t: TensorLike, g: Any, handed_out: set[int]) -> None:
     """Add a leaf's complete gradient to ``.grad`` and run its hooks."""
-    from tinyflow.tensor import Tensor
+    Tensor = _tensor_class()
 
     for hook in t._grad_hooks:
         new = hook(Tensor._from_array(g, device=t.device))
@@ -263,7 +260,7 @@ def grad(
     outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
     create_graph: bool = False, allow_unused: bool | None = None, is_grads_batched: bool = False,
     materialize_grads: bool = False,
-) -> tuple[Tensor | None, ...]:
+) -> tuple[TensorLike | None, ...]:
     """``torch.autograd.grad``: the gradients of ``outputs`` with respect to ``inputs``, returned
     as a tuple, leaving every ``.grad`` as it was.
 

@@ -153,7 +153,7 @@ class Function:
         if cls.tensor_api:
 
             return apply_tensor_function(cls, args, kwargs)
-        Tensor = _TENSOR if _TENSOR is not None else _tensor_class()
+        Tensor = _TENSOR
         raw = []
         first = None
         wants_grad = False
@@ -269,15 +269,20 @@ def _saved_versions(saved: tuple, inputs: tuple, results: list) -> list[tuple[li
     return watched
 
 
+# The class that wraps arrays: tinyflow.tensor.Tensor, which registers itself when tensor.py is
+# imported (``set_tensor_class``). autograd sits below Tensor and never imports it: the engine
+# makes Tensors of the class it was given.
 _TENSOR: Any = None
+TensorLike = Any  # a tinyflow Tensor (annotations of autograd's signatures)
+
+
+def set_tensor_class(cls: type) -> None:
+    """Called once by tensor.py: the class ``apply`` wraps outputs in and the engine hands hooks."""
+    global _TENSOR
+    _TENSOR = cls
 
 
 def _tensor_class() -> Any:
-    global _TENSOR
-    if _TENSOR is None:
-        from tinyflow.tensor import Tensor
-
-        _TENSOR = Tensor
     return _TENSOR
 
 

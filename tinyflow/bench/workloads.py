@@ -120,7 +120,7 @@ def tinyflow_step(w: Workload, device: str = "cpu", precision: str = "fp32",
     """The tinyflow model and batch on ``device``; ``wrap(model)`` e.g. puts DataParallel around it."""
     import tinyflow as tf
     import tinyflow.nn.functional as F
-    from tinyflow.amp import autocast
+    from tinyflow.amp.autocast_mode import autocast
 
     tf.manual_seed(seed)
     model = zoo().get_model(w.model, **w.overrides).to(device)

@@ -219,7 +219,9 @@ def make_graphed_callables(callables: Any, sample_args: Any, num_warmup_iters: i
 
 def _graph_callable(fn: Any, static_inputs: tuple[Any, ...], warmup: int, allow_unused: bool, pool: Any) -> Any:
     """One graphed callable: warm up eagerly, capture forward, then backward, from one pool."""
-    from tinyflow.autograd import Function, grad, is_grad_enabled
+    from tinyflow.autograd.engine import grad
+    from tinyflow.autograd.function import Function
+    from tinyflow.autograd.grad_mode import is_grad_enabled
     from tinyflow.nn import Module
     from tinyflow.tensor import Tensor, ones_like, zeros_like
 

@@ -1,7 +1,7 @@
 """The CPU reference kernels: the kernel module of the ``cpu`` device.
 
-One file per family (activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool,
-random, rnn). Each is a plain function over arrays, written against ``xp`` where it can be, and
+One file per family (activation, allreduce, batchnorm, conv, dropout, embedding, loss, lrn, optim,
+pool, rnn). Each is a plain function over arrays, written against ``xp`` where it can be, and
 the families of ``FAMILIES`` are the contract: ``tinyflow_cuda/kernels/<family>.py`` (over
 ``csrc/<family>.cu``) defines the same names with the same signatures for CUDA arrays. The
 Winograd convolution is the one CPU-only part (``CPU_ONLY``: the names of its kernels, in
@@ -16,21 +16,21 @@ That is the one place that decides whether the reference or its CUDA twin runs.
 A re-export module: it imports every family and gathers their kernels, so ``ctx.kernels.<name>``
 is a plain attribute of this module.
 """
-from tinyflow.kernels import activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn
+from tinyflow.kernels import activation, allreduce, batchnorm, conv, dropout, embedding, loss, lrn, optim, pool, rnn
 from tinyflow.kernels.activation import *
 from tinyflow.kernels.allreduce import *
 from tinyflow.kernels.batchnorm import *
 from tinyflow.kernels.conv import *
+from tinyflow.kernels.dropout import *
 from tinyflow.kernels.conv import CPU_ONLY, winograd_conv2d_backward, winograd_conv2d_forward
 from tinyflow.kernels.embedding import *
 from tinyflow.kernels.loss import *
 from tinyflow.kernels.lrn import *
 from tinyflow.kernels.optim import *
 from tinyflow.kernels.pool import *
-from tinyflow.kernels.random import *
 from tinyflow.kernels.rnn import *
 
-FAMILIES = (activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn)
+FAMILIES = (activation, allreduce, batchnorm, conv, dropout, embedding, loss, lrn, optim, pool, rnn)
 """The kernel families, each mirrored by tinyflow_cuda/kernels/<family>.py, in this order."""
 
 __all__ = [name for family in FAMILIES for name in family.__all__] + list(CPU_ONLY)

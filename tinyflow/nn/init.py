@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.autograd import no_grad
+from tinyflow.autograd.grad_mode import no_grad
 from tinyflow.random import Generator, rng
 from tinyflow.tensor import Tensor
 

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import amp, promotion
+from tinyflow import promotion
+from tinyflow.amp import autocast_mode as amp
 from tinyflow.arg_parser import FunctionalError, normalize_dim
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.creation import as_constant, tensor, where
 from tinyflow.dtypes import get_default_dtype, is_floating_or_complex
 from tinyflow.ops.elementwise import floating_only

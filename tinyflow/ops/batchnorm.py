@@ -4,9 +4,10 @@ layer_norm's op; in evaluation, or with use_input_stats=False, batch_norm with r
 """
 from __future__ import annotations
 
-from tinyflow import amp
+from tinyflow.amp import autocast_mode as amp
 from tinyflow.arg_parser import FunctionalError
-from tinyflow.autograd import Function, no_grad
+from tinyflow.autograd.function import Function
+from tinyflow.autograd.grad_mode import no_grad
 from tinyflow.ops.elementwise import floating_only
 from tinyflow.ops.normalization import LayerNormFunction
 from tinyflow.tensor import Tensor

@@ -36,14 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import amp
+from tinyflow.amp import autocast_mode as amp
 from tinyflow.arg_parser import FunctionalError, IntPair, Pair, pair, single, triple
-from tinyflow.autograd import Function
+from tinyflow.autograd.function import Function
 from tinyflow.creation import stack
 from tinyflow.kernels._cpu import give_buffer, take_buffer, workspace
 from tinyflow.kernels.conv import conv_output_size
 from tinyflow.ops.elementwise import floating_or_int64, not_implemented_for
-from tinyflow.ops.linear import matmul_array, safe_sum
+from tinyflow.device import matmul_array, safe_sum
 from tinyflow.ops.pad import pad
 from tinyflow.tensor import Tensor
 

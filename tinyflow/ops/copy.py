@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.device import Device, device_of, move
 
 __all__ = ["Clone", "Cast", "ToDevice", "Fill"]

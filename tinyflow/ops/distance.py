@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.arg_parser import FunctionalError, broadcast_pair
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.creation import tensor
 from tinyflow.ops.elementwise import floating_only
 from tinyflow.tensor import Tensor

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.arg_parser import FunctionalError
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.capture import current as current_capture
 from tinyflow.creation import as_constant, ones, zeros_like
 from tinyflow.dtypes import is_floating_or_complex

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.errors import ShapeError
 from tinyflow.promotion import result_type

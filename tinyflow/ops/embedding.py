@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.arg_parser import FunctionalError
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.creation import as_constant, stack, target_array, tensor, zeros
 from tinyflow.device import device_check
 from tinyflow.ops.distance import _norm

@@ -1,116 +1,26 @@
 """The dense layers' maths: matmul (batched, broadcasting, 1-D operands as NumPy), linear
 (``LinearFunction`` and F.linear) and F.bilinear.
 
-Every GEMM of the ops goes through :func:`matmul_array`, which computes half-precision
-(float16 / bfloat16) products correctly on every device; see its docstring.
+Every GEMM of the ops goes through ``matmul_array`` (tinyflow/device.py), which computes
+half-precision (float16 / bfloat16) products correctly on every device; see its docstring.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from tinyflow.amp import autocast_inputs
+from tinyflow.amp.autocast_mode import autocast_inputs
 from tinyflow.arg_parser import FunctionalError
-from tinyflow.autograd import Context, Function, sum_to_shape
-from tinyflow.dtypes import is_half
+from tinyflow.autograd.engine import sum_to_shape
+from tinyflow.autograd.function import Context, Function
+from tinyflow.device import _matmul_error, _rows, matmul_array, safe_sum
 from tinyflow.errors import ShapeError
+from tinyflow.dtypes import is_half
 from tinyflow.ops.elementwise import not_implemented_for
 from tinyflow.tensor import Tensor
 
 __all__ = ["MatMul", "LinearFunction", "matmul", "matmul_array", "safe_sum", "linear", "bilinear"]
-
-
-def _matmul_error(a: Any, b: Any) -> ShapeError:
-    sa, sb = tuple(a.shape), tuple(b.shape)
-    if a.ndim == 0 or b.ndim == 0:
-        why = "both operands need at least one dimension"
-    else:
-        k_a = sa[-1]
-        k_b = sb[0] if b.ndim == 1 else sb[-2]
-        why = (
-            f"the last dimension of the first ({k_a}) must equal the "
-            f"{'only' if b.ndim == 1 else 'second-to-last'} dimension of the second ({k_b})"
-            if k_a != k_b
-            else "their batch dimensions do not broadcast"
-        )
-    return ShapeError(f"matmul: shapes {sa} and {sb} cannot be multiplied: {why}")
-
-
-def matmul_array(xp: Any, a: Any, b: Any, out: Any = None) -> Any:
-    """``a @ b`` on raw arrays (NumPy's matmul rules), written into ``out`` if given.
-
-    float32 / float64 (and mixed dtypes): ``xp.matmul``, i.e. BLAS or cuBLAS.
-
-    float16 / bfloat16 (both operands of that dtype; the result has it too):
-
-    * NumPy has no half-precision BLAS (its float16 matmul is a slow C loop, and ml_dtypes'
-      bfloat16 matmul returns float32), so the operands are widened to float32, multiplied by
-      BLAS and the product is rounded once to the half dtype: float32 accumulation, like cuBLAS.
-    * Other backends (CuPy): 1-D and 2-D operands go to ``xp.matmul`` (cuBLAS with float32
-      accumulation). Batched (> 2-D) products run as 2-D GEMMs, because CuPy's batched matmul
-      sends bfloat16 to an integer fallback that fails ("data type E not understood") and
-      widens float16 to float32: when ``b`` is a matrix or a vector, the batch is folded into
-      the rows of one GEMM; otherwise one GEMM per batch entry (see :func:`_batched_as_2d`).
-    """
-    try:
-        if a.dtype.itemsize == 2 and a.dtype == b.dtype and is_half(a.dtype):
-            return _half_matmul(xp, a, b, out)
-        return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
-    except ValueError:
-        raise _matmul_error(a, b) from None
-
-
-def _half_matmul(xp: Any, a: Any, b: Any, out: Any) -> Any:
-    if xp is np:
-        product = np.matmul(a.astype(np.float32), b.astype(np.float32))  # one rounding below
-        if out is None:
-            return product.astype(a.dtype)
-        out[...] = product
-        return out
-    if a.ndim <= 2 and b.ndim <= 2:
-        return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
-    return _batched_as_2d(xp, a, b, out)
-
-
-def _batched_as_2d(xp: Any, a: Any, b: Any, out: Any) -> Any:
-    """Batched ``a @ b`` (at least one operand > 2-D) with 2-D GEMMs only."""
-    if b.ndim <= 2:  # (..., n, k) @ (k, m) or (k,): fold the batch into the rows of one GEMM
-        product = xp.matmul(_rows(a), b)  # (B*n, m) or (B*n,)
-        product = product.reshape(*a.shape[:-1], *b.shape[1:])  # (..., n, m) or (..., n)
-    else:  # (..., n, k) or (k,) @ (..., k, m): one GEMM per entry of the broadcast batch
-        a2 = a[None, :] if a.ndim == 1 else a  # (..., n, k)
-        if a2.shape[-1] != b.shape[-2]:
-            raise _matmul_error(a, b)
-        batch = np.broadcast_shapes(a2.shape[:-2], b.shape[:-2])
-        a_b = xp.broadcast_to(a2, batch + a2.shape[-2:])  # views: no copy of the smaller one
-        b_b = xp.broadcast_to(b, batch + b.shape[-2:])
-        product = xp.empty(batch + (a2.shape[-2], b.shape[-1]), dtype=a.dtype)  # (..., n, m)
-        for index in np.ndindex(*batch):
-            xp.matmul(a_b[index], b_b[index], out=product[index])
-        if a.ndim == 1:
-            product = product[..., 0, :]  # (..., m)
-    if out is None:
-        return product
-    out[...] = product
-    return out
-
-
-def _rows(x: Any) -> Any:
-    """(..., k) -> (prod(...), k); explicit sizes, as reshape cannot infer -1 for an empty batch."""
-    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
-
-
-def safe_sum(a: Any, axis: Any) -> Any:
-    """``a.sum(axis)`` in ``a``'s dtype, accumulated in float32 when ``a`` is half precision.
-
-    Gradient reductions (bias gradients, broadcast batch dimensions) sum thousands of terms:
-    bfloat16 accumulation stalls at 256 + 1 == 256, float16 overflows at 65504.
-    """
-    if a.dtype.itemsize == 2 and is_half(a.dtype):
-        return a.sum(axis=axis, dtype=np.float32).astype(a.dtype)
-    return a.sum(axis=axis)
 
 
 def _sum_to(g: Any, shape: tuple[int, ...]) -> Any:

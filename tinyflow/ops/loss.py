@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import amp
+from tinyflow.amp import autocast_mode as amp
 from tinyflow.arg_parser import FunctionalError, broadcast_pair
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.creation import as_constant, target_array, tensor, where
 from tinyflow.device import device_check
 from tinyflow.dtypes import is_floating_or_complex, is_half

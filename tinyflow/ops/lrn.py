@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyflow import amp
+from tinyflow.amp import autocast_mode as amp
 from tinyflow.arg_parser import FunctionalError
-from tinyflow.autograd import Function
+from tinyflow.autograd.function import Function
 from tinyflow.dtypes import get_default_dtype, is_floating
 from tinyflow.kernels.lrn import _channel_window_sum
 from tinyflow.ops.elementwise import not_implemented_for

@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import amp
+from tinyflow.amp import autocast_mode as amp
 from tinyflow.arg_parser import FunctionalError
-from tinyflow.autograd import Function
+from tinyflow.autograd.function import Function
 from tinyflow.dtypes import finfo, is_half
 from tinyflow.ops.elementwise import floating_only, not_implemented_for
 from tinyflow.tensor import Tensor

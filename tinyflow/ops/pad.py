@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tinyflow.arg_parser import FunctionalError
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.ops.elementwise import not_implemented_for
 from tinyflow.tensor import Tensor
 

@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 
 from tinyflow.arg_parser import FunctionalError, IntPair, pair, single, triple
-from tinyflow.autograd import Function
+from tinyflow.autograd.function import Function
 from tinyflow.creation import where
 from tinyflow.device import device_check
 from tinyflow.kernels.pool import pool_output_shape
 from tinyflow.ops.elementwise import floating_only, floating_or_int64, not_implemented_for
-from tinyflow.ops.linear import matmul_array
+from tinyflow.device import matmul_array
 from tinyflow.tensor import Tensor
 
 __all__ = [

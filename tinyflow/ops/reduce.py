@@ -9,7 +9,7 @@ import numpy as np
 
 # The dim helpers live in the core's argument parsing; normalize_dim stays importable from here.
 from tinyflow.arg_parser import Axis, normalize_axis, normalize_dim  # noqa: F401
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.errors import ShapeError
 

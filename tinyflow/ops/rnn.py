@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow import amp
-from tinyflow.autograd import Context, Function
+from tinyflow.amp import autocast_mode as amp
+from tinyflow.autograd.function import Context, Function
 from tinyflow.device import array_module
 from tinyflow.dtypes import is_half
-from tinyflow.ops.linear import matmul_array
+from tinyflow.device import matmul_array
 
 __all__ = ["LSTMCellFunction", "GRUCellFunction", "LSTMLayer", "GRULayer", "lstm_cell", "gru_cell", "lstm_layer",
            "gru_layer"]

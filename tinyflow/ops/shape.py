@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.errors import ShapeError
 
 __all__ = ["Reshape", "Permute", "Expand", "GetItem", "SetItem", "Cat", "Stack", "Split", "Pad"]

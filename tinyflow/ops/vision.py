@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from tinyflow.arg_parser import FunctionalError, IntPair, pair
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.creation import as_constant, tensor
 from tinyflow.kernels.conv import conv_output_size
 from tinyflow.ops.conv import conv2d, conv_transpose2d
 from tinyflow.ops.elementwise import floating_only, not_implemented_for
-from tinyflow.ops.linear import matmul_array
+from tinyflow.device import matmul_array
 from tinyflow.ops.pool import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 from tinyflow.tensor import Tensor
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tinyflow.autograd import enable_grad, no_grad
+from tinyflow.autograd.grad_mode import enable_grad, no_grad
 from tinyflow.device import array_module
 from tinyflow.optim.optimizer import Optimizer, ParamsT
 

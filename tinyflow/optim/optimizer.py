@@ -22,7 +22,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from tinyflow.autograd import enable_grad
+from tinyflow.autograd.grad_mode import enable_grad
 from tinyflow.capture import current as current_capture
 from tinyflow.device import array_module, device_of, move
 from tinyflow.dtypes import is_floating, is_half

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from copy import deepcopy
 from typing import Any
 
-from tinyflow.autograd import no_grad
+from tinyflow.autograd.grad_mode import no_grad
 from tinyflow.dtypes import is_floating
 from tinyflow.nn.modules.batchnorm import _BatchNorm
 from tinyflow.nn.modules.module import Module

@@ -166,7 +166,8 @@ class _Loop:
     hooks: Hooks
 
     def __post_init__(self) -> None:
-        from tinyflow.amp import GradScaler, autocast
+        from tinyflow.amp.autocast_mode import autocast
+        from tinyflow.amp.grad_scaler import GradScaler
 
         self.writer = self.checkpoints.writer  # files and printing: rank 0 of a data-parallel run
         self.guard = self.hooks.guard or InterruptGuard()

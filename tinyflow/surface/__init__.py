@@ -212,6 +212,9 @@ def _install_methods() -> None:
 # The modules PyTorch programs import by their path (``import torch.linalg``, ``from torch.func
 # import vmap``): public name -> this package's module.
 PUBLIC_MODULES = {name: f"tinyflow.surface.{name}" for name in ("linalg", "special", "func", "jit", "onnx")}
+# Surface modules that live at their PyTorch path outside this package (imported here, so that
+# ``tinyflow.nn.utils.parametrizations`` is there after ``import tinyflow``, as in PyTorch).
+AT_TORCH_PATHS = ("tinyflow.nn.utils.parametrizations",)
 # Names PyTorch also has at its top level that live in one of those modules: name -> module.
 PUBLIC_NAMES = {"vmap": "func"}  # torch.vmap is torch.func.vmap
 
@@ -228,3 +231,5 @@ def attach(package: ModuleType) -> None:
         setattr(package, public, module)
     for name, public in PUBLIC_NAMES.items():
         setattr(package, name, getattr(getattr(package, public), name))
+    for path in AT_TORCH_PATHS:
+        importlib.import_module(path)

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from tinyflow.autograd import enable_grad
+from tinyflow.autograd.grad_mode import enable_grad
 from tinyflow.autograd.engine import grad as autograd_grad  # (this module defines torch.func.grad)
 from tinyflow.autograd.functional import jacobian_blocks, jacobian_vector_products
 from tinyflow.creation import stack, zeros_like

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.arg_parser import accept_axis_alias, takes_dim
-from tinyflow.autograd import is_grad_enabled, set_grad_enabled
+from tinyflow.autograd.grad_mode import is_grad_enabled, set_grad_enabled
 from tinyflow.creation import _make, cat, legacy_tensor, randint
 from tinyflow.device import CPU
 from tinyflow.dtypes import LEGACY_TYPES, as_dtype, finfo, int64

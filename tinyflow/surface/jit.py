@@ -51,7 +51,7 @@ def trace(func: Any, example_inputs: Any = None, optimize: Any = None, check_tra
     """``torch.jit.trace``: runs ``func`` once on ``example_inputs`` (without recording gradients)
     and returns ``func`` itself; later calls run eagerly, so data-dependent control flow keeps
     working (where PyTorch's trace would freeze the branch it saw)."""
-    from tinyflow.autograd import no_grad
+    from tinyflow.autograd.grad_mode import no_grad
 
     _callable("trace", func)
     if example_inputs is None and example_kwarg_inputs is None:

@@ -352,7 +352,7 @@ class LayoutMethods:
         """Give this tensor the shape of the view ``make(self)``, in place (its data are not
         written, so its in-place counter stays). When autograd records, the view op becomes
         this tensor's history; a leaf that requires grad cannot change shape (as PyTorch)."""
-        from tinyflow.autograd import is_grad_enabled, set_grad_enabled
+        from tinyflow.autograd.grad_mode import is_grad_enabled, set_grad_enabled
 
         if is_grad_enabled() and self._requires_grad and self._ctx is None:
             raise RuntimeError(

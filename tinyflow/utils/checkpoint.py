@@ -15,7 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tinyflow.autograd import Context, Function, enable_grad, no_grad, run_backward
+from tinyflow.autograd.engine import run_backward
+
+from tinyflow.autograd.function import Context, Function
+
+from tinyflow.autograd.grad_mode import enable_grad, no_grad
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 

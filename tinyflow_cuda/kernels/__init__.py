@@ -18,20 +18,20 @@ import tinyflow_cuda
 # reference kernels, which a twin falls back to, also when a caller hands raw CuPy arrays here.
 tinyflow_cuda._load()
 
-from tinyflow_cuda.kernels import activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn  # noqa: E402
+from tinyflow_cuda.kernels import activation, allreduce, batchnorm, conv, dropout, embedding, loss, lrn, optim, pool, rnn  # noqa: E402
 from tinyflow_cuda.kernels.activation import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.allreduce import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.batchnorm import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.conv import *  # noqa: F401,F403
+from tinyflow_cuda.kernels.dropout import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.embedding import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.loss import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.lrn import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.optim import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.pool import *  # noqa: F401,F403
-from tinyflow_cuda.kernels.random import *  # noqa: F401,F403
 from tinyflow_cuda.kernels.rnn import *  # noqa: F401,F403
 
-FAMILIES = (activation, allreduce, batchnorm, conv, embedding, loss, lrn, optim, pool, random, rnn)
+FAMILIES = (activation, allreduce, batchnorm, conv, dropout, embedding, loss, lrn, optim, pool, rnn)
 """The twin of each module in ``tinyflow.kernels.FAMILIES``, in the same order."""
 
 __all__ = [name for family in FAMILIES for name in family.__all__]

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.kernels import conv as reference
-from tinyflow.kernels.shapes import conv_output_size
+from tinyflow.kernels.conv import conv_output_size
 from tinyflow_cuda.kernels._fastdiv import magic
 from tinyflow_cuda.kernels._launch import KernelCall
 from tinyflow_cuda.runtime import THREADS

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.kernels import pool as reference
-from tinyflow.kernels.shapes import pool_output_shape
+from tinyflow.kernels.pool import pool_output_shape
 from tinyflow_cuda.kernels import _fastdiv
 from tinyflow_cuda.kernels._fastdiv import magic
 from tinyflow_cuda.kernels._launch import KernelCall

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyflow.autograd import no_grad
+from tinyflow.autograd.grad_mode import no_grad
 from tinyflow.nn import functional as F
 from tinyflow.nn import init
 from tinyflow.nn.modules.module import Module

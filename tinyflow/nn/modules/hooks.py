@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tinyflow.autograd import Function
+from tinyflow.autograd.function import Function
 from tinyflow.tensor import Tensor
 
 __all__ = ["BackwardHookFunction", "BackwardHookState"]

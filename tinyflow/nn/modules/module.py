@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.autograd import no_grad
+from tinyflow.autograd.grad_mode import no_grad
 from tinyflow.device import Device
 from tinyflow.dtypes import is_floating
 from tinyflow.nn.modules.hooks import BackwardHookState

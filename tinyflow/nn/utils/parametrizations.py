@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.autograd import no_grad
+from tinyflow.autograd.grad_mode import no_grad
 from tinyflow.creation import cat, randn, tensor, zeros
 from tinyflow.device import array_module
 from tinyflow.nn import functional as F

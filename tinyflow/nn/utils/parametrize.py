@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from tinyflow.autograd import no_grad
+from tinyflow.autograd.grad_mode import no_grad
 from tinyflow.nn.modules.container import ModuleDict, ModuleList
 from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter

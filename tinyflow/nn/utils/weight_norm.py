@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.autograd import no_grad
+from tinyflow.autograd.grad_mode import no_grad
 from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.ops.distance import VectorNormFunction

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.device import to_host
 
 __all__ = [

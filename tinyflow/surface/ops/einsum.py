@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyflow.autograd import Context, Function, sum_to_shape
+from tinyflow.autograd.engine import sum_to_shape
+
+from tinyflow.autograd.function import Context, Function
 from tinyflow.errors import ShapeError
 
 __all__ = ["Einsum", "parse_einsum"]

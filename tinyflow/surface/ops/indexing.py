@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.arg_parser import normalize_dim
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.device import device_check, to_host
 from tinyflow.errors import ShapeError
 from tinyflow.ops.reduce import index_grids, quiet

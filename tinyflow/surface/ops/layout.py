@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from tinyflow.arg_parser import normalize_dim
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.device import device_check
 
 __all__ = [

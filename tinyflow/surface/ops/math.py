@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.ops.activation import _wide, erf_array  # GELU needs erf too: it lives with GELU (core)
 from tinyflow.ops.elementwise import NoGradient, _binary  # noqa: F401 (NoGradient: re-exported)
 

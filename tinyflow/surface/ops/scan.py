@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.arg_parser import normalize_dim
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.ops.reduce import index_grids, quiet
 
 __all__ = ["CumSum", "CumProd", "CumExtreme", "LogCumSumExp", "Prod", "accumulate"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.arg_parser import normalize_dim
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 
 __all__ = ["Argsort", "Unique"]
 

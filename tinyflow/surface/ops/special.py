@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.autograd import Context, Function
+from tinyflow.autograd.function import Context, Function
 from tinyflow.device import to_host
 from tinyflow.surface.ops.math import LogAddExp, UnaryFunction
 

@@ -1,4 +1,4 @@
-"""Dropout masks (csrc/random.cu): rate, values, determinism."""
+"""Dropout masks (csrc/dropout.cu): rate, values, determinism."""
 from __future__ import annotations
 
 import numpy as np
@@ -49,7 +49,7 @@ def test_dropout_mask_launch_passes_the_pointer_and_rejects_bad_seed_arrays(emu)
     if emu.kind != "emulator":
         pytest.skip("inspects the emulator's launch arguments")
     from tinyflow_cuda import runtime
-    from tinyflow_cuda.kernels import random as twin
+    from tinyflow_cuda.kernels import dropout as twin
 
     seen = []
 
@@ -77,7 +77,7 @@ def test_dropout_mask_launch_passes_the_pointer_and_rejects_bad_seed_arrays(emu)
 
 
 def test_reference_dropout_mask_takes_the_seed_as_an_array_too():
-    from tinyflow.kernels import random as ref
+    from tinyflow.kernels import dropout as ref
 
     like = np.empty((4, 50), np.float32)
     np.testing.assert_array_equal(ref.dropout_mask(like, 0.4, np.array([9], np.uint64)),

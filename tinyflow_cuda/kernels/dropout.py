@@ -1,11 +1,11 @@
-"""CUDA twin of ``tinyflow/kernels/random.py``: dropout masks drawn on the device (csrc/random.cu)."""
+"""CUDA twin of ``tinyflow/kernels/dropout.py``: dropout masks drawn on the device (csrc/dropout.cu)."""
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
 
-from tinyflow.kernels.random import check_seed
+from tinyflow.kernels.dropout import check_seed
 from tinyflow_cuda.kernels._launch import KernelCall
 
 __all__ = ["dropout_mask"]

@@ -1,4 +1,4 @@
-// Dropout masks drawn on the device (tinyflow/kernels/random.py holds the reference).
+// Dropout masks drawn on the device (tinyflow/kernels/dropout.py holds the reference).
 //
 // A counter-based generator: element i of a mask with seed s keeps its value when
 // hash(s, i) / 2^32 >= p. There is no generator state to carry between threads or launches,
