@@ -125,7 +125,7 @@ SOURCE_FOLDERS = ("tinyflow", "tinyflow_cuda", "models")
 # and ``Module.__call__``. A reader learns these once, not per op.
 RUNTIME = (
     "tinyflow/tensor.py", "tinyflow/creation.py", "tinyflow/inplace.py", "tinyflow/autograd/",
-    "tinyflow/device.py", "tinyflow/capture.py", "tinyflow/dtypes.py", "tinyflow/promotion.py",
+    "tinyflow/device.py", "tinyflow/dtypes.py", "tinyflow/promotion.py",
     "tinyflow/random.py", "tinyflow/amp/", "tinyflow/arg_parser.py", "tinyflow/_indexing.py",
     "tinyflow/errors.py", "tinyflow/return_types.py", "tinyflow/kernels/_cpu.py",
     "tinyflow/nn/modules/module.py",

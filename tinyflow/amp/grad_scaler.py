@@ -75,7 +75,7 @@ class GradScaler:
     def _device_state(self, like: Any) -> Any:
         """The (1,) float32 scale array on ``like``'s device, made from the host values once."""
         if self._scale_array is None:
-            from tinyflow.capture import current as current_capture
+            from tinyflow.device import current_capture
 
             if current_capture() is not None:
                 raise RuntimeError("GradScaler: its scale would be created inside a CUDA graph "
@@ -87,7 +87,7 @@ class GradScaler:
         return self._scale_array
 
     def _capturing(self) -> bool:
-        from tinyflow.capture import current as current_capture
+        from tinyflow.device import current_capture
 
         return current_capture() is not None
 
@@ -168,7 +168,7 @@ class GradScaler:
             self._found_inf_array = found
             if not self._capturing():
                 self._found_inf = self._found_inf or bool(to_host(found, "GradScaler found_inf")[0])
-        from tinyflow.capture import current as current_capture
+        from tinyflow.device import current_capture
 
         capture = current_capture()
         if capture is not None and not self._unscaled:  # a failed capture leaves this step's flags unset

@@ -10,10 +10,10 @@ import numpy as np
 
 from tinyflow.arg_parser import FunctionalError
 from tinyflow.autograd.function import Context, Function
-from tinyflow.capture import current as current_capture
+from tinyflow.device import current_capture
 from tinyflow.creation import as_constant, ones, zeros_like
 from tinyflow.dtypes import is_floating_or_complex
-from tinyflow.random import Generator, rng
+from tinyflow.random import Generator, default_generator, rng
 from tinyflow.tensor import Tensor
 
 __all__ = ["DropoutFunction", "dropout_seed", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
@@ -26,7 +26,7 @@ def dropout_seed(draw: Callable[[], int]) -> Any:
 
     A captured step does not run, and its kernels replay with the arguments they were captured
     with; so the generator is not touched while capturing, and each replay draws once, in the
-    order the eager step draws: N replays give the masks of N eager steps (tinyflow/capture.py).
+    order the eager step draws: N replays give the masks of N eager steps (tinyflow/device.py, "CUDA graph capture").
     """
     capture = current_capture()
     if capture is None:
@@ -70,7 +70,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1:  # zeros in the input's dtype (through the graph, for a zero gradient)
         return input * 0 if input.is_floating_point() else zeros_like(input)
     # an int now, or inside a CUDA graph capture a device slot drawn before each replay
-    seed = dropout_seed(lambda: int(rng(generator).integers(0, 2**63 - 1)))
+    seed = dropout_seed(lambda: int((generator or default_generator).rng.integers(0, 2**63 - 1)))
     return DropoutFunction.apply(input, p, seed)
 
 

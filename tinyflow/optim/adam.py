@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.capture import current as current_capture
+from tinyflow.device import current_capture
 from tinyflow.device import array_module, kernels_of
 from tinyflow.kernels.optim import adam_step_scalars
 from tinyflow.optim.optimizer import Optimizer, ParamsT

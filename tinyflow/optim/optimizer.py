@@ -23,7 +23,7 @@ from typing import Any, Union
 import numpy as np
 
 from tinyflow.autograd.grad_mode import enable_grad
-from tinyflow.capture import current as current_capture
+from tinyflow.device import current_capture
 from tinyflow.device import array_module, device_of, move
 from tinyflow.dtypes import is_floating, is_half
 from tinyflow.tensor import Tensor
@@ -50,7 +50,7 @@ required = _Required()
 class Optimizer:
     """Base class: holds ``param_groups`` and ``state``; subclasses implement ``step``.
 
-    Inside a CUDA graph capture (``tinyflow.capture.current()`` is not None) only optimizers
+    Inside a CUDA graph capture (``tinyflow.device.current_capture()`` is not None) only optimizers
     with ``_capturable = True`` (SGD, Adam, AdamW) step: through the multi-tensor kernels, which
     read what changes from step to step (lr, Adam's step count and bias corrections, ...) from a
     slot of the capture, refilled before each replay. Their states must exist by then (one eager

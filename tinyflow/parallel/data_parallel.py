@@ -39,7 +39,7 @@ from tinyflow.parallel.allreduce import (
     broadcast,
     choose_algorithm,
 )
-from tinyflow.parallel.communicator import CommError, Communicator, has_native_allreduce
+from tinyflow.parallel.communicator import CommError, Communicator
 from tinyflow.parallel.compression import Compression, get_compression
 from tinyflow.tensor import Tensor
 

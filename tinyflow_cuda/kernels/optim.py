@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.capture import current as current_capture
+from tinyflow.device import current_capture
 from tinyflow.kernels import optim as reference
 from tinyflow_cuda.kernels._launch import KernelCall, all_contiguous, dtype_suffix
 from tinyflow_cuda.runtime import THREADS
