@@ -1,35 +1,21 @@
-"""im2col / col2im: the two data movements that turn a convolution into one GEMM.
+"""im2col / col2im: the two data movements that turn a convolution into one GEMM (docs/convolution.md).
 
 Layout contract (mirrored name for name by ``tinyflow_cuda/kernels/conv.py``)::
 
     im2col(x (N, C, H, W), ...) -> col (C*kh*kw, N*OH*OW)
     col[(c, i, j), (n, oh, ow)] = x_padded[n, c, oh*sh + i*dh, ow*sw + j*dw]
 
-Rows are (channel, kernel row, kernel column), matching the flattening of a PyTorch weight
-``(O, C, kh, kw) -> (O, C*kh*kw)``, so the forward pass is ``W @ col`` with both operands
-row-major and no transposed copy. Channels are the outermost row index, so the rows of group
-``g`` of a grouped convolution are one contiguous slab ``col[g*C/G*kh*kw : (g+1)*C/G*kh*kw]``.
-Columns are (image, output row, output column), so the whole batch is one GEMM, not one per
-image. See docs/convolution.md for why this layout and not the others.
+Rows follow a PyTorch weight ``(O, C, kh, kw) -> (O, C*kh*kw)``, so the forward pass is
+``W @ col`` with no transposed copy, and a group's rows are one contiguous slab; columns hold the
+whole batch, so it is one GEMM, not one per image. Both kernels loop only over the kh*kw kernel
+offsets, moving a whole (N, C, OH, OW) strided slab per offset (col2im needs no scatter-add).
+``conv_output`` / ``conv_output_grad`` move the GEMM's (O, N*OH*OW) result to (N, O, OH, OW) and
+back with the bias (and a fused ReLU) in the same pass. On the GPU ``col`` may have more rows
+than C*kh*kw (K rounded up to a multiple of 8 for cuBLAS): im2col zeroes them.
 
-Both kernels loop only over the kh*kw kernel offsets; each iteration moves a whole
-(N, C, OH, OW) strided slab with one vectorised copy (im2col) or one add (col2im), so there is
-no Python loop over images or pixels, and col2im needs no scatter-add (``np.add.at``).
-
-Around the GEMM, ``conv_output`` moves its (O, N*OH*OW) result to (N, O, OH, OW) with the bias
-(and a ReLU, when the op fuses one) in the same copy, and ``conv_output_grad`` makes the way back,
-with the ReLU's mask and the bias gradient in the same pass.
-
-On the GPU the column matrix may have more rows than C*kh*kw (``out=`` with K rounded up to a
-multiple of 8, so cuBLAS takes its aligned kernels): im2col zeroes them.
-
-The second half of this file is the CPU's other algorithm, Winograd (``winograd_conv2d_forward`` /
-``winograd_conv2d_backward``, see there): NumPy arrays only, so it has no CUDA twin (``CPU_ONLY``,
-not in ``__all__``, the names the twin mirrors); the op asks for it where it pays.
-
-Their large temporaries (the padded input, the padded gradient, and - through ``out=`` - the
-column matrix itself) live in a per-thread workspace that is reused from call to call, and on
-the CPU the work is split by channel over a few threads (``tinyflow.kernels._cpu``).
+The second half of this file is the CPU's other algorithm, Winograd: NumPy only, no CUDA twin
+(``CPU_ONLY``, not in ``__all__``). Large temporaries live in per-thread workspaces and the work
+is split by channel over a few threads (``tinyflow.kernels._cpu``).
 """
 from __future__ import annotations
 
@@ -38,9 +24,7 @@ import math
 import numpy as np
 
 from tinyflow.dtypes import is_half
-from tinyflow.kernels._cpu import (
-    array_module, batched_matmul, give_buffer, parallel_for, take_buffer, workspace,
-)
+from tinyflow.kernels._cpu import array_module, batched_matmul, give_buffer, parallel_for, take_buffer, workspace
 
 __all__ = ["im2col", "col2im", "conv_output", "conv_output_grad"]  # mirrored by tinyflow_cuda/kernels/conv.py
 CPU_ONLY = ("winograd_conv2d_forward", "winograd_conv2d_backward")  # kernels of NumPy arrays only: no twin
@@ -55,7 +39,7 @@ def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation
 
 
 def _window_slice(start: int, count: int, step: int) -> slice:
-    """``count`` positions ``start, start+step, ...`` as a slice (used for every kernel offset)."""
+    """``count`` positions ``start, start + step, ...`` as a slice (one kernel offset of a slab)."""
     return slice(start, start + step * (count - 1) + 1, step)
 
 
@@ -196,37 +180,18 @@ def conv_output_grad(gout, relu_out=None, bias_grad: bool = False):
 
 
 # ============================================================================ Winograd (CPU only)
-# Winograd F(2x2, 3x3) and F(4x4, 3x3) convolution: the CPU's kernels for stride-1, ungrouped layers.
-#
-# ``winograd_conv2d_forward`` / ``winograd_conv2d_backward`` compute conv2d and its gradients for
-# 3x3 kernels (AlexNet's conv3-5), or larger ones cut into 3x3 sub-kernels (conv2's 5x5: see
-# winograd_parts); the convolution op's ``use_winograd`` (tinyflow/ops/conv.py) says where that
-# pays (enough channels and images). Each m x m block of outputs (the tile, m = 2 or 4) is computed from an (m+2) x (m+2) input tile with
-# (m+2)^2 multiplications instead of 9 m^2 (Lavin & Gray, 2015). The convolution becomes
-# (m+2)^2 independent GEMMs, one per tile position xi = (a, b):
+# Winograd F(2x2, 3x3) and F(4x4, 3x3) (Lavin & Gray, 2015), the CPU's kernels for stride-1 ungrouped
+# 3x3 layers, or larger kernels cut into 3x3 sub-kernels (winograd_parts); ops/conv.py's use_winograd
+# says where they pay. Each m x m output tile comes from an (m+2) x (m+2) input tile, so the
+# convolution is (m+2)^2 GEMMs, one per tile position xi:
 #
 #     V[xi] (C, T) = B^T d B        (input tiles, T = tiles in the batch)
 #     U[xi] (O, C) = G w G^T        (weights)
 #     M[xi] (O, T) = U[xi] @ V[xi]  and  y = A^T M A  per tile
 #
-# F(2x2, 3x3) (16 GEMMs, 4 multiplications per output and channel) only adds and subtracts in its
-# transforms. F(4x4, 3x3) (36 GEMMs, 2.25 per output) scales by up to 8 in them, so its results
-# sit further from the exact convolution: measured against float64 at AlexNet's and MNIST's
-# shapes, within 1.3e-5 of the largest output and 9e-6 of the largest gradient (PyTorch's oneDNN:
-# 2e-6 and 7e-6; F(2x2): 8e-7). :func:`winograd_tile` takes it wherever its larger tile does not
-# waste more than it saves (outputs of 3x3 and up).
-#
-# Every transformed array is (m+2, m+2, channels, TH, TW, N) - that is ((m+2)^2, channels, T) -
-# with the batch innermost, so that each add or subtract of the transforms runs over N contiguous
-# floats rather than over TW strided ones. The transforms are ufuncs only (no BLAS call), so they
-# split over channels on the thread pool (``parallel_for``) while BLAS keeps its own threads for
-# the GEMMs: a BLAS call from the pool's threads would oversubscribe the cores.
-#
-# The kernels own their buffers: V, kept from forward for the weight gradient, is a recycled
-# buffer (``take_buffer``) that backward hands back, and the products and transforms run in
-# per-thread workspaces, so a training step allocates nothing large. CPU only (``CPU_ONLY``):
-# NumPy arrays only, and no CUDA twin, because on a GPU the convolution is im2col + one cuBLAS
-# GEMM and the op asks for Winograd on NumPy arrays only.
+# The transforms (ufuncs only) split over channels on the thread pool; the GEMMs keep BLAS's own
+# threads. docs/convolution.md ("Winograd") has the accuracy of each tile size, the batch-innermost
+# ((m+2)^2, channels, T) layout of the transformed arrays and the buffers the kernels own.
 
 WINOGRAD_MAX_TILE = 4  # 2: F(2x2, 3x3) everywhere (exact to 8e-7 where F(4x4) is to 1.3e-5, slower)
 # F(4x4)'s transforms cost ~2x F(2x2)'s per element; they pay only where the GEMMs dominate:
@@ -332,11 +297,6 @@ def _in_blocks(body, per_channel: int):
     return run
 
 
-def _every(start: int, count: int, step: int) -> slice:
-    """``count`` positions ``start, start + step, ...`` as a slice."""
-    return slice(start, start + step * (count - 1) + 1, step)
-
-
 def _to_batch_last(dst, src) -> None:
     """``dst (C, H, W, N) = src (N, C, H, W)`` moved batch-last. Where the images of ``src`` lie a
     multiple of 4 KiB apart (64 channels of 24x24, say), the same pixel of every image falls in
@@ -363,10 +323,8 @@ def _to_batch_first(dst, src, bias=None) -> None:
 
 def winograd_tile(oh: int, ow: int, channels: int | None = None) -> int:
     """The output tile side m (2 or 4) for an (OH, OW) output: the one with fewer multiplications,
-    counting the padding of the last tile (F(4x4) wins from 3x3 outputs up). ``channels``, the
-    smaller GEMM dimension (min(C x sub-kernels, O)), keeps F(2x2) below
-    WINOGRAD_F4_MIN_CHANNELS, where F(4x4)'s heavier transforms outweigh its GEMM savings
-    (MNIST's 32->64 conv2: 124 against 157 ms a step at 2 threads)."""
+    counting the padding of the last tile; F(2x2) where ``channels``, the smaller GEMM dimension
+    (min(C x sub-kernels, O)), is below WINOGRAD_F4_MIN_CHANNELS."""
     def cost(m: int) -> int:
         return (m + 2) ** 2 * -(-oh // m) * -(-ow // m)
 
@@ -441,10 +399,10 @@ def winograd_input(x, padding: Pair, out, kernel_size: Pair = (3, 3), tile: int 
         dst[:, :, pw + w:] = 0
         rows = workspace(np, "winograd.rows", (a, c1 - c0, th, wp, n), x.dtype)
         for qi in range(qh):
-            _combine(bt, [dst[:, _every(3 * qi + k, th, tile)] for k in range(a)], rows)  # tile rows
+            _combine(bt, [dst[:, _window_slice(3 * qi + k, th, tile)] for k in range(a)], rows)  # tile rows
             for qj in range(qw):  # tile columns, straight into V
                 for i in range(a):
-                    _combine(bt, [rows[i][:, :, _every(3 * qj + k, tw, tile)] for k in range(a)],
+                    _combine(bt, [rows[i][:, :, _window_slice(3 * qj + k, tw, tile)] for k in range(a)],
                              [v[i, j, qi, qj, c0:c1] for j in range(a)])
 
     parallel_for(np, c, _in_blocks(channels, a * th * wp * n), work=out.size)
@@ -526,9 +484,9 @@ def winograd_input_grad(gv, x_shape: tuple[int, int, int, int], padding: Pair, k
                     _combine(plan, [gv8[i, j, qi, qj, c0:c1] for i in range(a)], [rows[k, j] for k in range(a)])
                 for k in range(a):
                     _combine(plan, [rows[k, j] for j in range(a)], part)
-                    r0 = _every(3 * qi + k, th, tile)
-                    for l in range(a):  # tiles overlap by two pixels: one strided add per tile position
-                        acc[:, r0, _every(3 * qj + l, tw, tile)] += part[l]
+                    r0 = _window_slice(3 * qi + k, th, tile)
+                    for col in range(a):  # tiles overlap by two pixels: one strided add per tile position
+                        acc[:, r0, _window_slice(3 * qj + col, tw, tile)] += part[col]
         _to_batch_first(gx[:, c0:c1], acc[:, ph:ph + h, pw:pw + w])
 
     parallel_for(np, c, _in_blocks(channels, (a * a + a) * th * tw * n), work=gv.size)

@@ -1,24 +1,14 @@
-"""Optimizer update kernels: in-place parameter updates over raw arrays.
+"""Optimizer update kernels: in-place parameter updates over raw arrays, each PyTorch's exact rule.
 
-The per-tensor kernels update their array arguments in place and return None. The arrays may be one
-parameter's arrays (any shape) or flat fp32 buffers that pack many parameters; every array of
-one call has the same shape and dtype. Scalars are Python floats/ints/bools.
+The per-tensor kernels update their arrays (one shape and dtype per call) in place and return None;
+the multi-tensor kernels take lists, as PyTorch's foreach path does, and own the half-precision
+master weights (a float16/bfloat16 parameter steps as ``param + residual`` in float32 and is
+rounded back). ``tinyflow_cuda/kernels/optim.py`` defines fused twins with the same names and
+signatures (one launch per update, or per dtype for a list). On NumPy the bodies walk large arrays
+in cache-sized blocks, so the several passes of an update read each element from DRAM once.
 
-The optimizers in ``tinyflow.optim`` call these, so ``tinyflow_cuda.kernels`` can provide fused
-twins with the same names and signatures (one kernel launch per update instead of ~6).
-
-The multi-tensor kernels (``sgd_multi_tensor_update``, ``adam_multi_tensor_update``) take lists
-of tensors, as PyTorch's foreach path does: the CUDA twin updates every tensor of one dtype in one
-launch. They also own the half-precision master weights: a float16/bfloat16 parameter is stepped
-as ``param + residual`` in float32 (float32 state) and rounded back, as ``tinyflow.optim`` does.
-
-On NumPy the reference bodies walk large contiguous arrays in cache-sized blocks, so that the
-several element-wise passes of an update read each element from DRAM once instead of once per
-pass, and no parameter-sized temporary is allocated.
-
-The file runs top-down: SGD's kernels with what every update shares (the blocked walk, the
-per-step scalars, the multi-tensor checks, the master weights), then Adam/AdamW's, Adadelta's and
-GradScaler's loss-scale update. Their CUDA twins are in tinyflow_cuda/kernels/optim.py.
+Top-down: SGD's kernels with what every update shares (the blocked walk, the per-step scalars, the
+list checks, the master weights), then Adam/AdamW's, Adadelta's and GradScaler's scale update.
 """
 
 from __future__ import annotations
@@ -78,10 +68,7 @@ def sgd_step_scalars(lr: float, momentum: float, dampening: float, weight_decay:
 
 
 def _device_scalars(op: str, scalars: Any, size: int) -> list[float] | None:
-    """The values of a ``scalars`` array (None: none given), checked to be ``size`` float64s.
-
-    The reference reads them on the host: free for NumPy arrays; the CUDA twins never hand it
-    device arrays (their kernels read the pointer)."""
+    """The values of a ``scalars`` array (None: none given), checked to be ``size`` float64s."""
     if scalars is None:
         return None
     if getattr(scalars, "shape", None) != (size,) or scalars.dtype != np.float64:
@@ -108,28 +95,14 @@ def _found_inf(op: str, found_inf: Any) -> bool:
     return bool(_host(op, found_inf)[0] != 0)
 
 
-def sgd_momentum_update(
-    param: Any,
-    grad: Any,
-    momentum_buffer: Any,
-    lr: float,
-    momentum: float = 0.0,
-    dampening: float = 0.0,
-    weight_decay: float = 0.0,
-    nesterov: bool = False,
-    first_step: bool = False,
-) -> None:
-    """One SGD step in place, PyTorch's exact rule (``torch.optim.SGD``, single-tensor path).
+def sgd_momentum_update(param: Any, grad: Any, momentum_buffer: Any, lr: float, momentum: float = 0.0,
+                        dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                        first_step: bool = False) -> None:
+    """One SGD step in place (``torch.optim.SGD``, single-tensor path).
 
-    Signature (the CUDA twin mirrors it)::
-
-        sgd_momentum_update(param, grad, momentum_buffer, lr, momentum=0.0, dampening=0.0,
-                            weight_decay=0.0, nesterov=False, first_step=False) -> None
-
-    - ``param`` (updated in place), ``grad`` (read only), ``momentum_buffer`` (updated in place;
-      may be None when ``momentum == 0``): arrays of one shape and dtype.
-    - ``first_step=True`` means the buffer holds no history yet: it is set to the (decayed)
-      gradient itself, with no dampening, as PyTorch does on its first step.
+    ``param`` and ``momentum_buffer`` (None when ``momentum == 0``) are updated, ``grad`` is read.
+    ``first_step=True``: the buffer holds no history yet and is set to the (decayed) gradient
+    itself, with no dampening, as PyTorch does on its first step.
 
     Rule: ``d = grad + weight_decay * param``; if momentum: ``buf = d`` on the first step else
     ``buf = momentum * buf + (1 - dampening) * d``, then ``d = d + momentum * buf`` (nesterov)
@@ -214,28 +187,11 @@ def _step_grad(grad: Any, master: Any, maximize: bool) -> Any:
     return -grad if maximize else grad
 
 
-def sgd_multi_tensor_update(
-    params: Sequence[Any],
-    grads: Sequence[Any],
-    momentum_buffers: Sequence[Any] | None,
-    residuals: Sequence[Any] | None,
-    lr: float,
-    momentum: float = 0.0,
-    dampening: float = 0.0,
-    weight_decay: float = 0.0,
-    nesterov: bool = False,
-    maximize: bool = False,
-    first_step: bool = False,
-    scalars: Any = None,
-    found_inf: Any = None,
-) -> None:
+def sgd_multi_tensor_update(params: Sequence[Any], grads: Sequence[Any], momentum_buffers: Sequence[Any] | None,
+                            residuals: Sequence[Any] | None, lr: float, momentum: float = 0.0, dampening: float = 0.0,
+                            weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False,
+                            first_step: bool = False, scalars: Any = None, found_inf: Any = None) -> None:
     """``sgd_momentum_update`` over lists of tensors (PyTorch's foreach SGD), in place.
-
-    Signature (the CUDA twin mirrors it; it launches one kernel per dtype of ``params``)::
-
-        sgd_multi_tensor_update(params, grads, momentum_buffers, residuals, lr, momentum=0.0,
-                                dampening=0.0, weight_decay=0.0, nesterov=False,
-                                maximize=False, first_step=False) -> None
 
     - ``params[i]`` (in place) and ``grads[i]`` (read only) share a shape; a grad of another
       dtype than its parameter is cast first.
@@ -271,11 +227,8 @@ def sgd_multi_tensor_update(
 # ---- Adam / AdamW and Adadelta -----------------------------------------------------------------
 def adam_bias_corrections(lr: float, beta1: float, beta2: float, step: int) -> tuple[float, float]:
     """Adam's per-step scalars, ``(step_size, bias_correction2_sqrt)`` =
-    ``(lr / (1 - beta1**step), sqrt(1 - beta2**step))``, in float64 on the host.
-
-    The one place that computes them: the reference, the CUDA twins (kernel arguments today; a
-    device array once CUDA graphs capture the step) and the multi-tensor kernels all use it.
-    """
+    ``(lr / (1 - beta1**step), sqrt(1 - beta2**step))``, in float64 on the host: the one place that
+    computes them (the references, the CUDA twins and ``adam_step_scalars`` use it)."""
     return lr / (1 - beta1**step), math.sqrt(1 - beta2**step)
 
 
@@ -289,28 +242,10 @@ def adam_step_scalars(lr: float, beta1: float, beta2: float, eps: float, weight_
             bias2_sqrt]
 
 
-def adam_update(
-    param: Any,
-    grad: Any,
-    exp_avg: Any,
-    exp_avg_sq: Any,
-    max_exp_avg_sq: Any,
-    step: int,
-    lr: float,
-    beta1: float = 0.9,
-    beta2: float = 0.999,
-    eps: float = 1e-8,
-    weight_decay: float = 0.0,
-    amsgrad: bool = False,
-    decoupled_weight_decay: bool = False,
-) -> None:
-    """One Adam / AdamW step in place, PyTorch's exact rule (``torch.optim.Adam``, single tensor).
-
-    Signature (the CUDA twin mirrors it)::
-
-        adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1=0.9,
-                    beta2=0.999, eps=1e-8, weight_decay=0.0, amsgrad=False,
-                    decoupled_weight_decay=False) -> None
+def adam_update(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, max_exp_avg_sq: Any, step: int, lr: float,
+                beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0,
+                amsgrad: bool = False, decoupled_weight_decay: bool = False) -> None:
+    """One Adam / AdamW step in place (``torch.optim.Adam``, single tensor).
 
     - ``param``, ``exp_avg``, ``exp_avg_sq``, ``max_exp_avg_sq`` are updated in place; ``grad``
       is read only; ``max_exp_avg_sq`` may be None unless ``amsgrad``.
@@ -372,25 +307,10 @@ def _adam_body(param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any, max_exp_avg
     _blocked([param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq], body)
 
 
-def adadelta_update(
-    param: Any,
-    grad: Any,
-    square_avg: Any,
-    acc_delta: Any,
-    lr: float,
-    rho: float = 0.9,
-    eps: float = 1e-6,
-    weight_decay: float = 0.0,
-) -> None:
-    """One Adadelta step in place, PyTorch's exact rule (``torch.optim.Adadelta``, single tensor).
-
-    Signature (the CUDA twin mirrors it)::
-
-        adadelta_update(param, grad, square_avg, acc_delta, lr, rho=0.9, eps=1e-6,
-                        weight_decay=0.0) -> None
-
-    - ``param``, ``square_avg``, ``acc_delta`` are updated in place, ``grad`` is read only; all
-      of one shape and dtype.
+def adadelta_update(param: Any, grad: Any, square_avg: Any, acc_delta: Any, lr: float, rho: float = 0.9,
+                    eps: float = 1e-6, weight_decay: float = 0.0) -> None:
+    """One Adadelta step in place (``torch.optim.Adadelta``, single tensor): ``param``,
+    ``square_avg`` and ``acc_delta`` are updated, ``grad`` is read.
 
     Rule: ``g = grad + weight_decay * param``; ``v = rho * v + (1 - rho) * g * g``;
     ``delta = sqrt(u + eps) / sqrt(v + eps) * g``; ``u = rho * u + (1 - rho) * delta * delta``;
@@ -427,33 +347,13 @@ def adadelta_update(
 
 
 # ---- multi-tensor (foreach) updates ------------------------------------------------------------
-def adam_multi_tensor_update(
-    params: Sequence[Any],
-    grads: Sequence[Any],
-    exp_avgs: Sequence[Any],
-    exp_avg_sqs: Sequence[Any],
-    max_exp_avg_sqs: Sequence[Any] | None,
-    residuals: Sequence[Any] | None,
-    step: int,
-    lr: float,
-    beta1: float = 0.9,
-    beta2: float = 0.999,
-    eps: float = 1e-8,
-    weight_decay: float = 0.0,
-    amsgrad: bool = False,
-    decoupled_weight_decay: bool = False,
-    maximize: bool = False,
-    scalars: Any = None,
-    found_inf: Any = None,
-) -> None:
+def adam_multi_tensor_update(params: Sequence[Any], grads: Sequence[Any], exp_avgs: Sequence[Any],
+                             exp_avg_sqs: Sequence[Any], max_exp_avg_sqs: Sequence[Any] | None,
+                             residuals: Sequence[Any] | None, step: int, lr: float, beta1: float = 0.9,
+                             beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False,
+                             decoupled_weight_decay: bool = False, maximize: bool = False, scalars: Any = None,
+                             found_inf: Any = None) -> None:
     """``adam_update`` over lists of tensors (PyTorch's foreach Adam / AdamW), in place.
-
-    Signature (the CUDA twin mirrors it; it launches one kernel per dtype of ``params``)::
-
-        adam_multi_tensor_update(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
-                                 residuals, step, lr, beta1=0.9, beta2=0.999, eps=1e-8,
-                                 weight_decay=0.0, amsgrad=False,
-                                 decoupled_weight_decay=False, maximize=False) -> None
 
     The lists pair up as in ``sgd_multi_tensor_update`` (states in the master weight's dtype,
     ``residuals`` for half-precision master weights, ``max_exp_avg_sqs`` needed with amsgrad);
@@ -488,11 +388,6 @@ def adam_multi_tensor_update(
 def amp_update_scale(scale: Any, growth_tracker: Any, found_inf: Any, growth_factor: float,
                      backoff_factor: float, growth_interval: int) -> None:
     """GradScaler's update in place, on the device (PyTorch's ``_amp_update_scale_``).
-
-    Signature (the CUDA twin mirrors it; one single-thread launch there)::
-
-        amp_update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
-                         growth_interval) -> None
 
     - ``scale``: (1,) float32, the loss scale; ``growth_tracker``: (1,) int32, clean steps in a
       row; ``found_inf``: (1,) float32, non-zero after an overflow. All stay on the device: no
