@@ -1,34 +1,19 @@
-"""2-D convolution as im2col + one GEMM per group (col2im in backward).
+"""2-D convolution as im2col + one GEMM per group (col2im in backward); docs/convolution.md.
 
-The layout (see docs/convolution.md): ``col = im2col(x)`` is (C*kh*kw, N*OH*OW), the weight is
-viewed as (O, C*kh*kw) with no copy, and the whole batch is one GEMM per group::
+``col = im2col(x)`` is (C*kh*kw, N*OH*OW) and the weight is viewed as (O, C*kh*kw) with no copy,
+so the whole batch is one GEMM per group::
 
     forward   out (O, N*OH*OW) = W (O, CKK)       @ col (CKK, N*OH*OW)
     weight    gW  (O, CKK)     = gout (O, N*OH*OW) @ col.T                  (BLAS transposes)
     input     gcol(CKK, N*OH*OW) = W.T            @ gout (O, N*OH*OW)      -> col2im
 
-The only copies besides im2col itself are the (O, N, OH, OW) <-> (N, O, OH, OW) transposes of
-the output and its gradient, which are ``kh*kw*C/O`` times smaller than ``col``: named kernels
-(``conv_output`` / ``conv_output_grad``) that fuse the bias add into the first and the bias
-gradient into the second, and, when the op is asked for a ReLU after it (``relu=True``, an
-internal switch for callers that know a ReLU follows), the ReLU and its mask as well.
-On the GPU (with groups=1) K = C*kh*kw is padded to a multiple of 8, zero rows in ``col`` (im2col
-writes them) and zero columns in the weight matrix, so cuBLAS takes its aligned kernels (AlexNet's
-conv1 has K = 363). ``col`` is not saved: backward rebuilds it (see Conv2dFunction).
-It lives in one reusable workspace per thread and device (``tinyflow.kernels._cpu.workspace``),
-on a GPU as on the CPU: im2col writes into it, and in backward gcol takes its place once gW is
-done.
-
-On the CPU, where ``use_winograd`` (below: the op picks its algorithm, the kernels compute) says it
-pays (stride-1 ungrouped 3x3 and 5x5 layers with enough channels and images), the convolution runs on
-the Winograd kernels instead: 16 GEMMs over transformed 4x4 tiles (F(2x2, 3x3)) or, for outputs of 3x3 and
-up, 36 over 6x6 tiles (F(4x4, 3x3)): 4x fewer multiplications for 3x3 (2.8x for 5x5) and no
-im2col / col2im. Same results to float rounding; see docs/convolution.md and the second half of
-tinyflow/kernels/conv.py (CPU-only kernels: they have no CUDA twin).
-
-The F functions at the end (conv2d and conv_transpose2d; conv1d and conv3d with their transposes,
-built on them) check the arguments, resolve padding='same' and apply autocast; the op computes the
-output size (once: the kernels take the geometry, not the sizes) and refuses an empty output.
+The named kernels ``conv_output`` / ``conv_output_grad`` (tinyflow/kernels/conv.py) make the
+(O, N, OH, OW) <-> (N, O, OH, OW) transposes around the GEMM, with the bias (and, with
+``relu=True``, an internal switch for callers that know a ReLU follows, the ReLU) in the same pass.
+On the CPU, where ``use_winograd`` says it pays, the op runs the Winograd kernels of the same file
+instead (same results to float rounding). The F functions at the end (conv2d, conv_transpose2d;
+conv1d and conv3d with their transposes, built on them) check the arguments, resolve
+padding='same' and apply autocast; the op computes the output size and refuses an empty output.
 """
 from __future__ import annotations
 
@@ -40,10 +25,10 @@ from tinyflow.amp import autocast_mode as amp
 from tinyflow.arg_parser import FunctionalError, IntPair, Pair, pair, single, triple
 from tinyflow.autograd.function import Function
 from tinyflow.creation import stack
+from tinyflow.device import matmul_array, safe_sum
 from tinyflow.kernels._cpu import give_buffer, take_buffer, workspace
 from tinyflow.kernels.conv import conv_output_size
 from tinyflow.ops.elementwise import floating_or_int64, not_implemented_for
-from tinyflow.device import matmul_array, safe_sum
 from tinyflow.ops.pad import pad
 from tinyflow.tensor import Tensor
 
@@ -51,10 +36,9 @@ __all__ = ["Conv2dFunction", "ConvTranspose2dFunction", "use_winograd", "conv2d"
            "conv_transpose1d", "conv3d", "conv_transpose3d"]
 
 # Stride-1 ungrouped 3x3 / 5x5 convolutions with at least this many input and output channels,
-# and a batch of at least this many images, take the Winograd path on the CPU (up to 4x fewer
-# multiplications for 3x3, 2.8x for 5x5, no im2col / col2im). With fewer channels its small GEMMs
-# lose to the one im2col GEMM; its transforms run over the batch innermost, so tiny batches lose
-# too. Set WINOGRAD_MIN_CHANNELS to 0 to turn the path off.
+# and a batch of at least this many images, take the Winograd path on the CPU: with fewer
+# channels its small GEMMs lose to the one im2col GEMM, with tiny batches its transforms (batch
+# innermost) lose. WINOGRAD_MIN_CHANNELS = 0 turns the path off.
 WINOGRAD_MIN_CHANNELS = 16
 WINOGRAD_MIN_BATCH = 8
 WINOGRAD_KERNELS = (3, 5, 6)  # kernel sides that split into 3x3 sub-kernels without much waste
@@ -74,11 +58,10 @@ def use_winograd(x, w, stride: Pair, dilation: Pair, groups: int) -> bool:
 class Conv2dFunction(Function):
     """y = conv(x, w) + b for x (N, C, H, W), w (O, C/groups, kh, kw), b (O,) or None.
 
-    ``col`` lives in a reusable workspace (one per thread and device, CPU and GPU alike) and is
-    rebuilt in backward instead of being saved: one more im2col per layer buys an activation
-    memory like PyTorch's (x, not kh*kw copies of it) and no fresh 100 MB allocations per step.
-    The exception is a first layer on the CPU (no gradient for x, so x is data with a few
-    channels): its col is kept in a recycled buffer (``take_buffer``) for the weight gradient.
+    ``col`` lives in a reusable workspace (one per thread and device) and is rebuilt in backward
+    instead of being saved: one more im2col per layer buys an activation memory like PyTorch's
+    (x, not kh*kw copies of it). On the GPU (groups=1) K = C*kh*kw is padded to a multiple of 8
+    (zero rows in ``col``, zero columns in the weight) so cuBLAS takes its aligned kernels.
     """
 
     @staticmethod
@@ -106,8 +89,8 @@ class Conv2dFunction(Function):
             return y
         ckk, nl = c * kh * kw, n * oh * ow  # explicit sizes: reshape cannot infer -1 for an empty batch
         kp = _gemm_k(xp, ckk, groups)  # K, padded to a multiple of 8 on the GPU
-        # A first layer (no input gradient: x is data, a few channels) keeps its col for the
-        # weight gradient in a recycled buffer instead of rebuilding it: one im2col less per step
+        # a first layer on the CPU (x is data: no input gradient, a few channels) keeps its col for
+        # the weight gradient in a recycled buffer (take_buffer): one im2col less per step
         keep_col = xp is np and ctx.needs_input_grad[1] and not ctx.needs_input_grad[0]
         if keep_col:
             buf = take_buffer((kp, nl), x.dtype)

@@ -1,16 +1,13 @@
 """Pooling: the ops (max, average and adaptive pooling over NCHW images, max-unpooling; PyTorch
 semantics) and F's pooling functions.
 
-Max and average pooling call the pool kernels through ``ctx.kernels`` (``tinyflow.kernels.pool``
-on the CPU, its CUDA twin of the same names on a GPU); adaptive average pooling is two small
-GEMMs with averaging matrices, which handles PyTorch's uneven, overlapping adaptive windows
-exactly with no loop at all. The F functions at the end check the arguments: the 2-d forms call
-the ops, and the 1-d and 3-d forms, lp pooling and max-unpooling are built on them (1-d pools a
-height-1 image, 3-d pools the (H, W) planes and then along the depth).
+Max and average pooling call the pool kernels through ``ctx.kernels``. The F functions at the end
+check the arguments: the 2-d forms call the ops, and the 1-d and 3-d forms, lp pooling and
+max-unpooling are built on them (1-d pools a height-1 image, 3-d pools the (H, W) planes and then
+along the depth).
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -18,10 +15,9 @@ import numpy as np
 from tinyflow.arg_parser import FunctionalError, IntPair, pair, single, triple
 from tinyflow.autograd.function import Function
 from tinyflow.creation import where
-from tinyflow.device import device_check
+from tinyflow.device import device_check, matmul_array
 from tinyflow.kernels.pool import pool_output_shape
 from tinyflow.ops.elementwise import floating_only, floating_or_int64, not_implemented_for
-from tinyflow.device import matmul_array
 from tinyflow.tensor import Tensor
 
 __all__ = [
@@ -80,11 +76,16 @@ class AvgPool2dFunction(Function):
         return ctx.kernels.avgpool2d_backward(gout, *ctx.args)
 
 
+def _adaptive_bounds(size: int, out: int, i: int) -> tuple[int, int]:
+    """PyTorch's adaptive window i of ``out`` over ``size``: [floor(i*s/o), ceil((i+1)*s/o))."""
+    return (i * size) // out, -(-((i + 1) * size) // out)
+
+
 def _adaptive_matrix(xp, size: int, out: int, dtype):
-    """(out, size) averaging matrix of PyTorch's adaptive windows [floor(i*s/o), ceil((i+1)*s/o))."""
+    """(out, size) averaging matrix of the adaptive windows."""
     m = np.zeros((out, size), dtype=dtype)
     for i in range(out):  # out is a handful of rows (e.g. 6 or 1): built once per call
-        start, end = (i * size) // out, math.ceil((i + 1) * size / out)
+        start, end = _adaptive_bounds(size, out, i)
         m[i, start:end] = 1.0 / (end - start)
     return xp.asarray(m)
 
@@ -132,11 +133,6 @@ def _left_right(xp, left, x, right):
     (``matmul_array`` also serves half precision, which CuPy's batched matmul cannot)."""
     y = matmul_array(xp, x, right)  # (..., H, W')
     return matmul_array(xp, y.swapaxes(-1, -2), left.T).swapaxes(-1, -2)  # (..., H', W')
-
-
-def _adaptive_bounds(size: int, out: int, i: int) -> tuple[int, int]:
-    """PyTorch's adaptive window i of ``out`` over ``size``: [floor(i*s/o), ceil((i+1)*s/o))."""
-    return (i * size) // out, -(-((i + 1) * size) // out)
 
 
 class AdaptiveMaxPool2dFunction(Function):
