@@ -1,33 +1,22 @@
-"""Devices and the array module (``xp``) that serves each one.
+"""Devices, and the array module (``xp``) and kernel module that serve each one.
 
-A tensor's data is a NumPy array on the CPU or a CuPy array on a GPU. Ops never name either
-library: they ask for ``array_module(arr)`` (or ``ctx.xp`` inside a Function) and write the
-same code against it.
+A tensor's data is a NumPy array on the CPU or a CuPy array on a GPU; ops never name either
+library but write one code against ``ctx.xp`` (``array_module(arr)`` outside an op). Each device
+owns a kernel module, ``tinyflow.kernels`` (the NumPy references) or ``tinyflow_cuda.kernels``
+(their .cu twins): ``ctx.kernels.im2col(...)``, ``kernels_of(arr)`` outside an op. This is the one
+place that decides which backend serves an array, and ``tinyflow``'s only way into ``tinyflow_cuda``.
 
-Each device also owns a kernel module: ``tinyflow.kernels`` (the NumPy references) for the CPU,
-``tinyflow_cuda.kernels`` (the .cu twins, same names and signatures) for CUDA. An op calls a
-named kernel through its context (``ctx.kernels.im2col(...)``); other code asks
-``kernels_of(arr)``. This is the one place that decides which kernels serve an array.
-
-Everything that knows CUDA lives in ``tinyflow_cuda``; ``tinyflow`` reaches it only through
-this module, and only when a ``cuda`` device or a CuPy array is involved.
-
-Host reads: every way a tensor's values reach the host (``item``, ``numpy``, ``float(t)``,
-printing, ``to("cpu")``, ...) goes through :func:`to_host`, which counts it per thread, on the
-CPU too (there a read is free, but it stands for the sync a GPU would make). ``host_reads``,
-``count_host_reads`` and ``forbid_host_reads`` let tests and profiling see where a loop syncs;
-``device_check`` lets an op check its inputs (ids in range) without a sync on a device.
-
-CUDA graph capture: whether one is in progress (``current_capture``), and the device values a
-captured step reads (``Capture``'s slots); see the section at the end of this file.
+Also here: where NumPy and CuPy differ for every op family (the GEMM, half-precision sums); host
+reads, every one counted per thread by :func:`to_host` (free on the CPU, a sync on a GPU), with
+``device_check`` for input checks that must not sync; CUDA graph capture state (at the end).
 """
 from __future__ import annotations
 
 import contextlib
 import math
 import threading
-from dataclasses import dataclass, field
 from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Union
 
@@ -113,8 +102,6 @@ class Device:
         GPU). On ``cpu``: nothing happens.
         """
         if self.type == "cpu":
-            import contextlib
-
             return contextlib.nullcontext()
         from tinyflow_cuda import streams
 
@@ -221,20 +208,13 @@ def _matmul_error(a: Any, b: Any) -> ShapeError:
 
 
 def matmul_array(xp: Any, a: Any, b: Any, out: Any = None) -> Any:
-    """``a @ b`` on raw arrays (NumPy's matmul rules), written into ``out`` if given.
+    """``a @ b`` on raw arrays (NumPy's matmul rules), written into ``out`` if given: ``xp.matmul``
+    (BLAS, cuBLAS), except for two float16 / bfloat16 operands (the result has their dtype):
 
-    float32 / float64 (and mixed dtypes): ``xp.matmul``, i.e. BLAS or cuBLAS.
-
-    float16 / bfloat16 (both operands of that dtype; the result has it too):
-
-    * NumPy has no half-precision BLAS (its float16 matmul is a slow C loop, and ml_dtypes'
-      bfloat16 matmul returns float32), so the operands are widened to float32, multiplied by
-      BLAS and the product is rounded once to the half dtype: float32 accumulation, like cuBLAS.
-    * Other backends (CuPy): 1-D and 2-D operands go to ``xp.matmul`` (cuBLAS with float32
-      accumulation). Batched (> 2-D) products run as 2-D GEMMs, because CuPy's batched matmul
-      sends bfloat16 to an integer fallback that fails ("data type E not understood") and
-      widens float16 to float32: when ``b`` is a matrix or a vector, the batch is folded into
-      the rows of one GEMM; otherwise one GEMM per batch entry (see :func:`_batched_as_2d`).
+    * NumPy has no half-precision BLAS (float16 is a slow C loop, ml_dtypes' bfloat16 returns
+      float32): the operands are widened to float32 and the product rounded once, as cuBLAS does.
+    * CuPy: batched (> 2-D) products run as 2-D GEMMs (:func:`_batched_as_2d`), because CuPy's
+      batched matmul fails on bfloat16 ("data type E not understood") and widens float16.
     """
     try:
         if a.dtype.itemsize == 2 and a.dtype == b.dtype and is_half(a.dtype):
@@ -475,20 +455,13 @@ def cuda_graphs() -> ModuleType:
     return graphs
 
 # ---- CUDA graph capture: whether one is in progress, and the device values a captured step reads ----
-# Whether a CUDA graph is being captured, and the device values a captured step reads.
-# 
-# A CUDA graph replays its kernels with the arguments they were captured with. Whatever changes from
-# one step to the next (the learning rate a scheduler sets, Adam's step count and bias corrections,
-# dropout's seed, the loss scale) must therefore be read by the kernels from device memory. An op or
-# optimizer that runs inside a capture asks for it with ``current()`` and takes a *slot*: a small device
-# array, and a function that computes its host value. The capture does not call the function then (a
-# captured step does not run); before every replay it calls each slot's function, in the order the
-# slots were taken, and copies the values into the slots (host-to-device copies, outside the graph).
-# So a seed drawn by a slot's function is drawn once per replayed step, in the order an eager step
-# would draw it, and N replayed steps match N eager steps.
-# 
-# Outside a capture ``current()`` is None and ops pass their values as kernel arguments, as before.
-# tinyflow/cuda/graphs.py (CUDAGraph) opens and closes captures; nothing here knows CUDA.
+# A CUDA graph replays its kernels with the arguments they were captured with, so whatever changes
+# from step to step (a scheduler's lr, Adam's step count, dropout's seed, the loss scale) must be
+# read from device memory. Inside a capture (``current_capture()`` is not None) an op or optimizer
+# takes a *slot*: a small device array and a function that computes its host value, called before
+# every replay in the order the slots were taken, so N replayed steps match N eager steps. Outside
+# a capture ops pass these values as kernel arguments. tinyflow/cuda/graphs.py (CUDAGraph) opens
+# and closes captures; nothing here knows CUDA.
 
 
 @dataclass
@@ -507,13 +480,10 @@ class Capture:
 
     device: Any  # tinyflow.device.Device being captured
     slots: list[Slot] = field(default_factory=list)
-    # Allocates a slot outside the memory the captured work uses (the CUDA backend passes one that
-    # draws from a pool of its own): a slot taken from the graph's private pool could get the block
-    # of a temporary an earlier node of the graph writes, which would overwrite the value that
-    # refresh() put there before the kernel that reads it runs.
+    # Allocates a slot outside the graph's private pool (the CUDA backend passes one): a pooled slot
+    # could get the block of a temporary the graph writes before the slot's reader runs.
     allocate: Callable[[tuple[int, ...], np.dtype], Any] | None = None
-    # What to undo when the capture fails: Python-side state the step changed while capturing (a
-    # GradScaler's per-step flags), so that the eager step run instead starts clean.
+    # What to undo when the capture fails (a GradScaler's per-step flags): the eager step starts clean.
     on_abort: list[Callable[[], None]] = field(default_factory=list)
 
     def slot(self, value: Callable[[], Any], dtype: Any, size: int = 1, constant: bool = False) -> Any:
