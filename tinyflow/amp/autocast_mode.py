@@ -1,5 +1,5 @@
-"""Mixed precision (``torch.amp.autocast_mode``): autocast GEMMs to bf16/fp16 with float32 master
-weights; with dynamic loss scaling for fp16 (grad_scaler.py).
+"""Mixed precision (``torch.amp.autocast_mode``): GEMMs in bf16/fp16 under ``autocast``, float32
+master weights; fp16 adds dynamic loss scaling (grad_scaler.py). docs/cuda.md ("Mixed precision").
 
     scaler = tf.amp.GradScaler()                     # only needed for float16
     with tf.amp.autocast("fp16"):
@@ -8,53 +8,20 @@ weights; with dynamic loss scaling for fp16 (grad_scaler.py).
     scaler.step(optimizer)                           # unscales, skips the step on inf/NaN
     scaler.update()                                  # grows or backs off the scale
 
-What computes in which dtype inside ``autocast`` (PyTorch's two lists):
-
-* the autocast dtype: ``matmul`` / ``@``, ``F.linear`` (``nn.Linear``) and ``F.conv2d``
-  (``nn.Conv2d``). Their floating inputs, the float32 weights included, are cast by the
-  differentiable ``Cast`` op; the GEMMs run in half precision and the output is half precision.
-* float32: ``F.softmax``, ``F.log_softmax``, ``F.cross_entropy``, ``F.nll_loss``, ``F.mse_loss``,
-  ``F.batch_norm`` and ``F.local_response_norm`` (and their nn layers): half inputs are cast up
-  and the result is float32.
-* other ops (relu, pooling, dropout, reshapes, additions, ...) are not cast: activations between
-  two GEMMs stay in half precision.
-
-Parameters stay float32 (the master weights): the gradient flowing back through ``Cast`` reaches
-each of them in float32, and the optimizer updates them in float32.
-
-The weight-cast cache (``cache_enabled``, on by default as in PyTorch): inside an autocast region
-the half-precision copy of a float32 leaf that requires grad (a parameter) is made once and
-reused, so a weight used twice in a forward (tied embeddings, an LSTM cell over time steps) is
-cast once. Each use still gets its own graph node over the cached array, so gradients reach the
-float32 parameter exactly as without the cache (PyTorch shares one node, and sums the uses'
-gradients in half precision before casting). The cache is dropped when the outermost region
-exits (PyTorch's rule); an in-place edit of the parameter through a Tensor method makes the cast
-again (PyTorch keeps the stale copy). Raw writes to ``.array`` (the optimizers' steps) are not
-seen: as in PyTorch, wrap the forward pass in autocast, not the optimizer step.
-
-Where a half-precision GEMM runs: on a GPU in cuBLAS, half inputs with float32 accumulation
-(batched products as 2-D GEMMs; see ``tinyflow.device.matmul_array``). On the CPU NumPy has
-no half-precision BLAS, so the operands are widened to float32, multiplied by BLAS and the
-product is rounded once to the half dtype: the values a GPU gives up to summation order, but no
-faster than float32 - autocast is meant for GPUs; on the CPU it serves tests and debugging.
-
-An op joins a list by calling one helper on its Tensors before ``Function.apply``:
+Inside ``autocast`` (PyTorch's two lists) matmul, ``F.linear`` and ``F.conv2d`` compute in the
+autocast dtype; ``F.softmax``, ``F.log_softmax``, the losses, ``F.batch_norm`` and
+``F.local_response_norm`` compute in float32; other ops are not cast. An op joins a list by
+calling one helper on its Tensors before ``Function.apply``:
 
     x, w, b = amp.autocast_inputs(x, w, b)     # a GEMM op: compute in the autocast dtype
     (logits,) = amp.float32_inputs(logits)     # a precision-sensitive op: compute in float32
 
-Outside autocast both return their arguments unchanged; None, non-Tensors, integer tensors and
-float64 tensors always pass through. The casts are graph nodes, so backward needs nothing more.
-An op that rather casts raw arrays inside its forward reads ``amp.autocast_dtype()`` in its
-wrapper (the half dtype, or None) and passes it to ``apply``: backward runs outside the ``with``
-block and must not read it. On raw arrays that may be half precision, a GEMM is
-``tinyflow.device.matmul_array(xp, a, b, out=None)`` rather than ``xp.matmul`` (which NumPy
-and CuPy get wrong or slow for bfloat16/float16, see there).
-
-float16 has a narrow exponent range: small gradients underflow to zero. The loss is therefore
-multiplied by a large scale before backward and the gradients divided by it before the step;
-when a gradient overflows to inf/NaN the step is skipped and the scale halved, and after
-``growth_interval`` clean steps it is doubled. bfloat16 has float32's range and needs no scaler.
+Outside autocast both return their arguments unchanged; None, non-Tensors, integer and float64
+tensors always pass through. The casts are graph nodes (``Cast``), so the float32 parameters get
+float32 gradients and backward needs nothing more; a parameter's cast is made once per region
+(the weight-cast cache, ``_cached_cast``). An op that casts raw arrays inside its forward reads
+``amp.autocast_dtype()`` in its wrapper and passes it to ``apply`` (backward runs outside the
+``with`` block), and multiplies half-precision arrays with ``tinyflow.device.matmul_array``.
 """
 from __future__ import annotations
 
@@ -67,16 +34,8 @@ import numpy as np
 from tinyflow.autograd.function import Context, Function
 from tinyflow.dtypes import bfloat16, is_half
 
-__all__ = [
-    "autocast",
-    "autocast_dtype",
-    "autocast_inputs",
-    "float32_inputs",
-    "is_autocast_enabled",
-    "is_autocast_cache_enabled",
-    "clear_autocast_cache",
-    "bfloat16",
-]
+__all__ = ["autocast", "autocast_dtype", "autocast_inputs", "float32_inputs", "is_autocast_enabled",
+           "is_autocast_cache_enabled", "clear_autocast_cache", "bfloat16"]
 
 _local = threading.local()
 
@@ -128,16 +87,13 @@ def _cuda_available() -> bool:
 class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
     """Run the GEMM ops of the block in float16 or bfloat16; nests and restores, per thread.
 
-    PyTorch's signature, ``autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``:
-    ``torch.autocast("cuda")`` computes in float16, ``torch.autocast("cpu")`` in bfloat16, and
-    ``dtype=`` picks either. tinyflow's shorter ``autocast("fp16")`` / ``autocast("bf16")`` (a
-    dtype in the first place) works too. ``cache_enabled`` (None: True) keeps one cast copy of
-    each parameter for the whole region (see the module's docstring). ``"cuda"`` where CUDA is not available warns and runs
-    the block in full precision, as PyTorch does. ``enabled=False`` turns autocast off inside
-    the block (a float32 island; it never imports ml_dtypes, whatever the dtype named, so a
-    training loop can build one on a base install). Enabled bfloat16 needs ml_dtypes: without
-    it the constructor raises a TypeError saying how to install it. A context manager and a
-    decorator; ``as`` gives the dtype.
+    ``autocast("cuda")`` computes in float16, ``autocast("cpu")`` in bfloat16, ``dtype=`` picks
+    either, and tinyflow's shorter ``autocast("fp16")`` / ``autocast("bf16")`` works too.
+    ``cache_enabled`` (None: True) keeps one cast copy of each parameter for the region
+    (``_cached_cast``). ``"cuda"`` without CUDA warns and runs in full precision, as PyTorch does.
+    ``enabled=False`` is a float32 island that never imports ml_dtypes (a base install can build
+    one); enabled bfloat16 without ml_dtypes is a TypeError saying how to install it. A context
+    manager and a decorator; ``as`` gives the dtype.
     """
 
     def __init__(self, device_type: Any = None, dtype: Any = None, enabled: bool = True,
@@ -214,13 +170,15 @@ class CastFromCache(Function):
 
 
 def _cached_cast(t: Any, dtype: np.dtype) -> Any:
-    """``t.to(dtype)`` for a float32 parameter, the cast array made once per region.
+    """``t.to(dtype)`` for a float32 parameter, the cast array made once per region (PyTorch's
+    weight-cast cache: a weight used twice, tied embeddings or an LSTM cell over time, is cast once).
 
-    The cache holds the cast array (the work and the memory), keyed by the tensor and the dtype;
-    each use gets its own ``CastFromCache`` node over it, so every use sends its gradient to the
-    float32 parameter exactly as its own Cast would (summed there in float32, and no use's
-    backward frees another's node). An entry holds the tensor (its id is not reused) and the
-    version it was cast at: an in-place edit of the tensor makes the cast again.
+    Each use gets its own ``CastFromCache`` node over the cached array, so its gradient reaches the
+    float32 parameter exactly as its own Cast's would (PyTorch shares one node and sums the uses'
+    gradients in half precision). An entry holds the tensor (its id is not reused) and the version
+    it was cast at: an in-place edit through a Tensor method makes the cast again (PyTorch keeps the
+    stale copy); raw writes to ``.array`` (an optimizer step) are not seen, so autocast the forward
+    pass, not the step. The outermost region's exit drops the cache.
     """
     cache = getattr(_local, "cache", None)
     if cache is None:
@@ -254,13 +212,8 @@ def is_autocast_enabled() -> bool:
 
 
 def autocast_inputs(*tensors: Any) -> tuple[Any, ...]:
-    """The arguments with each float16/bfloat16/float32 Tensor cast to the autocast dtype.
-
-    GEMM ops (matmul, linear, conv2d) call it on their inputs before ``Function.apply``. Outside
-    autocast it returns its arguments as they are. The cast is the differentiable Cast op, so
-    gradients flow back to the float32 originals in float32. None, non-Tensors, integer and
-    float64 tensors pass through (float64 was asked for explicitly, as PyTorch leaves it).
-    """
+    """The arguments with each float16/bfloat16/float32 Tensor cast to the autocast dtype (GEMM
+    ops: matmul, linear, conv2d); float64 passes through, asked for explicitly as PyTorch leaves it."""
     dtype = autocast_dtype()
     if dtype is None:
         return tensors
@@ -268,13 +221,8 @@ def autocast_inputs(*tensors: Any) -> tuple[Any, ...]:
 
 
 def float32_inputs(*tensors: Any) -> tuple[Any, ...]:
-    """The arguments with each float16/bfloat16 Tensor cast to float32, inside autocast only.
-
-    Precision-sensitive ops (softmax, log_softmax, the losses, batch_norm, local_response_norm)
-    call it before ``Function.apply``, so under autocast they compute in float32 and return
-    float32 (PyTorch's "autocast to float32" list). Outside autocast it returns its arguments
-    unchanged: a model converted to half precision by hand stays in half precision.
-    """
+    """The arguments with each float16/bfloat16 Tensor cast to float32, inside autocast only
+    (precision-sensitive ops); outside, a model converted to half precision by hand stays so."""
     if autocast_dtype() is None:
         return tensors
     return _cast_floating(tensors, np.dtype(np.float32), include_float32=False)
