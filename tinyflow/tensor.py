@@ -91,10 +91,8 @@ class Tensor:
         """``t.data = other``: t takes other's array (shape, dtype, device may change, as in PyTorch);
         t keeps its identity, its .grad, its requires_grad and its in-place counter."""
         if not isinstance(value, Tensor):
-            raise TypeError(
-                f"Tensor.data: can only assign a Tensor, got {type(value).__name__}; wrap it with "
-                "tinyflow.tensor(...) (or set .array to replace the raw array)"
-            )
+            raise TypeError(f"Tensor.data: can only assign a Tensor, got {type(value).__name__}; wrap it with "
+                            "tinyflow.tensor(...) (or set .array to replace the raw array)")
         self.array, self._device = value.array, value._device
 
     @property
@@ -136,15 +134,11 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
         if value and not is_floating_or_complex(self.array.dtype):
-            raise RuntimeError(
-                f"only floating point tensors can require gradients, got dtype {self.array.dtype}; "
-                "convert first, e.g. x.float()"
-            )
+            raise RuntimeError(f"only floating point tensors can require gradients, got dtype {self.array.dtype}; "
+                               "convert first, e.g. x.float()")
         if not value and self._ctx is not None:
-            raise RuntimeError(
-                "you can only change requires_grad flags of leaf tensors; use .detach() to get a "
-                "tensor that is cut from the graph"
-            )
+            raise RuntimeError("you can only change requires_grad flags of leaf tensors; use .detach() to get a "
+                               "tensor that is cut from the graph")
         self._requires_grad = bool(value)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -166,9 +160,8 @@ class Tensor:
     @property
     def mT(self) -> Tensor:
         if self.ndim < 2:
-            raise RuntimeError(
-                f"tensor.mT is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor."
-            )
+            raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. "
+                               f"Got {self.ndim}-D tensor.")
         return self.transpose(-2, -1)
 
     def __len__(self) -> int:
@@ -304,16 +297,12 @@ class Tensor:
             raise NotImplementedError("backward(create_graph=True / inputs=...): tinyflow's backward computes on raw arrays "
                                       "into every leaf; drop them, or use tinyflow.autograd.grad(outputs, inputs)")
         if not self._requires_grad:
-            raise RuntimeError(
-                "backward: this tensor does not require grad and has no grad_fn; make sure an "
-                "input has requires_grad=True and that it was not computed under no_grad()"
-            )
+            raise RuntimeError("backward: this tensor does not require grad and has no grad_fn; make sure an "
+                               "input has requires_grad=True and that it was not computed under no_grad()")
         if gradient is None:
             if self.array.size != 1:
-                raise RuntimeError(
-                    f"backward: grad can be implicitly created only for scalar outputs; this tensor "
-                    f"has shape {self.shape}, so pass gradient= of that shape"
-                )
+                raise RuntimeError(f"backward: grad can be implicitly created only for scalar outputs; this tensor "
+                                   f"has shape {self.shape}, so pass gradient= of that shape")
             g = self._device.xp.ones(self.array.shape, dtype=self.dtype)
         else:
             g = gradient.array if isinstance(gradient, Tensor) else self._device.xp.asarray(gradient, dtype=self.dtype)
@@ -446,23 +435,12 @@ class Tensor:
     def __ge__(self, other: Any) -> Tensor:
         return self._compare(other, lambda a, b: a >= b, "ge")
 
-    def eq(self, other: Any) -> Tensor:
-        return self == other
-
-    def ne(self, other: Any) -> Tensor:
-        return self != other
-
-    def lt(self, other: Any) -> Tensor:
-        return self < other
-
-    def le(self, other: Any) -> Tensor:
-        return self <= other
-
-    def gt(self, other: Any) -> Tensor:
-        return self > other
-
-    def ge(self, other: Any) -> Tensor:
-        return self >= other
+    eq = __eq__
+    ne = __ne__
+    lt = __lt__
+    le = __le__
+    gt = __gt__
+    ge = __ge__
 
     def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
         """self + alpha * other."""
@@ -472,14 +450,11 @@ class Tensor:
         """self - alpha * other."""
         return self - (other if alpha == 1 else elementwise.sub_operand(self, other) * alpha)
 
-    def mul(self, other: Any) -> Tensor:
-        return self * other
+    mul = __mul__
+    matmul = __matmul__
 
     def pow(self, exponent: Any) -> Tensor:
         return self**exponent
-
-    def matmul(self, other: Any) -> Tensor:
-        return self @ other
 
     def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """True where every entry (over ``dim``, or all of them) is non-zero; a bool tensor."""
@@ -557,18 +532,12 @@ class Tensor:
             correction: float | None = None) -> Tensor:
         """Variance over ``dim`` with ``correction`` (default 1, Bessel's; ``unbiased=False`` is 0).
         PyTorch's order: the second positional argument is ``unbiased``, ``var(False)`` too."""
-        if isinstance(dim, bool):
-            dim, unbiased = None, dim
-        corr = correction if correction is not None else (1 if unbiased else 0)
-        return reduce.Var.apply(self, dim, keepdim, corr)
+        return reduce.Var.apply(self, *_var_arguments(dim, unbiased, keepdim, correction))
 
     def std(self, dim: Any = None, unbiased: bool = True, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
         """Standard deviation: sqrt of var (same arguments); its gradient is 0 where it is 0."""
-        if isinstance(dim, bool):
-            dim, unbiased = None, dim
-        corr = correction if correction is not None else (1 if unbiased else 0)
-        return reduce.Std.apply(self, dim, keepdim, corr)
+        return reduce.Std.apply(self, *_var_arguments(dim, unbiased, keepdim, correction))
 
     def max(self, dim: Any = None, keepdim: bool = False, *, other: Tensor | None = None) -> Any:
         """Without dim: the maximum. With dim: (values, indices), a return_types.max. With a
@@ -693,9 +662,8 @@ class Tensor:
         return out
 
     # ---------------------------------------------------------------- random fills
-    # Model building draws every parameter with these (nn.init, under no_grad): such a write goes
-    # straight into the array, and only one that autograd must record or refuse takes the in-place
-    # machinery of tinyflow/inplace.py (self._inplace), which a training step then never loads.
+    # nn.init draws every parameter with these (under no_grad): such a write goes straight into the
+    # array; only one that autograd must record or refuse takes tinyflow/inplace.py's _inplace.
     def uniform_(self, from_: float = 0.0, to: float = 1.0, *, generator: Any = None, **kwargs: Any) -> Tensor:
         low, high = kwargs.pop("from", from_), to  # PyTorch's keyword is "from": uniform_(**{"from": a})
         if kwargs:
@@ -746,12 +714,17 @@ def _wrap_dim(op: str, dim: int, ndim: int) -> int:
     return dim % n
 
 
+def _var_arguments(dim: Any, unbiased: bool, keepdim: bool, correction: float | None) -> tuple:
+    """(dim, keepdim, correction) for Var and Std from PyTorch's arguments (``var(False)``: unbiased)."""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    return dim, keepdim, correction if correction is not None else (1 if unbiased else 0)
+
+
 def _scalar_like(value: Any, ref: Tensor) -> Tensor:
     """A constant operand for ``ref``: Python floats take ref's float dtype (no upcasting)."""
     xp = ref._device.xp
-    if isinstance(value, bool):
-        dtype = ref.dtype
-    elif isinstance(value, int):
+    if isinstance(value, int):  # bool too
         dtype = ref.dtype
     elif isinstance(value, float):
         dtype = ref.dtype if is_floating_or_complex(ref.dtype) else get_default_dtype()
