@@ -92,10 +92,8 @@ def normalize_dim(op: str, dim: int, ndim: int) -> int:
     """``dim`` in [0, ndim) (a 0-d tensor has one dim, -1 or 0, as PyTorch); IndexError otherwise."""
     n = max(ndim, 1)
     if not -n <= dim < n:
-        raise IndexError(
-            f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension(s) "
-            f"(expected a dim in [{-n}, {n - 1}])"
-        )
+        raise IndexError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension(s) "
+                         f"(expected a dim in [{-n}, {n - 1}])")
     return dim % n
 
 
@@ -110,15 +108,7 @@ def normalize_axis(op: str, axis: Axis, ndim: int) -> tuple[int, ...] | None:
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     if not axes:
         return () if ndim == 0 else None
-    out = []
-    for a in axes:
-        a = int(a)
-        if not -max(ndim, 1) <= a < max(ndim, 1):
-            raise IndexError(
-                f"{op}: dim {a} is out of range for a tensor with {ndim} dimension(s) (expected "
-                f"a dim in [{-max(ndim, 1)}, {max(ndim, 1) - 1}])"
-            )
-        out.append(a % max(ndim, 1))
+    out = [normalize_dim(op, int(a), ndim) for a in axes]
     if len(set(out)) != len(out):
         dup = next(a for a in out if out.count(a) > 1)
         raise RuntimeError(f"{op}: dim {dup} appears multiple times in the list of dims {tuple(axes)}")

@@ -13,16 +13,9 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool_",
-    "half", "double", "short", "long", "get_default_dtype", "set_default_dtype",
-    "bfloat16",
-    "as_dtype",
-    "is_dtype_name",
-    "is_bfloat16",
-    "is_floating",
-    "is_complex",
-    "is_floating_or_complex",
-    "is_half",
+    "float16", "float32", "float64", "int8", "uint8", "int16", "int32", "int64", "bool_", "half", "double", "short",
+    "long", "get_default_dtype", "set_default_dtype", "bfloat16", "as_dtype", "is_dtype_name", "is_bfloat16",
+    "is_floating", "is_complex", "is_floating_or_complex", "is_half",
 ]
 
 
@@ -31,11 +24,9 @@ def bfloat16() -> np.dtype:
     try:
         import ml_dtypes  # noqa: PLC0415
     except ImportError:
-        raise TypeError(
-            "bfloat16 needs the ml_dtypes package, which tinyflow's base install leaves out: "
-            "`pip install ml_dtypes` (or the CUDA extra, `pip install \"tinyflow[cuda]\"`); "
-            "or use float16 or float32 instead"
-        ) from None
+        raise TypeError("bfloat16 needs the ml_dtypes package, which tinyflow's base install leaves out: "
+                        "`pip install ml_dtypes` (or the CUDA extra, `pip install \"tinyflow[cuda]\"`); "
+                        "or use float16 or float32 instead") from None
     return np.dtype(ml_dtypes.bfloat16)
 
 

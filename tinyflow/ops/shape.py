@@ -15,16 +15,15 @@ __all__ = ["Reshape", "Permute", "Expand", "GetItem", "SetItem", "Cat", "Stack",
 
 class Reshape(Function):
     returns_view = True
+
     @staticmethod
     def forward(ctx: Context, a: Any, shape: tuple[int, ...]) -> Any:
         ctx.shape = a.shape
         try:
             return a.reshape(shape)
         except ValueError:
-            raise ShapeError(
-                f"reshape: cannot reshape a tensor of shape {tuple(a.shape)} ({a.size} elements) "
-                f"into shape {tuple(shape)}"
-            ) from None
+            raise ShapeError(f"reshape: cannot reshape a tensor of shape {tuple(a.shape)} ({a.size} elements) "
+                             f"into shape {tuple(shape)}") from None
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
@@ -33,6 +32,7 @@ class Reshape(Function):
 
 class Permute(Function):
     returns_view = True
+
     @staticmethod
     def forward(ctx: Context, a: Any, axes: tuple[int, ...]) -> Any:
         if sorted(ax % max(a.ndim, 1) for ax in axes) != list(range(a.ndim)):
@@ -50,6 +50,7 @@ class Permute(Function):
 
 class Expand(Function):
     returns_view = True
+
     @staticmethod
     def forward(ctx: Context, a: Any, shape: tuple[int, ...]) -> Any:
         try:
@@ -65,10 +66,8 @@ class Expand(Function):
 def _is_basic(index: Any) -> bool:
     """True when indexing uses only ints, slices, None and Ellipsis (no element repeats)."""
     items = index if isinstance(index, tuple) else (index,)
-    return all(
-        (isinstance(i, (int, slice, np.integer)) and not isinstance(i, (bool, np.bool_))) or i is None or i is Ellipsis
-        for i in items
-    )
+    return all((isinstance(i, (int, slice, np.integer)) and not isinstance(i, (bool, np.bool_)))
+               or i is None or i is Ellipsis for i in items)
 
 
 class GetItem(Function):
@@ -121,10 +120,8 @@ class SetItem(Function):
             target[last] = value
         except ValueError:
             shape = tuple(_select(a, steps).shape)
-            raise ShapeError(
-                f"setitem: a value of shape {tuple(getattr(value, 'shape', ()))} cannot be assigned to "
-                f"the selected shape {shape} of a tensor of shape {tuple(a.shape)}"
-            ) from None
+            raise ShapeError(f"setitem: a value of shape {tuple(getattr(value, 'shape', ()))} cannot be assigned to "
+                             f"the selected shape {shape} of a tensor of shape {tuple(a.shape)}") from None
         return out
 
     @staticmethod
@@ -156,10 +153,8 @@ class Cat(Function):
         d = dim % ndim
         for i, a in enumerate(arrays):
             if a.ndim != ndim or a.shape[:d] + a.shape[d + 1 :] != arrays[0].shape[:d] + arrays[0].shape[d + 1 :]:
-                raise ShapeError(
-                    f"cat: tensor 0 has shape {tuple(arrays[0].shape)} but tensor {i} has shape "
-                    f"{tuple(a.shape)}; all dims except dim {dim} must match"
-                )
+                raise ShapeError(f"cat: tensor 0 has shape {tuple(arrays[0].shape)} but tensor {i} has shape "
+                                 f"{tuple(a.shape)}; all dims except dim {dim} must match")
         ctx.dim = d
         ctx.sizes = [a.shape[d] for a in arrays]
         return ctx.xp.concatenate(arrays, axis=d)
@@ -183,10 +178,8 @@ class Stack(Function):
             raise ShapeError("stack: expected a non-empty sequence of tensors")
         for i, a in enumerate(arrays):
             if a.shape != arrays[0].shape:
-                raise ShapeError(
-                    f"stack: tensor 0 has shape {tuple(arrays[0].shape)} but tensor {i} has shape "
-                    f"{tuple(a.shape)}; stack needs equal shapes"
-                )
+                raise ShapeError(f"stack: tensor 0 has shape {tuple(arrays[0].shape)} but tensor {i} has shape "
+                                 f"{tuple(a.shape)}; stack needs equal shapes")
         ctx.dim = dim % (arrays[0].ndim + 1)
         return ctx.xp.stack(arrays, axis=ctx.dim)
 
