@@ -19,11 +19,6 @@ from tinyflow.device import catch_oom
 __all__ = ["run_backward", "sum_to_shape", "grad"]
 
 
-# --------------------------------------------------------------------------------------------
-# The backward engine
-# --------------------------------------------------------------------------------------------
-
-
 def sum_to_shape(grad: Any, shape: tuple[int, ...]) -> Any:
     """Sum a broadcast gradient back down to ``shape`` (the inverse of broadcasting)."""
     if grad.shape == tuple(shape):
@@ -137,11 +132,7 @@ def run_backward(
             if captured is None:
                 _finish_leaf(t, total, handed_out)
             elif key in capture_leaf:
-                for hook in t._grad_hooks:
-                    new = hook(_tensor_class()._from_array(total, device=t.device))
-                    if new is not None:
-                        total = new.array
-                captured[capture_leaf[key]] = total
+                captured[capture_leaf[key]] = _hooked(t, total)
 
     for r, g in zip(roots, grads):
         if r._ctx is None:
@@ -220,36 +211,35 @@ def run_backward(
 
 def _run_watchers(node: Context, slots: list[Any]) -> list[Any]:
     """Run hooks and retain_grad of the node's output tensors on their complete gradients."""
-    Tensor = _tensor_class()
-
     slots = list(slots)
     for index, ref in node.watched.items():
         t = ref()
         if t is None:
             continue
-        for hook in t._grad_hooks:
-            new = hook(Tensor._from_array(slots[index], device=t.device))
-            if new is not None:
-                slots[index] = new.array
+        slots[index] = _hooked(t, slots[index])
         if t._retains_grad:
-            t.grad = Tensor._from_array(slots[index], device=t.device)
+            t.grad = _tensor_class()._from_array(slots[index], device=t.device)
     return slots
+
+
+def _hooked(t: TensorLike, g: Any) -> Any:
+    """``g`` after ``t``'s gradient hooks (``register_hook``), each of which may replace it."""
+    for hook in t._grad_hooks:
+        new = hook(_tensor_class()._from_array(g, device=t.device))
+        if new is not None:
+            g = new.array
+    return g
 
 
 def _finish_leaf(t: TensorLike, g: Any, handed_out: set[int]) -> None:
     """Add a leaf's complete gradient to ``.grad`` and run its hooks."""
-    Tensor = _tensor_class()
-
-    for hook in t._grad_hooks:
-        new = hook(Tensor._from_array(g, device=t.device))
-        if new is not None:
-            g = new.array
+    g = _hooked(t, g)
     if t.grad is None:
         # .grad must own its array: optimizers and clipping update it in place.
         if g.base is not None or id(g) in handed_out:
             g = g.copy()
         handed_out.add(id(g))
-        t.grad = Tensor._from_array(g, device=t.device)
+        t.grad = _tensor_class()._from_array(g, device=t.device)
     else:
         t.grad.array += g  # .grad owns its array (see above), so adding in place is safe
     for hook in t._post_accumulate_hooks:

@@ -25,10 +25,6 @@ from tinyflow.dtypes import is_floating_or_complex
 
 __all__ = ["Context", "Function", "FunctionCtx", "once_differentiable"]
 
-# --------------------------------------------------------------------------------------------
-# Function and its Context
-# --------------------------------------------------------------------------------------------
-
 
 class Context:
     """What one op application remembers for its backward: a node of the graph.
@@ -151,7 +147,6 @@ class Function:
         the node built directly, the output Tensors made without going through a constructor.
         """
         if cls.tensor_api:
-
             return apply_tensor_function(cls, args, kwargs)
         Tensor = _TENSOR
         raw = []
@@ -286,17 +281,11 @@ def _tensor_class() -> Any:
     return _TENSOR
 
 
-# --------------------------------------------------------------------------------------------
-# PyTorch's contract for Functions that users write
-# --------------------------------------------------------------------------------------------
-# A subclass defined outside tinyflow's packages (a user's program, a test) gets PyTorch's contract
-# (``Function.tensor_api``): forward receives Tensors, outside autograd, and returns Tensors;
-# ``ctx.save_for_backward(*tensors)``, ``ctx.saved_tensors``, ``ctx.needs_input_grad`` and
-# ``ctx.mark_non_differentiable`` behave as in PyTorch; backward receives and returns Tensors
-# (None for an input without a gradient). ``Function.apply`` hands such a class to
-# ``apply_tensor_function``, which runs it through an array-level twin made once per class, so the
-# engine sees one kind of node. Backward runs without recording, so its result is not
-# differentiated again (tinyflow has no higher-order gradients).
+# ---- PyTorch's contract for Functions that users write (``Function.tensor_api``) ---------------
+# forward receives Tensors, outside autograd, and returns Tensors; ``ctx.save_for_backward``,
+# ``saved_tensors``, ``needs_input_grad`` and ``mark_non_differentiable`` behave as in PyTorch;
+# backward receives and returns Tensors (None for an input without a gradient), without recording:
+# its result is not differentiated again (tinyflow has no higher-order gradients).
 
 
 FunctionCtx = Context  # the ``ctx`` a user Function's forward and backward receive, for type annotations
@@ -310,7 +299,8 @@ def once_differentiable(fn: Any) -> Any:
 
 def apply_tensor_function(cls: type[Function], args: tuple, kwargs: dict) -> Any:
     """``apply`` of a Function with PyTorch's contract: run through an array-level twin made once
-    per class (``_array_twin``), then drop the outputs forward marked non-differentiable."""
+    per class (``_array_twin``, so the engine sees one kind of node), then drop the outputs forward
+    marked non-differentiable."""
     twin = cls.__dict__.get("_array_twin")
     if twin is None:
         twin = _make_array_twin(cls)
