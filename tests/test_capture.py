@@ -1,4 +1,4 @@
-"""tinyflow.device.Capture: the slots a captured CUDA graph reads, refilled before replays."""
+"""tinyflow.capture.Capture: the slots a captured CUDA graph reads, refilled before replays."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +8,7 @@ def test_a_capture_refills_its_slots_each_replay_and_its_constant_slots_once():
     """Per-step values (lr, seeds) are copied before every replay; a table of device addresses,
     which the graph fixes anyway, only before the first (no host-to-device copy a step for it)."""
     import tinyflow as tf
-    from tinyflow.device import Capture
+    from tinyflow.capture import Capture
 
     draws = iter(range(100))
     capture = Capture(tf.device("cpu"))

@@ -16,7 +16,6 @@ import contextlib
 import math
 import threading
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Union
 
@@ -453,74 +452,3 @@ def cuda_graphs() -> ModuleType:
     from tinyflow_cuda import graphs
 
     return graphs
-
-# ---- CUDA graph capture: whether one is in progress, and the device values a captured step reads ----
-# A CUDA graph replays its kernels with the arguments they were captured with, so whatever changes
-# from step to step (a scheduler's lr, Adam's step count, dropout's seed, the loss scale) must be
-# read from device memory. Inside a capture (``current_capture()`` is not None) an op or optimizer
-# takes a *slot*: a small device array and a function that computes its host value, called before
-# every replay in the order the slots were taken, so N replayed steps match N eager steps. Outside
-# a capture ops pass these values as kernel arguments. tinyflow/cuda/graphs.py (CUDAGraph) opens
-# and closes captures; nothing here knows CUDA.
-
-
-@dataclass
-class Slot:
-    """A device array a captured kernel reads, refilled before each replay with ``value()``."""
-
-    array: Any  # (size,) on the capture's device
-    value: Callable[[], Any]  # -> what the array holds for the next replayed step (host values)
-    constant: bool = False  # filled before the first replay only (e.g. a table of device addresses)
-    filled: bool = False
-
-
-@dataclass
-class Capture:
-    """One capture in progress (and, after it, the graph's list of slots to refresh)."""
-
-    device: Any  # tinyflow.device.Device being captured
-    slots: list[Slot] = field(default_factory=list)
-    # Allocates a slot outside the graph's private pool (the CUDA backend passes one): a pooled slot
-    # could get the block of a temporary the graph writes before the slot's reader runs.
-    allocate: Callable[[tuple[int, ...], np.dtype], Any] | None = None
-    # What to undo when the capture fails (a GradScaler's per-step flags): the eager step starts clean.
-    on_abort: list[Callable[[], None]] = field(default_factory=list)
-
-    def slot(self, value: Callable[[], Any], dtype: Any, size: int = 1, constant: bool = False) -> Any:
-        """A (size,) device array of ``dtype`` that holds ``value()`` at every replay (``constant``:
-        at the first replay only, for values the graph fixes anyway, such as device addresses)."""
-        allocate = self.allocate or (lambda shape, dt: self.device.xp.empty(shape, dtype=dt))
-        array = allocate((size,), np.dtype(dtype))
-        self.slots.append(Slot(array, value, constant))
-        return array
-
-    def refresh(self) -> None:
-        """Before a replay: every slot's next value, in the order the slots were taken (a constant
-        slot once: its host-to-device copy is not repeated at every step)."""
-        for slot in self.slots:
-            if slot.constant and slot.filled:
-                continue
-            host = np.asarray(slot.value(), dtype=slot.array.dtype).reshape(slot.array.shape)
-            slot.array[...] = self.device.put(host) if self.device.type != "cpu" else host
-            slot.filled = True
-
-
-_capture_state = threading.local()
-
-
-def current_capture() -> Capture | None:
-    """The capture in progress on this thread, or None (ops then run as usual)."""
-    return getattr(_capture_state, "capture", None)
-
-
-@contextlib.contextmanager
-def capturing(capture: Capture) -> Iterator[Capture]:
-    """Mark ``capture`` as in progress on this thread inside the block (CUDAGraph does this)."""
-    if current_capture() is not None:
-        raise RuntimeError("tinyflow: a CUDA graph capture is already in progress on this thread; "
-                           "captures do not nest")
-    _capture_state.capture = capture
-    try:
-        yield capture
-    finally:
-        _capture_state.capture = None

@@ -104,7 +104,7 @@ def to_device(arr: Any, index: int | None) -> Any:
     if is_capturing():  # CuPy would record a copy from a staging buffer it recycles: stale at replay
         raise RuntimeError("a host-to-device copy inside a CUDA graph capture: the graph would replay "
                            "the copy of this step's host data forever; make the value a device tensor "
-                           "before capturing (or a capture slot, tinyflow.device.Capture)")
+                           "before capturing (or a capture slot, tinyflow.capture.Capture)")
     with cp.cuda.Device(index or 0):
         return cp.asarray(arr)
 

@@ -96,7 +96,7 @@ class StreamGraph:
             scope.close()
 
     def allocate_slot(self, shape: tuple[int, ...], dtype: Any) -> Any:
-        """A slot of the capture (tinyflow.device.Capture.allocate), from ``slot_pool``: never a block
+        """A slot of the capture (tinyflow.capture.Capture.allocate), from ``slot_pool``: never a block
         the captured work freed and reuses, so what refresh() writes there stays until it is read."""
         cp = _cupy()
         with cp.cuda.using_allocator(self.slot_pool.malloc):

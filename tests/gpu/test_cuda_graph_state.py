@@ -1,6 +1,6 @@
 """What changes from step to step lives in device memory (issue 23): dropout's seed, the optimizers'
 lr / step count / bias corrections and GradScaler's scale and overflow flag, read by the kernels
-through pointers inside a CUDA graph capture (the slots of tinyflow.device.Capture).
+through pointers inside a CUDA graph capture (the slots of tinyflow.capture.Capture).
 
 On the strict CuPy stand-in (or cuda:0 on a GPU machine). No real graph: a hand-made ``Capture``
 is made current while the step runs, and a runtime wrapper records the kernel launches instead of
@@ -20,7 +20,7 @@ import pytest
 import tinyflow as tf
 import tinyflow.nn as nn
 import tinyflow.nn.functional as F
-from tinyflow.device import Capture, capturing
+from tinyflow.capture import Capture, capturing
 from tinyflow.device import Device, forbid_host_reads, kernels_of, to_host
 from tinyflow.optim import SGD, Adam, AdamW, RMSprop
 from tinyflow.optim.lr_scheduler import StepLR

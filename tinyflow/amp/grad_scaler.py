@@ -75,9 +75,9 @@ class GradScaler:
     def _device_state(self, like: Any) -> Any:
         """The (1,) float32 scale array on ``like``'s device, made from the host values once."""
         if self._scale_array is None:
-            from tinyflow.device import current_capture
+            from tinyflow.capture import state as capture_state
 
-            if current_capture() is not None:
+            if capture_state.capture is not None:
                 raise RuntimeError("GradScaler: its scale would be created inside a CUDA graph "
                                    "capture (and reset at every replay); run an eager step first")
             xp = array_module(like)
@@ -87,9 +87,9 @@ class GradScaler:
         return self._scale_array
 
     def _capturing(self) -> bool:
-        from tinyflow.device import current_capture
+        from tinyflow.capture import state as capture_state
 
-        return current_capture() is not None
+        return capture_state.capture is not None
 
     def get_scale(self) -> float:
         """The current scale (a host read of the device value, as PyTorch's ``get_scale``)."""
@@ -168,9 +168,9 @@ class GradScaler:
             self._found_inf_array = found
             if not self._capturing():
                 self._found_inf = self._found_inf or bool(to_host(found, "GradScaler found_inf")[0])
-        from tinyflow.device import current_capture
+        from tinyflow.capture import state as capture_state
 
-        capture = current_capture()
+        capture = capture_state.capture
         if capture is not None and not self._unscaled:  # a failed capture leaves this step's flags unset
             capture.on_abort.append(self._reset_step)
         self._unscaled.add(id(optimizer))

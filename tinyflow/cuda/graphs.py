@@ -8,7 +8,7 @@ arguments. So whatever changes between replays must live in device memory:
 
 - inputs: copy each new batch into the static input arrays before ``replay()``;
 - values a step computes on the host (learning rate, Adam's step, dropout's seed, the loss scale):
-  ops and optimizers take a *slot* of the capture (``tinyflow.device.Capture``) instead of a kernel
+  ops and optimizers take a *slot* of the capture (``tinyflow.capture.Capture``) instead of a kernel
   argument; ``replay()`` refills every slot, in the order they were taken, before the launch.
 
 While capturing nothing runs (the captured work runs at the first replay), nothing may be read on
@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from tinyflow.device import Capture, capturing
+from tinyflow.capture import Capture, capturing
 from tinyflow.device import Device, _reads, cuda_backend, cuda_graphs, device_check, forbid_host_reads
 
 __all__ = ["CUDAGraph", "graph", "make_graphed_callables", "graph_pool_handle", "is_current_stream_capturing"]
@@ -66,7 +66,7 @@ class CUDAGraph:
 
     @property
     def capture(self) -> Capture | None:
-        """The slots this graph's replays refill (``tinyflow.device.Capture``), once captured."""
+        """The slots this graph's replays refill (``tinyflow.capture.Capture``), once captured."""
         return self._capture
 
     def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:

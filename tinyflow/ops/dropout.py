@@ -10,7 +10,7 @@ import numpy as np
 
 from tinyflow.arg_parser import FunctionalError
 from tinyflow.autograd.function import Context, Function
-from tinyflow.device import current_capture
+from tinyflow.capture import state as capture_state
 from tinyflow.creation import as_constant, ones, zeros_like
 from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.random import Generator, default_generator, rng
@@ -26,9 +26,9 @@ def dropout_seed(draw: Callable[[], int]) -> Any:
 
     A captured step does not run, and its kernels replay with the arguments they were captured
     with; so the generator is not touched while capturing, and each replay draws once, in the
-    order the eager step draws: N replays give the masks of N eager steps (tinyflow/device.py, "CUDA graph capture").
+    order the eager step draws: N replays give the masks of N eager steps (tinyflow/capture.py).
     """
-    capture = current_capture()
+    capture = capture_state.capture
     if capture is None:
         return draw()
     return capture.slot(draw, np.uint64, 1)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import current_capture
+from tinyflow.capture import state as capture_state
 from tinyflow.device import array_module, kernels_of
 from tinyflow.kernels.optim import adam_step_scalars
 from tinyflow.optim.optimizer import Optimizer, ParamsT
@@ -122,7 +122,7 @@ class Adam(Optimizer):
         (one call in all, unless parameters joined the group later)."""
         beta1, beta2 = group["betas"]
         amsgrad = group["amsgrad"]
-        capture = current_capture()
+        capture = capture_state.capture
         items = []
         for p, grad in self._gradients(group, raw=True):
             state = self._init_state(p, group)

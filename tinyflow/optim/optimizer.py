@@ -23,7 +23,7 @@ from typing import Any, Union
 import numpy as np
 
 from tinyflow.autograd.grad_mode import enable_grad
-from tinyflow.device import current_capture
+from tinyflow.capture import state as capture_state
 from tinyflow.device import array_module, device_of, move
 from tinyflow.dtypes import is_floating, is_half
 from tinyflow.tensor import Tensor
@@ -50,7 +50,7 @@ required = _Required()
 class Optimizer:
     """Base class: holds ``param_groups`` and ``state``; subclasses implement ``step``.
 
-    Inside a CUDA graph capture (``tinyflow.device.current_capture()`` is not None) only optimizers
+    Inside a CUDA graph capture (``tinyflow.device.capture_state.capture`` is not None) only optimizers
     with ``_capturable = True`` (SGD, Adam, AdamW) step: through the multi-tensor kernels, which
     read what changes from step to step (lr, Adam's step count and bias corrections, ...) from a
     slot of the capture, refilled before each replay. Their states must exist by then (one eager
@@ -300,7 +300,7 @@ class Optimizer:
     # ------------------------------------------------------------------ CUDA graph capture
     def _refuse_capture(self) -> None:
         """Raise (one line) when a step of this optimizer is being captured and cannot be."""
-        if current_capture() is not None and not self._capturable:
+        if capture_state.capture is not None and not self._capturable:
             name = type(self).__name__
             raise RuntimeError(
                 f"{name}.step cannot be captured in a CUDA graph: its per-step values (lr, step "
@@ -310,7 +310,7 @@ class Optimizer:
     def _missing_in_capture(self, param: Tensor, what: str) -> None:
         """Raise when ``param``'s state ``what`` would be created inside a capture (its
         initialisation would be replayed every step): states come from an eager step first."""
-        if current_capture() is not None:
+        if capture_state.capture is not None:
             name = type(self).__name__
             raise RuntimeError(
                 f"{name}.step: parameter of shape {tuple(param.shape)} has no {what} yet inside a "
@@ -337,7 +337,7 @@ class Optimizer:
         default ``foreach=None`` with every parameter on a CUDA device (one launch per dtype
         there; on the CPU the per-parameter loop is as fast and allocates less); always inside a
         CUDA graph capture (the per-parameter kernels take their scalars as arguments)."""
-        if current_capture() is not None:
+        if capture_state.capture is not None:
             return True
         foreach = group.get("foreach")
         if foreach is None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import current_capture
+from tinyflow.capture import state as capture_state
 from tinyflow.device import array_module, kernels_of
 from tinyflow.kernels.optim import sgd_step_scalars
 from tinyflow.optim.optimizer import Optimizer, ParamsT, required
@@ -105,7 +105,7 @@ class SGD(Optimizer):
         """The group's update as one ``sgd_multi_tensor_update`` call per device (and, on the
         step that creates momentum buffers, apart for the parameters whose buffer is new)."""
         momentum = group["momentum"]
-        capture = current_capture()
+        capture = capture_state.capture
         items = []
         for p, grad in self._gradients(group, raw=True):
             buf, first_step = None, False

@@ -9,7 +9,7 @@ tensors. From then on each batch is copied into them and the graph replayed: one
 instead of hundreds. The loss and counts the step returns are the graph's output arrays, which
 every replay overwrites; the loop copies them into its step log right after the replay and reads
 them at log points only. The schedule stays outside: it writes ``group['lr']``, which the
-optimizer reads through a slot of the capture (tinyflow/device.py, "CUDA graph capture") at each replay.
+optimizer reads through a slot of the capture (tinyflow/capture.py) at each replay.
 
 What cannot be captured runs eagerly and says why in one line (once): a step that reads a value
 on the host or copies host data to the device (found while capturing: the capture is dropped, that

@@ -19,7 +19,7 @@ def dropout_mask(x: Array, p: float, seed: int | Array) -> Array:
     Drawn on the device by a counter-based hash of (seed, element index): the same seed gives
     the same mask on every GPU and grid, but not the mask the CPU reference draws. ``seed`` is an
     int (a kernel argument) or a (1,) uint64 device array the kernel reads (a captured step's
-    slot, refilled before each replay: see tinyflow/device.py, "CUDA graph capture").
+    slot, refilled before each replay: see tinyflow/capture.py).
     """
     if not 0 <= p < 1:
         raise ValueError(f"dropout_mask: p must be in [0, 1), got {p}")

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflow.device import current_capture
+from tinyflow.capture import state as capture_state
 from tinyflow.kernels import optim as reference
 from tinyflow_cuda.kernels._launch import KernelCall, all_contiguous, dtype_suffix
 from tinyflow_cuda.runtime import THREADS
@@ -138,7 +138,7 @@ def _table(call: KernelCall, values: tuple[int, ...]) -> Array:
     """The device table holding ``values``: from the cache eagerly; inside a CUDA graph capture a
     constant slot of the capture (the values never change, but an upload while capturing would be
     baked into the graph or refused: the slot is filled before the first replay, outside the graph)."""
-    capture = current_capture()
+    capture = capture_state.capture
     if capture is None:
         return TABLES.get(call, values)
     return capture.slot(lambda: values, np.uint64, len(values), constant=True)  # addresses the graph fixes
