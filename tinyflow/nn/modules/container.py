@@ -13,7 +13,43 @@ from tinyflow.tensor import Tensor
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """What Sequential and ModuleList share: modules registered under "0", "1", ... in order,
+    renumbered when one is deleted (as PyTorch does)."""
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        key = list(self._modules.keys())[idx]
+        self._modules[key] = module
+
+    def __delitem__(self, idx: int | slice) -> None:
+        keys = list(self._modules.keys())
+        for key in keys[idx] if isinstance(idx, slice) else [keys[idx]]:
+            del self._modules[key]
+        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
+
+    def _insert(self, index: int, module: Module) -> None:
+        mods = list(self._modules.values())
+        mods.insert(index, module)
+        self._modules = OrderedDict((str(i), m) for i, m in enumerate(mods))
+
+    def extend(self, modules: Iterable[Module]) -> Any:
+        for m in modules:
+            self.append(m)
+        return self
+
+    def pop(self, idx: int) -> Module:
+        m = self[idx]
+        del self[idx]
+        return m
+
+
+class Sequential(_ModuleSequence):
     """Modules called in order; built from arguments or an OrderedDict of names."""
 
     def __init__(self, *modules: Any) -> None:
@@ -36,48 +72,19 @@ class Sequential(Module):
             return Sequential(OrderedDict(items[idx]))
         return items[idx][1]
 
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
     def append(self, module: Module) -> Sequential:
         self.add_module(str(len(self)), module)
         return self
 
-    def __setitem__(self, idx: int, module: Module) -> None:
-        key = list(self._modules.keys())[idx]
-        self._modules[key] = module
-
-    def __delitem__(self, idx: int | slice) -> None:
-        keys = list(self._modules.keys())
-        for key in keys[idx] if isinstance(idx, slice) else [keys[idx]]:
-            del self._modules[key]
-        # PyTorch renumbers the remaining entries
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
-
     def insert(self, index: int, module: Module) -> Sequential:
-        mods = list(self._modules.values())
-        mods.insert(index, module)
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(mods))
+        self._insert(index, module)
         return self
-
-    def extend(self, modules: Iterable[Module]) -> Sequential:
-        for m in modules:
-            self.append(m)
-        return self
-
-    def pop(self, idx: int) -> Module:
-        m = self[idx]
-        del self[idx]
-        return m
 
     def __add__(self, other: Sequential) -> Sequential:
         return Sequential(*self, *other)
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     """A list of modules, registered so their parameters are found."""
 
     def __init__(self, modules: Iterable[Module] | None = None) -> None:
@@ -89,48 +96,20 @@ class ModuleList(Module):
         self.add_module(str(len(self._modules)), module)
         return self
 
-    def extend(self, modules: Iterable[Module]) -> ModuleList:
-        for m in modules:
-            self.append(m)
-        return self
-
     def __getitem__(self, idx: int | slice) -> Any:
         items = list(self._modules.values())
         if isinstance(idx, slice):
             return ModuleList(items[idx])
         return items[idx]
 
-    def __setitem__(self, idx: int, module: Module) -> None:
-        key = list(self._modules.keys())[idx]
-        self._modules[key] = module
-
-    def __delitem__(self, idx: int | slice) -> None:
-        keys = list(self._modules.keys())
-        for key in keys[idx] if isinstance(idx, slice) else [keys[idx]]:
-            del self._modules[key]
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(self._modules.values()))
-
     def insert(self, index: int, module: Module) -> None:
-        mods = list(self._modules.values())
-        mods.insert(index, module)
-        self._modules = OrderedDict((str(i), m) for i, m in enumerate(mods))
-
-    def pop(self, idx: int) -> Module:
-        m = self[idx]
-        del self[idx]
-        return m
+        self._insert(index, module)
 
     def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
         return self.extend(modules)
 
     def __add__(self, other: Iterable[Module]) -> ModuleList:
         return ModuleList([*self, *other])
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
 
 
 class ModuleDict(Module):

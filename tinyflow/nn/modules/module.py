@@ -15,6 +15,7 @@ import numpy as np
 from tinyflow.autograd.grad_mode import no_grad
 from tinyflow.device import Device
 from tinyflow.dtypes import is_floating
+from tinyflow.errors import ShapeError
 from tinyflow.nn.modules.hooks import BackwardHookState
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, _resolve_dtype
@@ -23,16 +24,15 @@ __all__ = ["Module", "RemovableHandle", "StateDictError"]
 
 
 class StateDictError(KeyError, RuntimeError):
-    """Missing or unexpected keys in ``load_state_dict``: a RuntimeError in PyTorch, a KeyError
-    in tinyflow before; both ``except`` clauses catch it."""
+    """Missing or unexpected keys in ``load_state_dict``: a RuntimeError (PyTorch's) and a KeyError."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
 
 class RemovableHandle:
-    """What the ``register_*_hook`` methods return, as in PyTorch: ``handle.remove()`` removes the
-    hook (so does calling it, ``handle()``, tinyflow's older form); also a context manager."""
+    """What the ``register_*_hook`` methods return, as in PyTorch: ``handle.remove()`` (or
+    ``handle()``) removes the hook; also a context manager."""
 
     _next_id = 0
 
@@ -86,10 +86,8 @@ class Module:
     # ------------------------------------------------------------------ registration
     def __setattr__(self, name: str, value: Any) -> None:
         if "_parameters" not in self.__dict__:
-            raise AttributeError(
-                f"cannot assign {name!r} before Module.__init__() is called: call super().__init__() "
-                f"first in {type(self).__name__}.__init__"
-            )
+            raise AttributeError(f"cannot assign {name!r} before Module.__init__() is called: call super().__init__() "
+                                 f"first in {type(self).__name__}.__init__")
         params, mods, bufs = self._parameters, self._modules, self._buffers
         if isinstance(value, Parameter):
             self.__dict__.pop(name, None)
@@ -264,19 +262,13 @@ class Module:
                 if shape != target.shape:
                     mismatched.append(f"{k}: checkpoint {shape} vs model {target.shape}")
         if mismatched:
-            from tinyflow.errors import ShapeError
-
-            raise ShapeError(
-                f"load_state_dict: shape mismatch for {type(self).__name__}: " + "; ".join(mismatched)
-                + f". Missing keys: {missing or 'none'}. Unexpected keys: {unexpected or 'none'}."
-                " Is this a checkpoint of another model or configuration?"
-            )
+            raise ShapeError(f"load_state_dict: shape mismatch for {type(self).__name__}: " + "; ".join(mismatched)
+                             + f". Missing keys: {missing or 'none'}. Unexpected keys: {unexpected or 'none'}."
+                             " Is this a checkpoint of another model or configuration?")
         if strict and (missing or unexpected):
-            raise StateDictError(
-                f"load_state_dict: the state dict does not match {type(self).__name__}. "
-                f"Missing keys: {missing or 'none'}. Unexpected keys: {unexpected or 'none'}. "
-                "Is this a checkpoint of another model? Pass strict=False to load the matching part."
-            )
+            raise StateDictError(f"load_state_dict: the state dict does not match {type(self).__name__}. "
+                                 f"Missing keys: {missing or 'none'}. Unexpected keys: {unexpected or 'none'}. "
+                                 "Is this a checkpoint of another model? Pass strict=False to load the matching part.")
         named = dict(self.named_parameters())
         named.update(dict(self.named_buffers()))
         with no_grad():
