@@ -115,10 +115,8 @@ def _validate_targets(op: str, logits: Any, target: Any, ignore_index: int) -> N
         raise ShapeError(f"{op}: input must be (N, C) or (N, C, d1, ...), got shape {tuple(logits.shape)}")
     expected = (logits.shape[0],) + tuple(logits.shape[2:])
     if tuple(target.shape) != expected:
-        raise ShapeError(
-            f"{op}: input of shape {tuple(logits.shape)} needs a target of shape {expected}, "
-            f"got {tuple(target.shape)}"
-        )
+        raise ShapeError(f"{op}: input of shape {tuple(logits.shape)} needs a target of shape {expected}, "
+                         f"got {tuple(target.shape)}")
     if target.dtype not in (np.int64, np.uint8):
         raise RuntimeError(f"{op}: expected target dtype to be int64 or uint8 (class indices), but got "
                            f"{target.dtype}; convert it with .long()")
@@ -200,10 +198,8 @@ class MSELossFunction(Function):
 
 
 # ------------------------------------------------------------- pointwise losses (PyTorch's set)
-# Input and target have one shape (F broadcasts them first, as PyTorch does). Each forward
-# computes the per-element losses and reduces them; backward scales the incoming gradient by
-# the reduction (1/numel for "mean") and returns gradients for the input and, where PyTorch has
-# one, the target.
+# Input and target have one shape (F broadcasts them first). Backward scales the incoming gradient
+# by the reduction (1/numel for "mean"); the target gets a gradient where PyTorch gives it one.
 
 
 def promoted(op: str, a: Any, t: Any) -> tuple[Any, Any]:
@@ -439,9 +435,9 @@ class KLDivFunction(Function):
 REDUCTIONS = ("mean", "sum", "none")
 
 
-# Every loss takes PyTorch's deprecated ``size_average`` / ``reduce`` too, at PyTorch's positions,
-# and maps them to ``reduction`` as PyTorch does.
 def _reduction(op: str, size_average: bool | None, reduce: bool | None, reduction: str) -> str:
+    """``reduction``, checked, or PyTorch's mapping of its deprecated ``size_average`` / ``reduce``
+    (every loss takes them, at PyTorch's positions)."""
     if size_average is not None or reduce is not None:
         size_average = True if size_average is None else size_average
         reduce = True if reduce is None else reduce
@@ -497,9 +493,7 @@ def _soft_cross_entropy(logits: Tensor, target: Tensor, weight: Tensor | None, r
     if weight is not None:
         lp = lp * (weight.reshape((1, c) + (1,) * (logits.ndim - 2)) if dim else weight)
     losses = -(lp * target).sum(dim=dim)
-    if reduction == "mean":
-        return losses.mean() * 1.0
-    return losses.sum() if reduction == "sum" else losses
+    return losses.mean() * 1.0 if reduction == "mean" else _reduced(losses, reduction)
 
 
 def nll_loss(input: Tensor, target: Any, weight: Tensor | None = None,  # noqa: A002
@@ -621,8 +615,7 @@ def huber_loss(input: Tensor, target: Any, reduction: str = "mean", delta: float
         raise FunctionalError(f"huber_loss: delta must be positive, got {delta}")
     a, t = _pointwise_pair("huber_loss", input, target)
     if weight is not None:
-        losses = HuberLossFunction.apply(a, t, "none", float(delta)) * weight
-        return losses if reduction == "none" else losses.mean() if reduction == "mean" else losses.sum()
+        return _reduced(HuberLossFunction.apply(a, t, "none", float(delta)) * weight, reduction)
     return HuberLossFunction.apply(a, t, reduction, float(delta))
 
 
@@ -639,8 +632,7 @@ def kl_div(input: Tensor, target: Any, size_average: bool | None = None, reduce:
                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
                       "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
                       UserWarning, stacklevel=2)
-    a, t = _pointwise_pair(op, input, target) if tuple(_as_target(target, input).shape) != tuple(input.shape) \
-        else amp.float32_inputs(input, _as_target(target, input))
+    a, t = _pointwise_pair(op, input, target)
     return KLDivFunction.apply(a, t, reduction, bool(log_target))
 
 
