@@ -5,13 +5,11 @@ hyper-parameters), ``state`` maps each parameter to a dict of its buffers, and `
 uses PyTorch's layout ``{"state": {index: {...}}, "param_groups": [{..., "params": [index]}]}``
 so that checkpoints move between the two.
 
-float16 and bfloat16 parameters are updated in float32: their optimizer buffers are float32 and
-each step runs on a float32 master weight, so that updates far below the parameter's resolution
-(bfloat16 keeps 8 bits: 1 + 2**-9 rounds to 1) accumulate instead of being rounded away. The
-master weight is kept as ``param + state["master_residual"]``: the residual is the float32
-remainder that rounding the master to the parameter's dtype dropped, so the sum rebuilds the
-master exactly, while an edit of the parameter outside the optimizer (``load_state_dict``, a
-broadcast, an EMA) is taken up instead of being overwritten by a stale master copy.
+float16 and bfloat16 parameters are updated in float32 (float32 buffers, a float32 master weight),
+so that updates far below the parameter's resolution (bfloat16: 1 + 2**-9 rounds to 1) accumulate.
+The master weight is kept as ``param + state["master_residual"]``, the float32 remainder rounding
+dropped: the sum rebuilds it exactly, and an edit of the parameter outside the optimizer
+(``load_state_dict``, a broadcast, an EMA) is taken up instead of overwritten by a stale copy.
 """
 
 from __future__ import annotations
@@ -50,11 +48,10 @@ required = _Required()
 class Optimizer:
     """Base class: holds ``param_groups`` and ``state``; subclasses implement ``step``.
 
-    Inside a CUDA graph capture (``tinyflow.device.capture_state.capture`` is not None) only optimizers
+    Inside a CUDA graph capture (``tinyflow.capture.state.capture`` is not None) only optimizers
     with ``_capturable = True`` (SGD, Adam, AdamW) step: through the multi-tensor kernels, which
-    read what changes from step to step (lr, Adam's step count and bias corrections, ...) from a
-    slot of the capture, refilled before each replay. Their states must exist by then (one eager
-    step first): creating them would be captured and replayed every step.
+    read what changes from step to step (lr, Adam's step count, ...) from a slot of the capture.
+    Their states must exist by then (one eager step first), or creating them would be replayed.
     """
 
     _capturable = False  # whether step() can run inside a CUDA graph capture
@@ -65,10 +62,8 @@ class Optimizer:
         self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         if isinstance(params, Tensor):
-            raise TypeError(
-                f"{type(self).__name__}: params must be an iterable of Tensors or of dicts, got a "
-                "single Tensor; pass [tensor] or model.parameters()"
-            )
+            raise TypeError(f"{type(self).__name__}: params must be an iterable of Tensors or of dicts, got a "
+                            "single Tensor; pass [tensor] or model.parameters()")
         param_groups = list(params)
         if len(param_groups) == 0:
             raise ValueError(f"{type(self).__name__} got an empty parameter list")
@@ -85,23 +80,17 @@ class Optimizer:
         if isinstance(params, Tensor):
             param_group["params"] = [params]
         elif isinstance(params, set):
-            raise TypeError(
-                "optimizer parameters must be an ordered collection (list); sets change order "
-                "between runs, so state_dict indices would not match"
-            )
+            raise TypeError("optimizer parameters must be an ordered collection (list); sets change order "
+                            "between runs, so state_dict indices would not match")
         else:
             param_group["params"] = list(params)
         for i, p in enumerate(param_group["params"]):
             if not isinstance(p, Tensor):
-                raise TypeError(
-                    f"{type(self).__name__} can only optimize Tensors, but parameter {i} of the "
-                    f"group is a {type(p).__name__}"
-                )
+                raise TypeError(f"{type(self).__name__} can only optimize Tensors, but parameter {i} of the "
+                                f"group is a {type(p).__name__}")
             if getattr(p, "grad_fn", None) is not None:
-                raise ValueError(
-                    f"{type(self).__name__} can't optimize a non-leaf Tensor (parameter {i} of "
-                    f"the group, shape {tuple(p.shape)}); use a Parameter or x.detach()"
-                )
+                raise ValueError(f"{type(self).__name__} can't optimize a non-leaf Tensor (parameter {i} of "
+                                 f"the group, shape {tuple(p.shape)}); use a Parameter or x.detach()")
         for name, default in self.defaults.items():
             if default is required and name not in param_group:
                 raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name!r}")
@@ -156,25 +145,19 @@ class Optimizer:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a ``state_dict()`` (ours or PyTorch's): hyper-parameters and copied buffers."""
         if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= set(state_dict):
-            raise ValueError(
-                "optimizer state_dict must be a dict with 'state' and 'param_groups' keys, got "
-                f"{type(state_dict).__name__} with keys "
-                f"{sorted(map(str, state_dict)) if isinstance(state_dict, dict) else '-'}"
-            )
+            raise ValueError("optimizer state_dict must be a dict with 'state' and 'param_groups' keys, got "
+                             f"{type(state_dict).__name__} with keys "
+                             f"{sorted(map(str, state_dict)) if isinstance(state_dict, dict) else '-'}")
         groups = self.param_groups
         saved_groups = state_dict["param_groups"]
         if len(groups) != len(saved_groups):
-            raise ValueError(
-                f"loaded state dict has {len(saved_groups)} parameter groups, this "
-                f"{type(self).__name__} has {len(groups)}"
-            )
+            raise ValueError(f"loaded state dict has {len(saved_groups)} parameter groups, this "
+                             f"{type(self).__name__} has {len(groups)}")
         for i, (g, s) in enumerate(zip(groups, saved_groups)):
             if len(g["params"]) != len(s["params"]):
-                raise ValueError(
-                    f"loaded state dict's parameter group {i} has {len(s['params'])} parameters, "
-                    f"this {type(self).__name__}'s group {i} has {len(g['params'])}: the "
-                    "checkpoint is from another model or another optimizer setup"
-                )
+                raise ValueError(f"loaded state dict's parameter group {i} has {len(s['params'])} parameters, "
+                                 f"this {type(self).__name__}'s group {i} has {len(g['params'])}: the "
+                                 "checkpoint is from another model or another optimizer setup")
         id_map: dict[Any, Tensor] = {}
         for g, s in zip(groups, saved_groups):
             for p, key in zip(g["params"], s["params"]):
@@ -265,9 +248,8 @@ class Optimizer:
     def _gradients(self, group: dict[str, Any], raw: bool = False) -> Iterator[tuple[Tensor, Any]]:
         """(param, grad) for each parameter of ``group`` that has a gradient: the raw grad array
         checked against the parameter's shape, in float32 for a half-precision parameter, and
-        negated where the group maximizes. What every optimizer's step starts from.
-        ``raw=True`` gives the checked grad array as it is (the multi-tensor kernels cast and
-        negate it themselves, element by element)."""
+        negated where the group maximizes (with ``raw=True`` only checked: the multi-tensor kernels
+        cast and negate it themselves). What every optimizer's step starts from."""
         index = 0  # the parameter's position over all groups, for the error message
         for other in self.param_groups:
             if other is group:
@@ -290,32 +272,27 @@ class Optimizer:
         """The raw grad array of ``param``, checked to match its shape."""
         grad = param.grad.array
         if grad.shape != param.array.shape:
-            raise ValueError(
-                f"{name}: parameter {index} has shape {tuple(param.array.shape)} but its .grad has "
-                f"shape {tuple(grad.shape)}; gradients must match their parameter"
-            )
+            raise ValueError(f"{name}: parameter {index} has shape {tuple(param.array.shape)} but its .grad has "
+                             f"shape {tuple(grad.shape)}; gradients must match their parameter")
         return grad
 
-    # ------------------------------------------------------------------ multi-tensor (foreach)
-    # ------------------------------------------------------------------ CUDA graph capture
+    # ------------------------------------------------------------------ CUDA graph capture, multi-tensor
     def _refuse_capture(self) -> None:
         """Raise (one line) when a step of this optimizer is being captured and cannot be."""
         if capture_state.capture is not None and not self._capturable:
             name = type(self).__name__
-            raise RuntimeError(
-                f"{name}.step cannot be captured in a CUDA graph: its per-step values (lr, step "
-                f"counts) are kernel arguments fixed at capture; use SGD, Adam or AdamW with "
-                f"--cuda-graph, or step {name} eagerly")
+            raise RuntimeError(f"{name}.step cannot be captured in a CUDA graph: its per-step values (lr, step "
+                               f"counts) are kernel arguments fixed at capture; use SGD, Adam or AdamW with "
+                               f"--cuda-graph, or step {name} eagerly")
 
     def _missing_in_capture(self, param: Tensor, what: str) -> None:
         """Raise when ``param``'s state ``what`` would be created inside a capture (its
         initialisation would be replayed every step): states come from an eager step first."""
         if capture_state.capture is not None:
             name = type(self).__name__
-            raise RuntimeError(
-                f"{name}.step: parameter of shape {tuple(param.shape)} has no {what} yet inside a "
-                f"CUDA graph capture (creating it there would replay every step); run an eager "
-                f"step (warm-up) before capturing, with every parameter getting a gradient")
+            raise RuntimeError(f"{name}.step: parameter of shape {tuple(param.shape)} has no {what} yet inside a "
+                               f"CUDA graph capture (creating it there would replay every step); run an eager "
+                               f"step (warm-up) before capturing, with every parameter getting a gradient")
 
     def _group_index(self, group: dict[str, Any]) -> int:
         return next(i for i, g in enumerate(self.param_groups) if g is group)
@@ -325,10 +302,9 @@ class Optimizer:
         group = self.param_groups[index]
         now = tuple(group[k] if k != "momentum" else group[k] != 0 for k in keys)
         if now != captured:
-            raise RuntimeError(
-                f"{type(self).__name__}: parameter group {index}'s {dict(zip(keys, now))} changed "
-                f"since its step was captured as a CUDA graph ({dict(zip(keys, captured))}); "
-                "capture the step again")
+            raise RuntimeError(f"{type(self).__name__}: parameter group {index}'s {dict(zip(keys, now))} changed "
+                               f"since its step was captured as a CUDA graph ({dict(zip(keys, captured))}); "
+                               "capture the step again")
         return group
 
     @staticmethod
