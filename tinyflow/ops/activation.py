@@ -1,13 +1,10 @@
 """Activations: each op's Function class and its F function (``tinyflow.nn.functional``), one file.
 
-The ops: ReLU, LeakyReLU, GELU, sigmoid, tanh and the softmax family (softmax, log_softmax,
-logsumexp), each computed stably, then the rest of PyTorch's set (elu / selu / celu, silu, mish,
-softplus, softsign, hardtanh, hardsigmoid, hardswish, logsigmoid, prelu). Below them the F
-functions, PyTorch's names, defaults and dtype rules: each checks its arguments and calls its op
-(``F.relu`` -> ``ReLUFunction``), or composes Tensor ops where no op of its own is needed (rrelu,
-threshold, the shrinks, glu, gumbel_softmax); the in-place forms (``relu_``, ...) write the result
-back. A class that shares its concept with an nn layer carries the ``Function`` suffix
-(``ReLUFunction`` is the op, ``nn.ReLU`` the layer).
+The ops: ReLU, LeakyReLU, GELU, sigmoid, tanh and the softmax family, each computed stably, then
+the rest of PyTorch's set (elu / selu / celu, silu, mish, softplus, ..., prelu). Below them the F
+functions: each checks its arguments and calls its op (``F.relu`` -> ``ReLUFunction``; the
+``Function`` suffix where an nn layer shares the name), or composes Tensor ops where no op of its
+own is needed (rrelu, threshold, the shrinks, glu, gumbel_softmax).
 """
 from __future__ import annotations
 
@@ -43,9 +40,8 @@ __all__ = [
 
 
 def _fusable(g: Any, saved: Any) -> bool:
-    """Whether a backward can build its result in one temporary of ``saved``'s kind: the
-    gradient has the same dtype (no downcast) and the arrays have dimensions (NumPy turns 0-d
-    results into scalars, which cannot be written into)."""
+    """Whether a backward can build its result in one temporary of ``saved``'s kind: same dtype,
+    and not 0-d (NumPy turns 0-d results into scalars, which cannot be written into)."""
     return g.dtype == saved.dtype and saved.ndim > 0
 
 
@@ -68,11 +64,8 @@ class TanhFunction(Function):
 
 
 def _sigmoid(xp: Any, a: Any) -> Any:
-    """Numerically stable logistic function on a raw array, in place on one temporary.
-
-    With e = exp(-|a|) in (0, 1] (never overflows): sigmoid(a) = 1/(1+e) for a >= 0 and
-    e/(1+e) for a < 0.
-    """
+    """Numerically stable logistic function on a raw array, in place on one temporary: with
+    e = exp(-|a|) in (0, 1] (never overflows), 1/(1+e) for a >= 0 and e/(1+e) for a < 0."""
     e = xp.empty_like(a)  # out= arrays throughout: 0-d results stay arrays, not NumPy scalars
     xp.abs(a, out=e)
     xp.negative(e, out=e)
@@ -109,9 +102,8 @@ def _no_bool(op: str, a: Any) -> None:
 
 
 class ReLUFunction(Function):
-    """max(x, 0) through the named kernels ``relu_forward`` / ``relu_backward``
-    (tinyflow/kernels/activation.py): one kernel each way on the GPU, backward from the saved
-    output with no bool temporary."""
+    """max(x, 0) through the kernels ``relu_forward`` / ``relu_backward`` (one each way on the GPU;
+    backward from the saved output with no bool temporary)."""
 
     @staticmethod
     def forward(ctx: Context, a: Any) -> Any:
@@ -520,12 +512,12 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:  # noqa: A002
 
 
 def _in_place(input: Tensor, result: Tensor) -> Tensor:  # noqa: A002
-    """``input`` overwritten with ``result`` (recorded by autograd, as PyTorch's in-place ops)."""
+    """``input`` overwritten with ``result`` and returned (recorded by autograd, as PyTorch's
+    in-place forms ``relu_``, ``elu_``, ...)."""
     return input.copy_(result)
 
 
 def relu_(input: Tensor) -> Tensor:  # noqa: A002
-    """relu in place: ``input`` is overwritten and returned."""
     return _in_place(input, relu(input))
 
 
