@@ -40,6 +40,8 @@ class _ConvNd(Module):
                  output_padding: Any = 0) -> None:
         super().__init__()
         name, n = type(self).__name__, self._dims
+        if self._transposed and padding_mode != "zeros":
+            raise ValueError(f"{name}: only 'zeros' padding mode is supported, got {padding_mode!r}")
         if groups < 1 or in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels={in_channels} and out_channels={out_channels} must "
                              f"both be divisible by groups={groups}")
@@ -74,7 +76,7 @@ class _ConvNd(Module):
     def reset_parameters(self) -> None:
         init.default_linear_init_(self.weight, self.bias)
 
-    _functional: Any = None  # F.conv1d / conv2d / conv3d, set by each subclass
+    _functional: Any = None  # F.conv1d / conv2d / conv3d (or their transposes), set by each subclass
 
     def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # noqa: A002
         """The convolution of this dimensionality; a non-zero padding_mode pads first, as PyTorch."""
@@ -132,6 +134,10 @@ class Conv2d(_ConvNd):
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
 
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
+        return self._functional(input, self.weight, self.bias, self.stride, self.padding,
+                                self._output_padding(input, output_size), self.groups, self.dilation)
+
     def _output_padding(self, input: Tensor, output_size: Any) -> tuple[int, ...]:  # noqa: A002
         """output_padding, or the one that gives ``output_size`` (PyTorch's rule and range)."""
         if output_size is None:
@@ -161,14 +167,10 @@ class ConvTranspose2d(_ConvTransposeNd):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair, stride: IntPair = 1,
                  padding: IntPair = 0, output_padding: IntPair = 0, groups: int = 1, bias: bool = True,
                  dilation: IntPair = 1, padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        if padding_mode != "zeros":
-            raise ValueError(f"ConvTranspose2d: only 'zeros' padding mode is supported, got {padding_mode!r}")
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device, dtype, output_padding)
 
-    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
-        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
-                                  self._output_padding(input, output_size), self.groups, self.dilation)
+    _functional = staticmethod(F.conv_transpose2d)
 
 
 class Conv1d(_ConvNd):
@@ -207,14 +209,10 @@ class ConvTranspose1d(_ConvTransposeNd):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
                  padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        if padding_mode != "zeros":
-            raise ValueError(f"ConvTranspose1d: only 'zeros' padding mode is supported, got {padding_mode!r}")
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device, dtype, output_padding)
 
-    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
-        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
-                                  self._output_padding(input, output_size), self.groups, self.dilation)
+    _functional = staticmethod(F.conv_transpose1d)
 
 
 class ConvTranspose3d(_ConvTransposeNd):
@@ -225,11 +223,7 @@ class ConvTranspose3d(_ConvTransposeNd):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
                  padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        if padding_mode != "zeros":
-            raise ValueError(f"ConvTranspose3d: only 'zeros' padding mode is supported, got {padding_mode!r}")
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device, dtype, output_padding)
 
-    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
-        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
-                                  self._output_padding(input, output_size), self.groups, self.dilation)
+    _functional = staticmethod(F.conv_transpose3d)
