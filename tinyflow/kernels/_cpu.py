@@ -1,15 +1,11 @@
 """CPU helpers for the reference kernels: reusable scratch buffers and a small thread pool.
 
-NumPy runs one ufunc or copy on one core, while BLAS (and PyTorch) use them all. The slab
-kernels (im2col, col2im, pooling) therefore split their work by channel over a few threads with
-``parallel_for``: NumPy releases the GIL inside its copies and ufuncs, so the chunks run in
-parallel. The number of threads follows ``TINYFLOW_NUM_THREADS``, else ``OMP_NUM_THREADS`` /
-``OPENBLAS_NUM_THREADS``, else the CPUs this process may use - the same budget BLAS uses.
-
-``workspace`` hands out per-thread scratch arrays that are reused from call to call: fresh
-100 MB temporaries every training step cost as much in page faults as the copies themselves.
-It serves CuPy arrays too (per device and per thread), so the convolution's column matrix is
-one reusable buffer on a GPU as well.
+NumPy runs one ufunc or copy on one core, while BLAS uses them all, so the slab kernels (im2col,
+col2im, pooling) split their work by channel over a few threads with ``parallel_for`` (NumPy
+releases the GIL inside its copies and ufuncs). The number of threads follows
+``TINYFLOW_NUM_THREADS``, else ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``, else the CPUs this
+process may use. ``workspace`` hands out per-thread scratch arrays reused from call to call (fresh
+100 MB temporaries every step cost as much in page faults as the copies), on a GPU too.
 """
 from __future__ import annotations
 
@@ -67,16 +63,12 @@ _workspace = _Workspace()
 
 
 def workspace(xp: Any, name: str, shape: tuple[int, ...], dtype: Any, like: Any = None) -> Any:
-    """A C-contiguous scratch array of ``shape`` that stays valid until the next request for
-    ``name`` (with this dtype, on this device) in this thread.
+    """A C-contiguous scratch array of ``shape``, valid until the next request for ``name`` (with
+    this dtype, on this device) in this thread; grown when a larger one is asked for.
 
-    Only for temporaries that do not outlive the caller's use of them. The memory is reused
-    across calls, grown when a larger one is asked for. NumPy buffers need nothing more. For
-    other array modules (CuPy) pass ``like``, an array on the device the buffer is for: the
-    buffer is then kept per device (``like.device``) and per thread. Reuse is safe on a
-    GPU because a thread's kernels run in order on its stream, so the next writer of the
-    buffer waits for the last reader; a thread that moves to another stream between two uses
-    must synchronize first. Without ``like`` a non-NumPy caller gets a fresh array each time.
+    For CuPy pass ``like``, an array on the buffer's device (without it, a fresh array each time).
+    Reuse is safe on a GPU because a thread's kernels run in order on its stream; a thread that
+    moves to another stream between two uses must synchronize first.
     """
     if xp is np:
         device = None
@@ -136,14 +128,11 @@ MMAP_THRESHOLD = 32 << 20  # blocks above this still come from mmap (glibc's lar
 def tune_allocator() -> bool:
     """Let glibc's malloc keep freed memory for the next step instead of returning it to the OS.
 
-    A training step allocates and frees the same large temporaries (activations, gradients,
-    im2col columns) every time. By default glibc serves blocks above 128 KB-32 MB from fresh
-    mmaps and trims freed heap at 128 KB, so each step page-faults its temporaries in again:
-    10-15 % of an LSTM or MNIST-CNN step on the CPU. ``mallopt`` raises both thresholds (the
-    same as ``MALLOC_TRIM_THRESHOLD_`` / ``MALLOC_MMAP_THRESHOLD_`` in the environment); peak
-    RSS does not change, memory freed after training stays with the process. Called once when
-    tinyflow is imported; skipped where the user set a ``MALLOC_*`` variable, with
-    ``TINYFLOW_TUNE_MALLOC=0``, and off glibc. Returns whether it applied.
+    By default glibc serves blocks above 128 KB-32 MB from fresh mmaps and trims freed heap at
+    128 KB, so each step page-faults its temporaries in again (10-15 % of an LSTM or MNIST-CNN step
+    on the CPU); ``mallopt`` raises both thresholds. Called once when tinyflow is imported; skipped
+    where the user set a ``MALLOC_*`` variable, with ``TINYFLOW_TUNE_MALLOC=0``, and off glibc.
+    Returns whether it applied.
     """
     import ctypes
     import ctypes.util
@@ -175,17 +164,10 @@ def set_num_threads(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
     _set_threads = n
-    setter = _openblas_setter()
-    if setter is not None:
-        setter(n)
+    found = _openblas_functions()  # None for another BLAS, or off Linux
+    if found is not None:
+        found[0](n)
         _set_blas_threads = n
-
-
-def _openblas_setter() -> Callable[[int], None] | None:
-    """OpenBLAS's set-threads entry point in this process (NumPy's scipy-openblas or a system
-    OpenBLAS), or None where it cannot be found (another BLAS, or not Linux)."""
-    found = _openblas_functions()
-    return None if found is None else found[0]
 
 
 def openblas_threads() -> int | None:
@@ -299,11 +281,9 @@ def blas_threads() -> int:
 def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``out[i] = a[i] @ b[i]`` for a batch of independent GEMMs (NumPy arrays).
 
-    Where BLAS runs single-threaded and the kernels have threads (``OPENBLAS_NUM_THREADS=1``,
-    ``TINYFLOW_NUM_THREADS=2``), the batch is split over the pool: one handoff for the whole
-    batch instead of one BLAS fork/join per GEMM, which on a busy machine waits for a descheduled
-    BLAS thread every time. Otherwise one ``np.matmul`` (BLAS threads each GEMM): two threaded
-    BLAS calls at once would oversubscribe the cores.
+    Where BLAS runs single-threaded and the kernels have threads, the batch is split over the
+    pool (one handoff, not one BLAS fork/join per GEMM); otherwise one ``np.matmul``, threaded by
+    BLAS: two threaded BLAS calls at once would oversubscribe the cores.
     """
     if blas_threads() == 1 and num_threads() > 1 and len(out) > 1:
         def part(i0: int, i1: int) -> None:
