@@ -164,10 +164,17 @@ def set_num_threads(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
     _set_threads = n
-    found = _openblas_functions()  # None for another BLAS, or off Linux
-    if found is not None:
-        found[0](n)
+    setter = _openblas_setter()
+    if setter is not None:
+        setter(n)
         _set_blas_threads = n
+
+
+def _openblas_setter() -> Callable[[int], None] | None:
+    """OpenBLAS's set-threads entry point in this process (NumPy's scipy-openblas or a system
+    OpenBLAS), or None where it cannot be found (another BLAS, or not Linux)."""
+    found = _openblas_functions()
+    return None if found is None else found[0]
 
 
 def openblas_threads() -> int | None:
