@@ -6,12 +6,10 @@ None), target ``y`` and label smoothing ``eps`` over ``C`` classes:
     loss_i = (1 - eps) * (-w[y] * lp[y]) + eps * (-(w * lp).sum() / C)      (0 where y is ignored)
     dloss_i/dz_i = (1 - eps) * w[y] * (p - onehot(y)) + eps * (p * w.sum() - w) / C
 
-Over a large vocabulary (word-level language models: (700, 33278) logits, 93 MB) the cost is
-memory traffic, so each kernel allocates one (N, C) array and works in place on it: the forward
-takes exp row block by row block in a small scratch buffer that stays in cache, the backward
-turns exp(lp) into the gradient in place. On NumPy both split their rows over tinyflow's CPU
-threads (``parallel_for``: NumPy releases the GIL in its ufuncs; each row is computed exactly as
-without the split). The results are those of the plain formulas, bit for bit.
+Over a large vocabulary (a word-level language model's (700, 33278) logits, 93 MB) the cost is
+memory traffic, so each kernel allocates one (N, C) array and works in place on it (the forward's
+exp through a small scratch that stays in cache); on NumPy both split their rows over the CPU
+threads. The results are those of the plain formulas, bit for bit.
 
 Half-precision inputs (float16, bfloat16) are computed in float32 and the results rounded once,
 as the CUDA kernels and PyTorch do: a row's sum of exponentials in bfloat16 stops growing at 256
@@ -123,17 +121,13 @@ def softmax_cross_entropy_backward(
         parallel_for(np, n, rows, work=log_probs.size)
         return grad
     grad = xp.exp(log_probs)  # (N, C) the softmax p: the one new array, made the gradient in place
+    p = grad.copy() if label_smoothing else None
+    grad[xp.arange(n), safe] -= 1
+    if weight is not None:
+        grad *= weight[safe][:, None]
     if label_smoothing:
-        p = grad.copy()
-        grad[xp.arange(n), safe] -= 1
-        if weight is not None:
-            grad *= weight[safe][:, None]
         wsum = weight.sum() if weight is not None else c
         w = weight if weight is not None else 1.0
         grad = (1 - label_smoothing) * grad + label_smoothing * (p * wsum - w) / c
-    else:
-        grad[xp.arange(n), safe] -= 1
-        if weight is not None:
-            grad *= weight[safe][:, None]
     grad *= scale[:, None]
     return grad

@@ -24,12 +24,7 @@ import numpy as np
 from tinyflow.dtypes import is_half
 from tinyflow.kernels._cpu import array_module, parallel_for
 
-__all__ = [
-    "maxpool2d_forward",
-    "maxpool2d_backward",
-    "avgpool2d_forward",
-    "avgpool2d_backward",
-]
+__all__ = ["maxpool2d_forward", "maxpool2d_backward", "avgpool2d_forward", "avgpool2d_backward"]
 
 Pair = tuple[int, int]
 

@@ -22,12 +22,8 @@ __all__ = ["DropoutFunction", "dropout_seed", "dropout", "dropout1d", "dropout2d
 
 def dropout_seed(draw: Callable[[], int]) -> Any:
     """The seed of one dropout mask: ``draw()`` now (an int), or inside a CUDA graph capture a
-    (1,) uint64 slot of the capture that ``draw()`` refills before every replay.
-
-    A captured step does not run, and its kernels replay with the arguments they were captured
-    with; so the generator is not touched while capturing, and each replay draws once, in the
-    order the eager step draws: N replays give the masks of N eager steps (tinyflow/capture.py).
-    """
+    (1,) uint64 slot of the capture that ``draw()`` refills before every replay, in the order the
+    eager step draws: N replays give the masks of N eager steps (tinyflow/capture.py)."""
     capture = capture_state.capture
     if capture is None:
         return draw()
@@ -69,7 +65,6 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         return input
     if p == 1:  # zeros in the input's dtype (through the graph, for a zero gradient)
         return input * 0 if input.is_floating_point() else zeros_like(input)
-    # an int now, or inside a CUDA graph capture a device slot drawn before each replay
     seed = dropout_seed(lambda: int((generator or default_generator).rng.integers(0, 2**63 - 1)))
     return DropoutFunction.apply(input, p, seed)
 

@@ -15,8 +15,8 @@ from tinyflow.arg_parser import FunctionalError
 from tinyflow.autograd.engine import sum_to_shape
 from tinyflow.autograd.function import Context, Function
 from tinyflow.device import _matmul_error, _rows, matmul_array, safe_sum
-from tinyflow.errors import ShapeError
 from tinyflow.dtypes import is_half
+from tinyflow.errors import ShapeError
 from tinyflow.ops.elementwise import not_implemented_for
 from tinyflow.tensor import Tensor
 
@@ -88,10 +88,8 @@ class LinearFunction(Function):
     @staticmethod
     def forward(ctx: Context, x: Any, w: Any, b: Any = None) -> Any:
         if x.ndim == 0 or w.ndim != 2 or x.shape[-1] != w.shape[1]:
-            raise ShapeError(
-                f"linear: input of shape {tuple(x.shape)} does not match weight of shape "
-                f"{tuple(w.shape)}: the input's last dimension must equal weight.shape[1] (in_features)"
-            )
+            raise ShapeError(f"linear: input of shape {tuple(x.shape)} does not match weight of shape "
+                             f"{tuple(w.shape)}: the input's last dimension must equal weight.shape[1] (in_features)")
         if b is not None and tuple(b.shape) != (w.shape[0],):
             raise ShapeError(f"linear: bias of shape {tuple(b.shape)} does not match weight of shape {tuple(w.shape)}")
         if x.dtype.kind == "b":
