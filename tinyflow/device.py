@@ -197,12 +197,9 @@ def _matmul_error(a: Any, b: Any) -> ShapeError:
     else:
         k_a = sa[-1]
         k_b = sb[0] if b.ndim == 1 else sb[-2]
-        why = (
-            f"the last dimension of the first ({k_a}) must equal the "
-            f"{'only' if b.ndim == 1 else 'second-to-last'} dimension of the second ({k_b})"
-            if k_a != k_b
-            else "their batch dimensions do not broadcast"
-        )
+        why = (f"the last dimension of the first ({k_a}) must equal the "
+               f"{'only' if b.ndim == 1 else 'second-to-last'} dimension of the second ({k_b})"
+               if k_a != k_b else "their batch dimensions do not broadcast")
     return ShapeError(f"matmul: shapes {sa} and {sb} cannot be multiplied: {why}")
 
 
@@ -301,10 +298,8 @@ def _count(why: str) -> None:
 def _host_read(why: str) -> None:
     reads = _reads
     if reads.forbidden:
-        raise HostSyncError(
-            f"host read ({why}) inside forbid_host_reads(): on a GPU it would wait for the device; "
-            "keep the value on the device (accumulate it) and read it once per log interval"
-        )
+        raise HostSyncError(f"host read ({why}) inside forbid_host_reads(): on a GPU it would wait for the device; "
+                            "keep the value on the device (accumulate it) and read it once per log interval")
     if reads.pending:
         check_deferred()
     _count(why)

@@ -708,9 +708,7 @@ def _wrap_dim(op: str, dim: int, ndim: int) -> int:
     A 0-d tensor takes dim 0 and -1."""
     n = max(ndim, 1)
     if not -n <= dim < n:
-        raise IndexError(
-            f"{op}: dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
-        )
+        raise IndexError(f"{op}: dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
     return dim % n
 
 

@@ -52,11 +52,9 @@ def _topological_order(roots: Sequence[Context], leaf_uses: dict[int, int] | Non
         if node in seen:
             continue
         if leaf_uses is not None and node.freed:
-            raise RuntimeError(
-                f"Trying to backward through the graph a second time ({node.fn.__name__} was "
-                "already freed). Specify retain_graph=True on the first backward call if you "
-                "need to backward twice."
-            )
+            raise RuntimeError(f"Trying to backward through the graph a second time ({node.fn.__name__} was "
+                               "already freed). Specify retain_graph=True on the first backward call if you "
+                               "need to backward twice.")
         mark(node)
         push((node, True))
         for t, edge, need in zip(node.inputs, node.edges, node.needs_input_grad):
@@ -165,10 +163,9 @@ def run_backward(
                 captured[k] = slots[index]
         for counter, seen in node.versions:
             if counter[0] != seen:
-                raise RuntimeError(
-                    f"{node.fn.__name__}.backward: one of the tensors it needs was modified by an in-place "
-                    "operation after the forward pass; use an out-of-place op (x = x + y) or .clone() first"
-                )
+                raise RuntimeError(f"{node.fn.__name__}.backward: one of the tensors it needs was modified by "
+                                   "an in-place operation after the forward pass; use an out-of-place op "
+                                   "(x = x + y) or .clone() first")
         if xp is np:
             in_grads = node.fn.backward(node, *slots)
         else:
@@ -261,9 +258,9 @@ def grad(
     supported: tinyflow's backward passes compute on raw arrays outside the graph.
     """
     if create_graph:
-        raise NotImplementedError(
-            "autograd.grad(create_graph=True): tinyflow's backward passes run on raw arrays, so "
-            "gradients are not differentiable again (no higher-order gradients); use create_graph=False")
+        raise NotImplementedError("autograd.grad(create_graph=True): tinyflow's backward passes run on raw arrays, "
+                                  "so gradients are not differentiable again (no higher-order gradients); use "
+                                  "create_graph=False")
     if is_grads_batched:
         raise NotImplementedError("autograd.grad(is_grads_batched=True) is not supported; loop over the grad_outputs")
     Tensor = _tensor_class()

@@ -81,10 +81,8 @@ class Context:
     @property
     def saved_tensors(self) -> tuple:
         if self.freed:
-            raise RuntimeError(
-                f"{self.fn.__name__}.backward: the graph was already freed by an earlier backward. "
-                "Call backward(retain_graph=True) the first time if you need to backward twice."
-            )
+            raise RuntimeError(f"{self.fn.__name__}.backward: the graph was already freed by an earlier backward. "
+                               "Call backward(retain_graph=True) the first time if you need to backward twice.")
         return self._saved
 
     def watch(self, index: int, ref: Any) -> None:

@@ -111,10 +111,8 @@ def sgd_momentum_update(param: Any, grad: Any, momentum_buffer: Any, lr: float, 
     if momentum != 0 and momentum_buffer is None:
         raise ValueError("sgd_momentum_update: momentum != 0 needs a momentum_buffer array")
     if grad.shape != param.shape or (momentum_buffer is not None and momentum_buffer.shape != param.shape):
-        raise ValueError(
-            f"sgd_momentum_update: param {param.shape}, grad {grad.shape} and momentum_buffer "
-            f"{None if momentum_buffer is None else momentum_buffer.shape} must have one shape"
-        )
+        raise ValueError(f"sgd_momentum_update: param {param.shape}, grad {grad.shape} and momentum_buffer "
+                         f"{None if momentum_buffer is None else momentum_buffer.shape} must have one shape")
     xp = array_module(param)
 
     def body(p: Any, g: Any, buf: Any, tmp: Any, tmp2: Any) -> None:

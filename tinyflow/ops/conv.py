@@ -313,10 +313,8 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
                               f"channels of weight {tuple(weight.shape)}")
     c = x.shape[1]
     if c != cg * groups:
-        raise FunctionalError(
-            f"conv2d: input {tuple(x.shape)} has {c} channels but weight {tuple(weight.shape)} with "
-            f"groups={groups} expects {cg * groups}; check in_channels of the layer"
-        )
+        raise FunctionalError(f"conv2d: input {tuple(x.shape)} has {c} channels but weight {tuple(weight.shape)} with "
+                              f"groups={groups} expects {cg * groups}; check in_channels of the layer")
     if bias is not None and tuple(bias.shape) != (o,):
         raise FunctionalError(f"conv2d: bias shape {tuple(bias.shape)} must be ({o},) for weight "
                               f"{tuple(weight.shape)}")

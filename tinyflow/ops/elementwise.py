@@ -24,10 +24,8 @@ __all__ = [
 
 def broadcast_error(op: str, a: Any, b: Any) -> ShapeError:
     """The error for operands whose shapes do not broadcast (a RuntimeError, as in PyTorch)."""
-    return ShapeError(
-        f"{op}: shapes {tuple(getattr(a, 'shape', ()))} and {tuple(getattr(b, 'shape', ()))} "
-        "cannot be broadcast together (each dimension must match or be 1, counted from the right)"
-    )
+    return ShapeError(f"{op}: shapes {tuple(getattr(a, 'shape', ()))} and {tuple(getattr(b, 'shape', ()))} "
+                      "cannot be broadcast together (each dimension must match or be 1, counted from the right)")
 
 
 def bool_error(op: str, message: str) -> RuntimeError:
@@ -103,10 +101,7 @@ class Mul(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         a, b = ctx.saved_tensors
-        return (
-            g * b if ctx.needs_input_grad[0] else None,
-            g * a if ctx.needs_input_grad[1] else None,
-        )
+        return g * b if ctx.needs_input_grad[0] else None, g * a if ctx.needs_input_grad[1] else None
 
 
 class Div(Function):
@@ -181,10 +176,9 @@ class PowScalar(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, p: float) -> Any:
         if p < 0 and a.dtype.kind in "iub":
-            raise RuntimeError(
-                f"pow: integers to negative integer powers are not allowed (tensor of shape {tuple(a.shape)} "
-                f"and dtype {a.dtype}, exponent {p}); convert first, e.g. x.float() ** {p}"
-            )
+            raise RuntimeError(f"pow: integers to negative integer powers are not allowed (tensor of shape "
+                               f"{tuple(a.shape)} and dtype {a.dtype}, exponent {p}); convert first, e.g. "
+                               f"x.float() ** {p}")
         if a.dtype.kind == "b" and p >= 0:  # bool ** n counts as an integer power (int64), as PyTorch
             a = a.astype(ctx.xp.int64)
         ctx.save_for_backward(a)
