@@ -1,8 +1,7 @@
 """The backward engine: ``run_backward`` orders the recorded ``Context`` nodes topologically with
-an explicit stack (no recursion, so an unrolled LSTM of tens of thousands of nodes is fine) and
-walks them once in reverse, summing the gradients that reach each node before calling its
-``backward``; ``grad`` (``torch.autograd.grad``) is the same walk returning the gradients instead
-of adding them to ``.grad``. See docs/autograd.md.
+an explicit stack (no recursion: an unrolled LSTM has tens of thousands of nodes) and walks them
+once, summing the gradients that reach each node before calling its ``backward``; ``grad`` is the
+same walk returning the gradients. docs/autograd.md ("backward") walks through it.
 """
 from __future__ import annotations
 
@@ -81,19 +80,14 @@ def _accumulate(total: Any, g: Any, owned: dict[int, Any]) -> Any:
     return total
 
 
-def run_backward(
-    roots: Sequence[TensorLike], grads: Sequence[Any], retain_graph: bool = False,
-    capture: Sequence[TensorLike] | None = None,
-) -> list[Any] | None:
+def run_backward(roots: Sequence[TensorLike], grads: Sequence[Any], retain_graph: bool = False,
+                 capture: Sequence[TensorLike] | None = None) -> list[Any] | None:
     """Backpropagate ``grads`` (raw arrays) from ``roots`` into the leaves' ``.grad``.
 
-    Gradients reaching a node are summed in ``pending`` until every consumer has run (the
-    topological order guarantees that), then handed to its ``backward`` in one call. A leaf's
-    gradient is added to ``.grad`` once all its uses have delivered, and only then do its
-    post-accumulate hooks run (DataParallel starts a bucket's all-reduce from there).
-
-    With ``capture`` (``autograd.grad``) no ``.grad`` changes: the complete gradient of each
-    tensor in ``capture`` (a leaf or not) is returned instead, in order (None where none arrived).
+    A node's gradients are summed in ``pending`` until every consumer has run, then handed to its
+    ``backward`` in one call; a leaf's ``.grad`` and post-accumulate hooks (DataParallel's bucket
+    all-reduce) once all its uses have delivered. With ``capture`` (``autograd.grad``) no ``.grad``
+    changes: the gradient of each tensor in ``capture`` is returned, in order (None where none came).
     """
     pending: dict[Context, list[Any]] = {}  # node -> summed gradient per output
     leaf_grads: dict[int, Any] = {}  # id(leaf) -> summed gradient in this backward
@@ -243,19 +237,13 @@ def _finish_leaf(t: TensorLike, g: Any, handed_out: set[int]) -> None:
         hook(t)
 
 
-def grad(
-    outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
-    create_graph: bool = False, allow_unused: bool | None = None, is_grads_batched: bool = False,
-    materialize_grads: bool = False,
-) -> tuple[TensorLike | None, ...]:
-    """``torch.autograd.grad``: the gradients of ``outputs`` with respect to ``inputs``, returned
-    as a tuple, leaving every ``.grad`` as it was.
-
-    ``grad_outputs`` weights each output (ones for a scalar output, else required); an input that
-    the outputs do not depend on is an error unless ``allow_unused=True`` (then its gradient is
-    None, or zeros with ``materialize_grads=True``). ``create_graph=True`` (gradients that are
-    themselves differentiable, for gradient penalties or Hessian-vector products) is not
-    supported: tinyflow's backward passes compute on raw arrays outside the graph.
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, allow_unused: bool | None = None, is_grads_batched: bool = False,
+         materialize_grads: bool = False) -> tuple[TensorLike | None, ...]:
+    """``torch.autograd.grad``: the gradients of ``outputs`` with respect to ``inputs``, as a tuple,
+    leaving every ``.grad`` as it was. ``grad_outputs`` weights each output (ones for a scalar one);
+    an unused input is an error unless ``allow_unused=True`` (None, or zeros with
+    ``materialize_grads=True``); ``create_graph=True`` is refused (backward runs on raw arrays).
     """
     if create_graph:
         raise NotImplementedError("autograd.grad(create_graph=True): tinyflow's backward passes run on raw arrays, "

@@ -3,9 +3,7 @@
 
 ``Function.apply`` runs ``forward`` on the inputs' raw arrays and, when any input needs a
 gradient, records a ``Context`` that links the outputs to their inputs: the graph that the
-engine (engine.py) walks backward. tinyflow's own ops get and return raw NumPy/CuPy arrays; a
-subclass defined outside tinyflow's packages (a user's program) gets PyTorch's contract instead,
-through ``apply_tensor_function`` below. See docs/autograd.md for a walk through this file.
+engine (engine.py) walks backward. docs/autograd.md walks through this file.
 """
 
 from __future__ import annotations
@@ -30,14 +28,9 @@ class Context:
     """What one op application remembers for its backward: a node of the graph.
 
     ``inputs`` are the input Tensors (None for non-tensor arguments), ``saved_tensors`` the arrays
-    the op asked to keep, ``needs_input_grad`` a bool per positional input. ``edges`` holds, per
-    input, the node that produced it and which of that node's outputs it was, taken when this op
-    ran: an in-place op later moves the tensor onto a new node (``x += y``), and the gradient
-    of this use must still reach the node that produced the value this op saw, as in PyTorch.
-
-    Attributes that most nodes leave at their default are class attributes (a node is made per
-    op call, so every attribute set here is paid on the hot path): ``watched`` becomes a dict
-    through ``watch``, ``versions`` a list when the op saved one of its tensors.
+    the op asked to keep, ``needs_input_grad`` a bool per positional input, ``edges`` per input the
+    (node, output index) that produced it when this op ran (an in-place op may move the tensor
+    later). Defaults are class attributes: a node is made per op call, so each attribute set costs.
     """
 
     num_outputs = 1
@@ -109,15 +102,9 @@ _NO_GRAD_NEEDS: dict[int, tuple] = {}  # number of inputs -> (False, ...) (for n
 class Function:
     """Base class of every differentiable op. Subclasses define static forward/backward.
 
-    Two contracts, chosen per subclass by ``tensor_api``:
-
-    - tinyflow's ops (classes defined in the tinyflow packages, ``tensor_api = False``): forward
-      and backward get and return raw NumPy/CuPy arrays (docs/autograd.md);
-    - PyTorch's ``torch.autograd.Function`` (``tensor_api = True``, the default for classes
-      defined anywhere else, i.e. user code): forward and backward get and return Tensors, as
-      in PyTorch; ``apply`` hands such a class to ``apply_tensor_function`` (below).
-
-    Set ``tensor_api`` in a class body to choose explicitly.
+    ``tensor_api`` chooses the contract: False (tinyflow's ops) for raw NumPy/CuPy arrays in
+    forward and backward; True (the default for classes defined outside the tinyflow packages:
+    user code) for PyTorch's Tensors (``apply_tensor_function``, below). A class body may set it.
     """
 
     moves_device = False  # True for ops whose outputs live on another device than their inputs
@@ -139,11 +126,8 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
-        """Run ``forward`` on the arrays of ``args`` and, if needed, record the graph node.
-
-        This runs once per op call, so it is written for speed: one pass over the arguments,
-        the node built directly, the output Tensors made without going through a constructor.
-        """
+        """Run ``forward`` on the arrays of ``args`` and, if needed, record the graph node (once per
+        op call, so one pass over the arguments, no constructors: the node and Tensors built directly)."""
         if cls.tensor_api:
             return apply_tensor_function(cls, args, kwargs)
         Tensor = _TENSOR
