@@ -1,15 +1,7 @@
-"""PyTorch's arguments in NumPy's terms: dims, the ``axis=`` spelling, int-or-tuple sizes, indexes.
-
-- ``FunctionalError``: the error of an argument an op cannot work with (its F function's checks).
-- ``single`` / ``pair`` / ``triple``: PyTorch's int-or-tuple arguments (kernel_size, stride,
-  padding, ...) as tuples, and ``broadcast_pair``: two tensors expanded to one shape.
-- ``normalize_dim`` / ``normalize_axis``: a ``dim`` argument checked against a tensor's rank and
-  made non-negative, with PyTorch's errors (every op family that takes a dim uses them).
-- ``axis=`` for ``dim=`` (NumPy's name): PyTorch's argument parser takes it wherever a function
-  takes ``dim=``; tinyflow wraps such functions and methods once, at import, with
-  :func:`accept_axis_alias`.
-- ``index_steps``: ``x[index]`` with PyTorch's meaning, as one or two NumPy indexes (the plain
-  indexes here; the others read by tinyflow/_indexing.py, loaded on first use).
+"""PyTorch's arguments in NumPy's terms: ``FunctionalError`` (an argument an op cannot work with),
+int-or-tuple sizes (``single`` / ``pair`` / ``triple``), dims checked against a rank
+(``normalize_dim`` / ``normalize_axis``), ``axis=`` wherever PyTorch takes ``dim=``
+(``accept_axis_alias``, applied once at import) and ``x[index]`` as NumPy indexes (``index_steps``).
 """
 from __future__ import annotations
 
@@ -154,12 +146,9 @@ def add_axis_alias(cls: type) -> None:
 
 def index_steps(index: Any, tensor_type: type, shape: tuple[int, ...]) -> tuple:
     """``x[index]`` for x of ``shape`` as one or two raw NumPy/CuPy indexes applied in turn, with
-    PyTorch's meaning (Tensor.__getitem__ reads through them, tinyflow/inplace.py's __setitem__
-    writes through them). When there are two, the first holds only ints, slices and None (a view)
-    and the second only index arrays and full slices. ``tensor_type`` is Tensor, whose items are
-    unwrapped to their arrays (passed in: tensor.py imports this module). Bad indexes raise
-    PyTorch's error types (see tinyflow/_indexing.py).
-    """
+    PyTorch's meaning (read by Tensor.__getitem__ and __setitem__): the first holds only ints,
+    slices and None (a view), the second index arrays and full slices. ``tensor_type`` is Tensor
+    (passed in: tensor.py imports this module); bad indexes raise PyTorch's error types."""
     kind = type(index)
     if kind is int or (kind is slice and _plain_step(index.step)):
         return (index,)  # x[0], x[i], x[a:b]: NumPy's meaning is PyTorch's

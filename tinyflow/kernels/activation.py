@@ -1,10 +1,5 @@
-"""ReLU forward and backward: one pass each way (the CUDA twin is one kernel each way).
-
-The reference for ``tinyflow_cuda/kernels/activation.py``: ``relu_forward(x)`` is max(x, 0) in
-x's dtype (NaN stays NaN, as ``torch.relu``); ``relu_backward(g, out)`` takes the gradient from
-the saved *output*, 0 where ``out <= 0`` and g elsewhere (NaN passes its gradient, as PyTorch's
-``threshold_backward``), so backward needs neither the input nor a boolean mask kept alive.
-"""
+"""ReLU forward and backward, one pass each way: the reference for ``tinyflow_cuda/kernels/activation.py``.
+Backward reads the saved *output*, so it needs neither the input nor a boolean mask kept alive."""
 from __future__ import annotations
 
 from typing import Any
@@ -19,12 +14,13 @@ Array = Any
 
 
 def relu_forward(x: Array) -> Array:
-    """max(x, 0), elementwise, in x's dtype."""
+    """max(x, 0), elementwise, in x's dtype (NaN stays NaN, as ``torch.relu``)."""
     return array_module(x).maximum(x, 0)
 
 
 def relu_backward(g: Array, out: Array) -> Array:
-    """The input gradient of y = relu(x) from the output y: g where y > 0 (or NaN), else 0."""
+    """The input gradient of y = relu(x) from the output y: g where y > 0 (or NaN, as PyTorch's
+    ``threshold_backward``), else 0."""
     xp = array_module(g)
     with np.errstate(invalid="ignore"):  # NaN <= 0 is False, as wanted (bfloat16 warns)
         cut = out <= 0

@@ -21,13 +21,9 @@ def check_seed(seed: Any) -> Any:
 
 
 def dropout_mask(x: Any, p: float, seed: int | Any) -> Any:
-    """A mask shaped like ``x``: 0 with probability p, else 1/(1-p) (inverted dropout).
-
-    The reference draws from PCG64(seed); the CUDA twin uses its own counter-based generator,
-    so the masks differ between devices but both are deterministic in ``seed``. ``seed`` is an
-    int or a (1,) uint64 array holding it (what a captured step's slot is; on the CPU reading it
-    costs nothing).
-    """
+    """A mask shaped like ``x``: 0 with probability p, else 1/(1-p) (inverted dropout), drawn from
+    PCG64(seed) (the CUDA twin's counter-based generator gives other masks, as deterministic).
+    ``seed`` is an int or a (1,) uint64 array holding it (a captured step's slot)."""
     if check_seed(seed) is not None:
         seed = int(np.asarray(seed)[0])
     keep = np.random.Generator(np.random.PCG64(seed)).random(x.shape, dtype=np.float32) >= p

@@ -11,9 +11,7 @@ memory traffic, so each kernel allocates one (N, C) array and works in place on 
 exp through a small scratch that stays in cache); on NumPy both split their rows over the CPU
 threads. The results are those of the plain formulas, bit for bit.
 
-Half-precision inputs (float16, bfloat16) are computed in float32 and the results rounded once,
-as the CUDA kernels and PyTorch do: a row's sum of exponentials in bfloat16 stops growing at 256
-times its terms.
+Half-precision inputs are computed in float32 and rounded once, as the CUDA kernels and PyTorch do.
 """
 from __future__ import annotations
 

@@ -195,11 +195,9 @@ def sgd_multi_tensor_update(params: Sequence[Any], grads: Sequence[Any], momentu
       dtype than its parameter is cast first.
     - ``momentum_buffers[i]`` (in place; the list or an entry may be None when momentum == 0)
       has the master weight's dtype: float32 for a half-precision parameter, else its own.
-    - A float16/bfloat16 parameter steps in float32 (its states are float32) and is rounded
-      back once. ``residuals[i]`` (in place; the list or an entry may be None) is its float32
-      master-weight remainder: the step runs on the master ``params[i] + residuals[i]`` and keeps
-      the new remainder (``tinyflow.optim.Optimizer``'s master weights). Full-precision
-      parameters step in place and take no residual.
+    - ``residuals[i]`` (in place; the list or an entry may be None) is a float16/bfloat16
+      parameter's float32 master-weight remainder: the step runs on ``params[i] + residuals[i]``
+      and keeps the new remainder (``tinyflow.optim.Optimizer``'s master weights).
     - ``maximize`` negates every gradient; ``first_step`` applies to every tensor of the call.
     - ``scalars`` (a CUDA graph's captured step): None, or a (4,) float64 array
       ``sgd_step_scalars(lr, momentum, dampening, weight_decay)`` whose values replace those
@@ -387,14 +385,10 @@ def amp_update_scale(scale: Any, growth_tracker: Any, found_inf: Any, growth_fac
                      backoff_factor: float, growth_interval: int) -> None:
     """GradScaler's update in place, on the device (PyTorch's ``_amp_update_scale_``).
 
-    - ``scale``: (1,) float32, the loss scale; ``growth_tracker``: (1,) int32, clean steps in a
-      row; ``found_inf``: (1,) float32, non-zero after an overflow. All stay on the device: no
-      host read, so a captured step replays it.
-
-    Rule: after an overflow ``scale *= backoff_factor`` and the tracker restarts at 0; else the
-    tracker counts one more clean step and at ``growth_interval`` the scale becomes
-    ``scale * growth_factor`` (rounded to the scale's dtype; kept unless that is inf) and the
-    tracker restarts.
+    ``scale`` (1,) float32, ``growth_tracker`` (1,) int32 (clean steps in a row) and ``found_inf``
+    (1,) float32 stay on the device (no host read: a captured step replays it). After an overflow
+    ``scale *= backoff_factor`` and the tracker restarts; else at ``growth_interval`` clean steps
+    ``scale *= growth_factor`` (kept unless that is inf) and the tracker restarts.
     """
     xp = array_module(scale)
     found = found_inf != 0

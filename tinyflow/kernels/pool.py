@@ -1,19 +1,11 @@
 """2-D max and average pooling, forward and backward (NCHW), with PyTorch's semantics.
 
-Every kernel loops only over the kh*kw window offsets and moves a whole (N, C, OH, OW) strided
-slab per offset, so there is no Python loop over pixels: overlapping windows (AlexNet's 3x3
-stride 2) accumulate their gradients with one add per offset. The exception is max pooling's
-backward on NumPy, one ``np.add.at`` onto the winners (a tight, ordered loop since NumPy 2).
-
-``maxpool2d_forward`` returns the argmax as the *window offset* ``i*kw + j`` of the winner in
-each window (uint8, or int32 for windows of more than 256 elements); ties go to the first offset
-in row-major order, as in PyTorch. The CUDA twins in ``tinyflow_cuda.kernels`` follow the same
-names, signatures and index meaning (their argmax is int32; either dtype works in backward).
-Max pooling splits its channels over threads (``tinyflow.kernels._cpu.parallel_for``).
-
-float16 / bfloat16 sum in float32 and round once (average pooling, and max pooling's backward
-where overlapping windows add gradients), as the CUDA kernels and PyTorch do; the max itself is
-exact in any dtype.
+Every kernel loops only over the kh*kw window offsets, one (N, C, OH, OW) strided slab per offset
+(no Python loop over pixels), except max pooling's backward on NumPy: one ``np.add.at`` onto the
+winners. ``maxpool2d_forward``'s argmax is the *window offset* ``i*kw + j`` of the winner (uint8,
+or int32 past 256 elements; ties to the first, as PyTorch); the CUDA twins in
+``tinyflow_cuda.kernels`` keep the names, signatures and index meaning. float16 / bfloat16 sums
+run in float32 and round once, as the CUDA kernels and PyTorch do.
 """
 from __future__ import annotations
 
