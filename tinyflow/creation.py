@@ -12,12 +12,10 @@ from tinyflow import promotion
 from tinyflow.arg_parser import accept_axis_alias, normalize_dim
 from tinyflow.autograd.grad_mode import is_grad_enabled
 from tinyflow.device import CPU, Device, device_of, move
-from tinyflow.dtypes import (
-    as_dtype, bool_, float32, float64, get_default_dtype, int64, is_floating_or_complex,
-)
+from tinyflow.dtypes import as_dtype, bool_, float32, float64, get_default_dtype, int64, is_floating_or_complex
 from tinyflow.errors import ShapeError
 from tinyflow.random import rng
-from tinyflow.tensor import Tensor, _resolve_dtype, _scalar_like, _shape_arg
+from tinyflow.tensor import Tensor, _resolve_dtype, _shape_arg
 
 __all__ = [
     "tensor", "as_tensor", "zeros", "ones", "full", "empty", "randn", "rand", "randint", "randperm", "arange",
@@ -111,13 +109,18 @@ def _into(op: str, result: Tensor, out: Tensor | None) -> Tensor:
     return out
 
 
-def _make(fn: Callable[..., Any], shape: Sequence[Any], dtype: Any, device: Any, requires_grad: bool, *,
-          op: str = "tensor", out: Tensor | None = None, layout: Any = None) -> Tensor:
-    """``fn(xp, shape, dtype)`` as a tensor; ``out`` gives the default dtype and device, ``layout`` must
-    be None (dense). PyTorch's ``pin_memory`` and ``memory_format`` change nothing (contiguous host memory)."""
+def _dense(op: str, layout: Any) -> None:
+    """PyTorch's ``layout`` must be None (dense); its ``pin_memory`` and ``memory_format`` change
+    nothing (tinyflow's host memory is contiguous)."""
     if layout is not None:
         raise ValueError(f"{op}: layout={layout!r} is not supported; tinyflow tensors are dense (strided), "
                          "pass layout=None")
+
+
+def _make(fn: Callable[..., Any], shape: Sequence[Any], dtype: Any, device: Any, requires_grad: bool, *,
+          op: str = "tensor", out: Tensor | None = None, layout: Any = None) -> Tensor:
+    """``fn(xp, shape, dtype)`` as a tensor; ``out`` gives the default dtype and device."""
+    _dense(op, layout)
     if out is not None:
         dtype, device = dtype or out.dtype, device or out.device
     dev = Device(device) if device is not None else CPU
@@ -241,11 +244,8 @@ def linspace(start: float, end: float, steps: int, *, out: Tensor | None = None,
 
 def _like(op: str, fn: Callable[..., Tensor], input: Tensor, dtype: Any, layout: Any, device: Any,  # noqa: A002
           requires_grad: bool, **kw: Any) -> Tensor:
-    """``fn`` (zeros, randn, ...) in input's shape, dtype and device unless given (PyTorch's *_like;
-    ``memory_format`` and ``pin_memory`` change nothing)."""
-    if layout is not None:
-        raise ValueError(f"{op}: layout={layout!r} is not supported; tinyflow tensors are dense (strided), "
-                         "pass layout=None")
+    """``fn`` (zeros, randn, ...) in input's shape, dtype and device unless given (PyTorch's *_like)."""
+    _dense(op, layout)
     return fn(*input.shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad,
               **kw)
 
@@ -284,19 +284,11 @@ def full_like(input: Tensor, fill_value: Any, *, memory_format: Any = None, dtyp
 # -------------------------------------------------------------------- functions over tensors
 
 
-def _as_operand(x: Any, ref: Tensor | None) -> Tensor:
-    if isinstance(x, Tensor):
-        return x
-    if ref is not None:
-        return _scalar_like(x, ref)
-    return tensor(x)
-
-
 def where(condition: Any, input: Any = None, other: Any = None, *, out: Tensor | None = None) -> Any:  # noqa: A002
     """Elementwise ``input if condition else other``; differentiable in input and other.
     ``where(condition)`` alone is ``condition.nonzero(as_tuple=True)``, as PyTorch."""
     if input is None and other is None:
-        return _as_operand(condition, None).nonzero(as_tuple=True)
+        return (condition if isinstance(condition, Tensor) else tensor(condition)).nonzero(as_tuple=True)
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         input = tensor(input, device=condition.device if isinstance(condition, Tensor) else None)
     a, b = promotion.promote(input, other)  # input and other meet in their result dtype, as in PyTorch
