@@ -94,12 +94,8 @@ class Device:
             tinyflow_cuda.synchronize(self.index)
 
     def stream(self) -> Any:
-        """A context manager that gives the calling thread a stream of its own on this device.
-
-        On ``cuda``: a new CUDA stream of this device, current for this thread inside the block
-        and synchronized when it ends (how ``run_local`` puts thread ranks side by side on one
-        GPU). On ``cpu``: nothing happens.
-        """
+        """A context manager that gives the calling thread a CUDA stream of its own on this device,
+        synchronized when the block ends (``run_local``'s thread ranks on one GPU); nothing on the CPU."""
         if self.type == "cpu":
             return contextlib.nullcontext()
         from tinyflow_cuda import streams
@@ -158,12 +154,8 @@ def device_of(arr: Any) -> Device:
 
 
 def to_host(arr: Any, why: str = "to_host") -> np.ndarray:
-    """``arr`` as a NumPy array: itself on the CPU, a host copy of a CuPy array.
-
-    Every read of array values by the host goes through here and is counted as one host read
-    (:func:`host_reads`), on the CPU too; ``why`` names it in :func:`count_host_reads` records.
-    Device checks still pending on this thread (:func:`device_check`) are read first.
-    """
+    """``arr`` as a NumPy array (itself on the CPU): one counted host read, named ``why`` in
+    :func:`count_host_reads` records; this thread's pending :func:`device_check` flags are read first."""
     _host_read(why)
     return _copy_to_host(arr)
 
@@ -261,11 +253,8 @@ def _rows(x: Any) -> Any:
 
 
 def safe_sum(a: Any, axis: Any) -> Any:
-    """``a.sum(axis)`` in ``a``'s dtype, accumulated in float32 when ``a`` is half precision.
-
-    Gradient reductions (bias gradients, broadcast batch dimensions) sum thousands of terms:
-    bfloat16 accumulation stalls at 256 + 1 == 256, float16 overflows at 65504.
-    """
+    """``a.sum(axis)`` in ``a``'s dtype, accumulated in float32 when ``a`` is half precision (gradient
+    reductions sum thousands of terms: bfloat16 stalls at 256 + 1 == 256, float16 overflows)."""
     if a.dtype.itemsize == 2 and is_half(a.dtype):
         return a.sum(axis=axis, dtype=np.float32).astype(a.dtype)
     return a.sum(axis=axis)
@@ -352,12 +341,10 @@ def device_check(bad: Any, value: Any, make_error: Callable[[int], Exception], k
                  defer: bool | None = None) -> None:
     """Raise ``make_error(int(value))`` if the 0-d ``bad`` is true, without a sync on a device.
 
-    A host array is checked at once. On a device reading ``bad`` would make the host wait, so
-    the flag stays there, OR-ed on the device with the pending flag of the same ``key`` (the
-    first bad ``value`` is kept), and is read at this thread's next host read or
-    :func:`check_deferred`: the error surfaces there, as a CUDA device-side assert surfaces at
-    the next sync. ``key`` names the check (one pending flag each, e.g. ``("embedding", rows)``);
-    ``defer=True`` defers a host check too (tests).
+    A host array is checked at once. On a device the flag stays there, OR-ed with the pending flag
+    of the same ``key`` (e.g. ``("embedding", rows)``; the first bad ``value`` kept), and is read at
+    this thread's next host read or :func:`check_deferred`, as a CUDA device-side assert surfaces at
+    the next sync. ``defer=True`` defers a host check too (tests).
     """
     if defer is None:
         defer = not isinstance(bad, (np.ndarray, np.generic, bool))
@@ -402,12 +389,8 @@ def check_deferred() -> None:
 
 # ---- handing a buffer to another thread (thread ranks, each on its own stream) ----------------
 def handoff(arr: Any) -> Any:
-    """A private copy of ``arr`` for another thread to read with :func:`receive_handoff`.
-
-    On the CPU it is a plain copy. For a CuPy array the copy is queued on this thread's stream
-    and marked with an event, so another thread's stream can wait for it without either thread
-    blocking (tinyflow_cuda.streams).
-    """
+    """A private copy of ``arr`` for another thread to read with :func:`receive_handoff`; on a GPU
+    queued on this thread's stream with an event the reader's stream waits for (no thread blocks)."""
     if isinstance(arr, np.ndarray):
         return arr.copy()
     from tinyflow_cuda import streams

@@ -38,11 +38,9 @@ def _resolve_dtype(dtype: Any) -> np.dtype | None:
 class Tensor:
     """An array plus its autograd history. Create one with ``tinyflow.tensor(...)``.
 
-    This class holds the core: storage, autograd, arithmetic, reductions, reshape, indexing. The
-    in-place methods (add_, copy_, ``x[i] = v``, ...) are defined in tinyflow/inplace.py and put
-    on Tensor at the end of this file (INPLACE_METHODS); the wider PyTorch surface (sin, gather,
-    sort, cumsum, flip, new_zeros, ...) is attached by tinyflow/surface/ from its table.
-    Methods that take ``dim=`` accept ``axis=``.
+    The core: storage, autograd, arithmetic, reductions, reshape, indexing. The in-place methods
+    (add_, copy_, ``x[i] = v``, ...) come from tinyflow/inplace.py (INPLACE_METHODS, at the end of
+    this file); the wider PyTorch surface (sin, gather, cumsum, ...) from tinyflow/surface/.
     """
 
     __array_priority__ = 1000  # numpy_array + tensor -> Tensor.__radd__

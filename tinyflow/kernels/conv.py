@@ -58,11 +58,8 @@ def _pad_transposed(x, xpad, ph: int, pw: int, c0: int, c1: int) -> None:
 
 def im2col(x, kernel_size: Pair, stride: Pair = (1, 1), padding: Pair = (0, 0),
            dilation: Pair = (1, 1), out=None):
-    """Unfold every receptive field of ``x`` (N, C, H, W) into a column: (C*kh*kw, N*OH*OW).
-
-    ``out``, if given, is a C-contiguous (C*kh*kw, N*OH*OW) array to write into (a workspace);
-    it may have more rows (a GEMM whose K is padded to an aligned size), which are zeroed.
-    """
+    """Unfold every receptive field of ``x`` (N, C, H, W) into a column: (C*kh*kw, N*OH*OW), into
+    ``out`` if given (a C-contiguous workspace; rows beyond C*kh*kw pad K and are zeroed)."""
     xp = array_module(x)
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
@@ -100,11 +97,8 @@ def check_columns_out(out, dtype, shape: tuple[int, int]) -> None:
 
 def col2im(col, x_shape: tuple[int, int, int, int], kernel_size: Pair, stride: Pair = (1, 1),
            padding: Pair = (0, 0), dilation: Pair = (1, 1)):
-    """The adjoint of :func:`im2col`: sum every column entry back onto its input pixel.
-
-    ``col`` is (C*kh*kw, N*OH*OW); the result has ``x_shape`` (N, C, H, W). Overlapping windows
-    are accumulated by one vectorised add per kernel offset, never by a scatter.
-    """
+    """The adjoint of :func:`im2col`: every entry of ``col`` (C*kh*kw, N*OH*OW) summed back onto its
+    pixel of an ``x_shape`` (N, C, H, W) result, one vectorised add per kernel offset."""
     xp = array_module(col)
     n, c, h, w = x_shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
@@ -128,12 +122,8 @@ def col2im(col, x_shape: tuple[int, int, int, int], kernel_size: Pair, stride: P
 
 
 def conv_output(out, bias, shape: tuple[int, int, int, int], relu: bool = False):
-    """The GEMM's result ``out`` (O, N*OH*OW) as the layer's output y (N, O, OH, OW), with
-    ``bias`` (O,) (or None) added and, when ``relu``, max(y, 0) taken in the same copy.
-
-    The transpose has to be copied anyway; fusing the bias (and a following ReLU) into it saves
-    one or two passes over the output.
-    """
+    """The GEMM's result ``out`` (O, N*OH*OW) as the layer's output y (N, O, OH, OW), with ``bias``
+    (O,) (or None) added and, when ``relu``, max(y, 0) taken in the copy the transpose needs anyway."""
     xp = array_module(out)
     n, o, oh, ow = shape
     src = out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)  # (N, O, OH, OW) strided view
@@ -154,10 +144,9 @@ def conv_output(out, bias, shape: tuple[int, int, int, int], relu: bool = False)
 def conv_output_grad(gout, relu_out=None, bias_grad: bool = False):
     """The way back through :func:`conv_output`: ``gout`` (N, O, OH, OW) -> (gy (O, N*OH*OW), gb).
 
-    ``relu_out``: the output of a fused ReLU (N, O, OH, OW), or None; gy is 0 where it is <= 0
-    (NaN passes its gradient, as torch's threshold_backward). ``gb`` (O,) is the bias gradient,
-    the sum of gy over images and pixels (float32 accumulation for half dtypes), when
-    ``bias_grad``; else None.
+    ``relu_out``: a fused ReLU's output, or None; gy is 0 where it is <= 0 (NaN passes, as torch's
+    threshold_backward). ``gb`` (O,): the bias gradient when ``bias_grad`` (float32 sums for half
+    dtypes), else None.
     """
     xp = array_module(gout)
     n, o, oh, ow = gout.shape
@@ -341,12 +330,8 @@ def winograd_tiles(h: int, w: int, padding: Pair, kernel_size: Pair = (3, 3),
 
 
 def winograd_parts(kernel_size: Pair) -> Pair:
-    """(QH, QW): a kh x kw kernel, zero-padded to multiples of 3, is QH x QW 3x3 sub-kernels.
-
-    Sub-kernel q = (qi, qj) convolves the input shifted by (3*qi, 3*qj); their sum is the
-    convolution, so a 5x5 layer is one Winograd GEMM per tile position with K = 4*C
-    (9 multiplications per output and channel with F(4x4, 3x3) instead of 25).
-    """
+    """(QH, QW): a kh x kw kernel, zero-padded to multiples of 3, is QH x QW 3x3 sub-kernels, each
+    convolving the input shifted by (3*qi, 3*qj): a 5x5 layer is one GEMM per tile with K = 4*C."""
     return (-(-kernel_size[0] // 3), -(-kernel_size[1] // 3))
 
 
@@ -497,11 +482,9 @@ def winograd_input_grad(gv, x_shape: tuple[int, int, int, int], padding: Pair, k
 def winograd_conv2d_forward(x, w, b, padding: Pair, keep_v: bool = True):
     """y = conv2d(x, w) + b, stride 1: A^T [(G w G^T) * (B^T x B)] A per output tile.
 
-    The tile is :func:`winograd_tile`'s: (m+2)^2 GEMMs (O, Q*C) @ (Q*C, T). Returns ``(y, v, u)``:
-    y (N, O, OH, OW); v the transformed input ((m+2)^2, Q*C, T) for the weight gradient, in a
-    recycled buffer that :func:`winograd_conv2d_backward` hands back (None unless ``keep_v``: V is
-    then built in the convolution's workspace); u the transformed weight ((m+2)^2, O, Q*C), for
-    the input gradient.
+    (m+2)^2 GEMMs (O, Q*C) @ (Q*C, T), m from :func:`winograd_tile`. Returns ``(y, v, u)``: y (N, O,
+    OH, OW); v the transformed input ((m+2)^2, Q*C, T) for the weight gradient, in a recycled buffer
+    that backward hands back (None unless ``keep_v``); u the transformed weight ((m+2)^2, O, Q*C).
     """
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
@@ -525,9 +508,8 @@ def winograd_conv2d_backward(gout, x, w, v, u, x_shape: tuple[int, int, int, int
                              padding: Pair, needs_input_grad=(True, True, True)):
     """The adjoint of :func:`winograd_conv2d_forward`: (gx, gw, gb), None where not needed.
 
-    (m+2)^2 GEMMs for gW, as many for gx, transforms around them. ``v`` and ``u`` are what forward
-    returned (or None: then they are rebuilt from ``x`` and ``w``); ``v``'s buffer is handed back
-    for reuse, so it must not be used afterwards.
+    ``v`` and ``u`` are what forward returned (None: rebuilt from ``x`` and ``w``); ``v``'s buffer is
+    handed back for reuse, so it must not be used afterwards.
     """
     n, o, oh, ow = gout.shape
     c, h, wd = x_shape[1:]

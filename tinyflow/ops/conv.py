@@ -184,10 +184,9 @@ class ConvTranspose2dFunction(Function):
     """The transposed convolution (the gradient of conv2d with respect to its input):
     x (N, Cin, H, W), w (Cin, Cout/groups, kh, kw), b (Cout,) or None -> (N, Cout, Hout, Wout).
 
-    One GEMM per group makes the columns, ``col (Cout*kh*kw, N*H*W) = W.T @ x``, and col2im
-    sums them onto the full, unpadded output ((H-1)*stride + dilation*(kh-1) + 1 rows); the
-    result is its rows [padding, padding + Hout), zero where output_padding reaches past it.
-    Backward is conv2d's forward: im2col of the output gradient, placed back in the full frame.
+    One GEMM per group makes ``col (Cout*kh*kw, N*H*W) = W.T @ x``, col2im sums it onto the full,
+    unpadded output, and the result is its rows [padding, padding + Hout) (zero where output_padding
+    reaches past). Backward is conv2d's forward: im2col of the output gradient in the full frame.
     """
 
     @staticmethod

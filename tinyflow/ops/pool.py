@@ -91,13 +91,9 @@ def _adaptive_matrix(xp, size: int, out: int, dtype):
 
 
 class AdaptiveAvgPool2dFunction(Function):
-    """Mean over PyTorch's adaptive windows.
-
-    Where the output tiles the input (H = k*OH, W = l*OW: AlexNet-224's 6x6 -> 6x6, global
-    pooling) the windows are exactly avg_pool2d's with kernel = stride = (k, l), so both
-    directions are the one pooling kernel of ``ctx.kernels``; otherwise out = A_h @ x @ A_w.T
-    with averaging matrices A, and backward is the transposed products (no loop either way).
-    """
+    """Mean over PyTorch's adaptive windows: where the output tiles the input (H = k*OH, W = l*OW,
+    global pooling) avg_pool2d's kernel with kernel = stride = (k, l); otherwise A_h @ x @ A_w.T with
+    averaging matrices A (uneven, overlapping windows exactly), and backward the transposed products."""
 
     @staticmethod
     def forward(ctx, x, output_size):
@@ -136,11 +132,8 @@ def _left_right(xp, left, x, right):
 
 
 class AdaptiveMaxPool2dFunction(Function):
-    """Max over PyTorch's adaptive windows; returns (values, flat indices into each H*W plane).
-
-    One vectorised max per output cell (OH*OW is small: 1x1 to 7x7 in practice), over every
-    image and channel at once; backward adds each cell's gradient at its argmax.
-    """
+    """Max over PyTorch's adaptive windows; returns (values, flat indices into each H*W plane). One
+    vectorised max per output cell (OH*OW is small) over every image and channel at once."""
 
     @staticmethod
     def forward(ctx, x, output_size):
@@ -238,11 +231,8 @@ def _pool_geometry(op: str, x: Tensor, kernel_size, stride, padding, dilation, c
 def max_pool2d(input: Tensor, kernel_size: IntPair, stride: IntPair | None = None,  # noqa: A002
                padding: IntPair = 0, dilation: IntPair = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Any:
-    """Max pooling over (N, C, H, W); stride defaults to kernel_size, as in PyTorch.
-
-    With ``return_indices`` also the position of each maximum as a flat index into its
-    (H, W) plane (int64), as ``max_unpool2d`` takes it.
-    """
+    """Max pooling over (N, C, H, W); stride defaults to kernel_size, as in PyTorch. With
+    ``return_indices`` also each maximum's flat index into its (H, W) plane, as max_unpool2d takes it."""
     k, s, p, d = _pool_geometry("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
     x, unbatched = _batched(input)
     out = MaxPool2dFunction.apply(x, k, s, p, d, bool(ceil_mode), bool(return_indices))

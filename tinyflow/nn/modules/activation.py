@@ -1,10 +1,6 @@
-"""Activation layers, PyTorch's whole set (torch.nn.modules.activation): ReLU, LeakyReLU, Tanh,
-Sigmoid, GELU, Softmax, LogSoftmax, ELU, SELU, SiLU, Mish, Softplus, Hardtanh, PReLU, the shrinks,
-GLU, Softmin, ... and MultiheadAttention, with PyTorch's constructor signatures, attributes and
-reprs.
-
-Each calls its ``F`` function; ``inplace=True`` is accepted and remembered (tinyflow computes a
-new tensor, which is what a layer's caller uses).
+"""Activation layers, PyTorch's whole set (torch.nn.modules.activation) and MultiheadAttention,
+with PyTorch's constructor signatures, attributes and reprs. Each calls its ``F`` function;
+``inplace=True`` is accepted and remembered (a new tensor is computed, which the caller uses).
 """
 from __future__ import annotations
 

@@ -246,12 +246,8 @@ class Module:
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> _IncompatibleKeys:
         """Copy arrays (Tensors, NumPy arrays, torch tensors, ...) into this module's state (with
-        ``assign``, the parameters take the given arrays themselves instead of a copy).
-
-        With ``strict`` a missing or unexpected key raises a StateDictError (a KeyError and a
-        RuntimeError), a shape mismatch a ShapeError (a ValueError and a RuntimeError), listing
-        every problem; without ``strict`` the key lists are returned.
-        """
+        ``assign``, the given arrays themselves). A shape mismatch raises a ShapeError, and with
+        ``strict`` a missing or unexpected key a StateDictError, each listing every problem."""
         own = self.state_dict()
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
