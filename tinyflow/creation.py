@@ -40,11 +40,8 @@ def _natural_dtype(dtype: np.dtype) -> np.dtype:
 
 def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
            pin_memory: bool = False) -> Tensor:
-    """A new leaf tensor holding a copy of ``data`` (a list, number, ndarray or Tensor).
-
-    Python floats become float32 (the default dtype), ints int64 and complex numbers complex64;
-    arrays and NumPy scalars keep their dtype, as ``torch.tensor`` does.
-    """
+    """A new leaf tensor holding a copy of ``data`` (a list, number, ndarray or Tensor): Python floats
+    in the default dtype, ints int64, complex numbers complex64; arrays keep their dtype (torch's rule)."""
     if isinstance(data, Tensor):
         arr, src = data.array, data.device
     elif isinstance(data, np.ndarray) or hasattr(data, "__cuda_array_interface__"):

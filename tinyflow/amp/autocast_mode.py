@@ -1,12 +1,6 @@
 """Mixed precision (``torch.amp.autocast_mode``): GEMMs in bf16/fp16 under ``autocast``, float32
-master weights; fp16 adds dynamic loss scaling (grad_scaler.py). docs/cuda.md ("Mixed precision").
-
-    scaler = tf.amp.GradScaler()                     # only needed for float16
-    with tf.amp.autocast("fp16"):
-        loss = F.cross_entropy(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)                           # unscales, skips the step on inf/NaN
-    scaler.update()                                  # grows or backs off the scale
+master weights; fp16 adds dynamic loss scaling (grad_scaler.py). docs/cuda.md ("Mixed precision")
+shows a training step with both.
 
 Inside ``autocast`` (PyTorch's two lists) matmul, ``F.linear`` and ``F.conv2d`` compute in the
 autocast dtype; ``F.softmax``, ``F.log_softmax``, the losses, ``F.batch_norm`` and

@@ -34,11 +34,8 @@ def sum_to_shape(grad: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _topological_order(roots: Sequence[Context], leaf_uses: dict[int, int] | None = None) -> list[Context]:
-    """Nodes reachable from ``roots``, each after every node that consumes its outputs.
-
-    With ``leaf_uses``, the same walk also counts the edges into each leaf that needs a
-    gradient (``id(leaf) -> count``) and refuses a node an earlier backward already freed.
-    """
+    """Nodes reachable from ``roots``, each after every node that consumes its outputs; with
+    ``leaf_uses``, also the edges into each leaf that needs a gradient, refusing freed nodes."""
     order: list[Context] = []
     seen: set[Context] = set()  # nodes hash by identity
     stack: list[tuple[Context, bool]] = [(r, False) for r in roots]

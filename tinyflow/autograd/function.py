@@ -64,12 +64,10 @@ class Context:
         self.non_differentiable = {id(t) for t in outputs}
 
     def mark_dirty(self, *tensors: Any) -> None:
-        """Accepted for PyTorch programs: tinyflow's user Functions see copy-free wrappers of the
-        inputs' arrays, so an in-place edit of an input in forward is already visible to its owner."""
+        """Accepted: user Functions see the inputs' own arrays, so an in-place edit is already seen."""
 
     def set_materialize_grads(self, value: bool) -> None:
-        """Accepted for PyTorch programs: backward always receives a gradient array per output
-        (zeros for outputs nobody used), which is PyTorch's default, ``True``."""
+        """Accepted: backward always gets a gradient per output (zeros if unused), PyTorch's default."""
 
     @property
     def saved_tensors(self) -> tuple:

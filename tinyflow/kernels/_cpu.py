@@ -19,9 +19,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["array_module", "register_array_module", "workspace", "release_workspace", "take_buffer", "give_buffer", "tune_allocator", "num_threads",
-           "set_num_threads",
-           "parallel_for", "blas_threads", "batched_matmul"]
+__all__ = ["array_module", "register_array_module", "workspace", "release_workspace", "take_buffer", "give_buffer",
+           "tune_allocator", "num_threads", "set_num_threads", "parallel_for", "blas_threads", "batched_matmul"]
 
 
 # ------------------------------------------------------------------------------- array modules
@@ -258,12 +257,9 @@ def _executor(workers: int) -> ThreadPoolExecutor:
 
 
 def parallel_for(xp: Any, n: int, body: Callable[[int, int], None], work: int = 0) -> None:
-    """Run ``body(start, stop)`` over contiguous chunks of ``range(n)`` on several threads.
-
-    ``work`` is the number of elements the whole loop touches; small loops, and arrays that are
-    not NumPy's (CuPy queues its work on the GPU anyway), run inline. Chunks must write disjoint
-    memory. The calling thread runs the last chunk itself.
-    """
+    """Run ``body(start, stop)`` over contiguous chunks of ``range(n)`` on several threads (the
+    caller runs the last); chunks must write disjoint memory. Small loops (``work``: the elements
+    the loop touches) and non-NumPy arrays (CuPy queues its work anyway) run inline."""
     threads = min(num_threads(), n, max(1, work // MIN_CHUNK)) if xp is np else 1
     if threads <= 1:
         body(0, n)

@@ -5,17 +5,11 @@ Layout contract (mirrored name for name by ``tinyflow_cuda/kernels/conv.py``)::
     im2col(x (N, C, H, W), ...) -> col (C*kh*kw, N*OH*OW)
     col[(c, i, j), (n, oh, ow)] = x_padded[n, c, oh*sh + i*dh, ow*sw + j*dw]
 
-Rows follow a PyTorch weight ``(O, C, kh, kw) -> (O, C*kh*kw)``, so the forward pass is
-``W @ col`` with no transposed copy, and a group's rows are one contiguous slab; columns hold the
-whole batch, so it is one GEMM, not one per image. Both kernels loop only over the kh*kw kernel
-offsets, moving a whole (N, C, OH, OW) strided slab per offset (col2im needs no scatter-add).
-``conv_output`` / ``conv_output_grad`` move the GEMM's (O, N*OH*OW) result to (N, O, OH, OW) and
-back with the bias (and a fused ReLU) in the same pass. On the GPU ``col`` may have more rows
-than C*kh*kw (K rounded up to a multiple of 8 for cuBLAS): im2col zeroes them.
-
-The second half of this file is the CPU's other algorithm, Winograd: NumPy only, no CUDA twin
-(``CPU_ONLY``, not in ``__all__``). Large temporaries live in per-thread workspaces and the work
-is split by channel over a few threads (``tinyflow.kernels._cpu``).
+Rows follow a PyTorch weight ``(O, C, kh, kw) -> (O, C*kh*kw)`` (``W @ col``, no transposed copy;
+a group's rows are one slab), columns the whole batch (one GEMM). Both kernels loop only over the
+kh*kw kernel offsets, one (N, C, OH, OW) strided slab per offset, in per-thread workspaces, split
+by channel over a few threads (``tinyflow.kernels._cpu``). The second half of this file is the
+CPU's other algorithm, Winograd: NumPy only, no CUDA twin (``CPU_ONLY``, not in ``__all__``).
 """
 from __future__ import annotations
 

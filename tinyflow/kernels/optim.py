@@ -33,12 +33,8 @@ _BLOCK = 1 << 18
 
 def _blocked(arrays: list[Any], body: Callable[..., None], scratches: int = 2) -> None:
     """Run ``body(*blocks, scratch, scratch2, ...)`` (``scratches`` scratch arrays) over matching
-    blocks of ``arrays`` (None allowed).
-
-    Large contiguous NumPy arrays are walked block by block through flat views (updates land in
-    the original arrays), the blocks shared among the CPU threads (``parallel_for``); anything
-    else (small, strided, CuPy) runs as one whole-array call.
-    """
+    blocks of ``arrays`` (None allowed): large contiguous NumPy arrays block by block through flat
+    views, over the CPU threads; anything else (small, strided, CuPy) as one whole-array call."""
     first = arrays[0]
     present = [a for a in arrays if a is not None]
     contiguous = all(a.flags.c_contiguous for a in present)

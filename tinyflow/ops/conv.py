@@ -7,13 +7,11 @@ so the whole batch is one GEMM per group::
     weight    gW  (O, CKK)     = gout (O, N*OH*OW) @ col.T                  (BLAS transposes)
     input     gcol(CKK, N*OH*OW) = W.T            @ gout (O, N*OH*OW)      -> col2im
 
-The named kernels ``conv_output`` / ``conv_output_grad`` (tinyflow/kernels/conv.py) make the
-(O, N, OH, OW) <-> (N, O, OH, OW) transposes around the GEMM, with the bias (and, with
-``relu=True``, an internal switch for callers that know a ReLU follows, the ReLU) in the same pass.
-On the CPU, where ``use_winograd`` says it pays, the op runs the Winograd kernels of the same file
-instead (same results to float rounding). The F functions at the end (conv2d, conv_transpose2d;
-conv1d and conv3d with their transposes, built on them) check the arguments, resolve
-padding='same' and apply autocast; the op computes the output size and refuses an empty output.
+The kernels ``conv_output`` / ``conv_output_grad`` make the transposes around the GEMM, with the
+bias (and, with ``relu=True``, an internal switch, the ReLU) in the same pass. On the CPU, where
+``use_winograd`` says it pays, the op runs the Winograd kernels instead. The F functions at the end
+(conv2d, conv_transpose2d; conv1d and conv3d with their transposes, built on them) check the
+arguments, resolve padding='same' and apply autocast; the op computes the output size.
 """
 from __future__ import annotations
 

@@ -309,10 +309,9 @@ class Optimizer:
 
     @staticmethod
     def _use_foreach(group: dict[str, Any]) -> bool:
-        """Whether ``group`` steps through the multi-tensor kernels: ``foreach=True``, or PyTorch's
-        default ``foreach=None`` with every parameter on a CUDA device (one launch per dtype
-        there; on the CPU the per-parameter loop is as fast and allocates less); always inside a
-        CUDA graph capture (the per-parameter kernels take their scalars as arguments)."""
+        """Whether ``group`` steps through the multi-tensor kernels: ``foreach=True``, PyTorch's default
+        ``foreach=None`` with every parameter on a GPU (on the CPU the per-parameter loop is as fast
+        and allocates less), and always inside a CUDA graph capture."""
         if capture_state.capture is not None:
             return True
         foreach = group.get("foreach")

@@ -19,9 +19,8 @@ class SGD(Optimizer):
     The rule is the kernel's (``sgd_momentum_update`` in tinyflow/kernels/optim.py); float16/bfloat16
     parameters step in float32 (float32 buffer and master weight; see ``Optimizer``).
 
-    ``foreach`` as in PyTorch: None (the default) updates every parameter of a group in one
-    multi-tensor kernel launch per dtype when they are all on a GPU, else one at a time;
-    True / False force either path (True on the CPU runs the multi-tensor NumPy reference).
+    ``foreach`` as in PyTorch (``Optimizer._use_foreach``): one multi-tensor kernel launch per dtype
+    of a group, or one parameter at a time.
 
     Capturable in a CUDA graph: the kernels read each group's ``[lr, momentum, dampening,
     weight_decay]`` from a slot refilled from ``param_groups`` before each replay (_capture_scalars).
