@@ -122,7 +122,7 @@ class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
         return self._dtype
 
     def __enter__(self) -> np.dtype | None:
-        self._saved.append((getattr(_local, "dtype", None), _cache_enabled()))
+        self._saved.append((getattr(_local, "dtype", None), is_autocast_cache_enabled()))
         _local.dtype = self.fast_dtype if self.enabled else None
         _local.cache_enabled = self.cache_enabled
         _local.depth = getattr(_local, "depth", 0) + 1  # every region counts, enabled or not
@@ -135,13 +135,9 @@ class autocast(contextlib.ContextDecorator):  # noqa: N801  (PyTorch's name)
             clear_autocast_cache()  # the outermost region is over: its casts go
 
 
-def _cache_enabled() -> bool:
-    return getattr(_local, "cache_enabled", True)
-
-
 def is_autocast_cache_enabled() -> bool:
     """Whether the current autocast region caches its weight casts (PyTorch's function)."""
-    return _cache_enabled()
+    return getattr(_local, "cache_enabled", True)
 
 
 def clear_autocast_cache() -> None:
@@ -192,7 +188,7 @@ def _cast_array(arr: Any, dtype: np.dtype) -> Any:
 def _cacheable(t: Any, dtype: np.dtype) -> bool:
     """PyTorch's rule: a float32 leaf that requires grad (a parameter), cast to the region's
     dtype, while the cache is enabled."""
-    return (_cache_enabled() and dtype == autocast_dtype() and t.dtype == np.float32
+    return (is_autocast_cache_enabled() and dtype == autocast_dtype() and t.dtype == np.float32
             and t.requires_grad and t.is_leaf)
 
 

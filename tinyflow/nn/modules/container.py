@@ -112,41 +112,51 @@ class ModuleList(_ModuleSequence):
         return ModuleList([*self, *other])
 
 
-class ModuleDict(Module):
+class _NamedStore(Module):
+    """What ModuleDict and ParameterDict share: a dict's methods over one of Module's stores
+    (``_store``: ``"_modules"`` or ``"_parameters"``)."""
+
+    _store = "_modules"
+
+    def _entries(self) -> OrderedDict:
+        return self.__dict__[self._store]
+
+    def __getitem__(self, key: str) -> Any:
+        return self._entries()[key]
+
+    def __delitem__(self, key: str) -> None:
+        del self._entries()[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._entries()
+
+    def __len__(self) -> int:
+        return len(self._entries())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries())
+
+    def keys(self) -> Any:
+        return self._entries().keys()
+
+    def values(self) -> Any:
+        return self._entries().values()
+
+    def items(self) -> Any:
+        return self._entries().items()
+
+    def pop(self, key: str) -> Any:
+        return self._entries().pop(key)
+
+
+class ModuleDict(_NamedStore):
     def __init__(self, modules: dict[str, Module] | None = None) -> None:
         super().__init__()
         for k, m in (modules or {}).items():
             self.add_module(k, m)
 
-    def __getitem__(self, key: str) -> Module:
-        return self._modules[key]
-
     def __setitem__(self, key: str, module: Module) -> None:
         self.add_module(key, module)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._modules)
-
-    def keys(self) -> Any:
-        return self._modules.keys()
-
-    def values(self) -> Any:
-        return self._modules.values()
-
-    def items(self) -> Any:
-        return self._modules.items()
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._modules
-
-    def __delitem__(self, key: str) -> None:
-        del self._modules[key]
-
-    def pop(self, key: str) -> Module:
-        return self._modules.pop(key)
 
     def update(self, modules: Any) -> None:
         for k, m in (modules.items() if hasattr(modules, "items") else modules):
@@ -195,40 +205,18 @@ class ParameterList(Module):
         return self.extend(values)
 
 
-class ParameterDict(Module):
+class ParameterDict(_NamedStore):
     """A dict of named parameters (Tensors become Parameters)."""
+
+    _store = "_parameters"
 
     def __init__(self, parameters: Any = None) -> None:
         super().__init__()
         if parameters is not None:
             self.update(parameters)
 
-    def __getitem__(self, key: str) -> Any:
-        return self._parameters[key]
-
     def __setitem__(self, key: str, value: Any) -> None:
         self.register_parameter(key, _as_parameter(value))
-
-    def __delitem__(self, key: str) -> None:
-        del self._parameters[key]
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._parameters
-
-    def __len__(self) -> int:
-        return len(self._parameters)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._parameters)
-
-    def keys(self) -> Any:
-        return self._parameters.keys()
-
-    def values(self) -> Any:
-        return self._parameters.values()
-
-    def items(self) -> Any:
-        return self._parameters.items()
 
     def update(self, parameters: Any) -> None:
         """Add (name, parameter) pairs; a plain dict is added in sorted key order, as PyTorch does."""
@@ -240,6 +228,3 @@ class ParameterDict(Module):
             items = list(parameters)
         for k, v in items:
             self[k] = v
-
-    def pop(self, key: str) -> Any:
-        return self._parameters.pop(key)

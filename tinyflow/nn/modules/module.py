@@ -186,8 +186,7 @@ class Module:
                 yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name, remove_duplicate)
 
     def modules(self) -> Iterator[Module]:
-        for _, m in self.named_modules():
-            yield m
+        return (m for _, m in self.named_modules())
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
         for name, m in self._modules.items():
@@ -195,8 +194,7 @@ class Module:
                 yield name, m
 
     def children(self) -> Iterator[Module]:
-        for _, m in self.named_children():
-            yield m
+        return (m for _, m in self.named_children())
 
     def _named(self, store: str, prefix: str, recurse: bool, remove_duplicate: bool = True) -> Iterator[tuple[str, Any]]:
         seen: set[int] = set()
@@ -213,16 +211,14 @@ class Module:
         return self._named("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
+        return (p for _, p in self.named_parameters(recurse=recurse))
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
         return self._named("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
-        for _, b in self.named_buffers(recurse=recurse):
-            yield b
+        return (b for _, b in self.named_buffers(recurse=recurse))
 
     # ------------------------------------------------------------------ state
     def state_dict(self, *args: Any, destination: dict | None = None, prefix: str = "",
