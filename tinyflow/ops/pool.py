@@ -211,6 +211,11 @@ def _batched(x: Tensor) -> tuple[Tensor, bool]:
     return (x.reshape(1, *x.shape), True) if x.ndim == 3 else (x, False)
 
 
+def _each(fn: Any, out: Any) -> Any:
+    """``fn`` of a pool's result, or of each tensor of its (values, indices) pair."""
+    return tuple(fn(t) for t in out) if isinstance(out, tuple) else fn(out)
+
+
 def _pool_geometry(op: str, x: Tensor, kernel_size, stride, padding, dilation, ceil_mode):
     _check_input(op, x)
     k = pair(kernel_size, "kernel_size", op)
@@ -236,9 +241,7 @@ def max_pool2d(input: Tensor, kernel_size: IntPair, stride: IntPair | None = Non
     k, s, p, d = _pool_geometry("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
     x, unbatched = _batched(input)
     out = MaxPool2dFunction.apply(x, k, s, p, d, bool(ceil_mode), bool(return_indices))
-    if unbatched:
-        out = tuple(o.reshape(*o.shape[1:]) for o in out) if return_indices else out.reshape(*out.shape[1:])
-    return out
+    return _each(lambda t: t.reshape(*t.shape[1:]), out) if unbatched else out
 
 
 def max_pool2d_with_indices(input: Tensor, kernel_size: IntPair, stride: IntPair | None = None,  # noqa: A002
@@ -317,7 +320,7 @@ def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     s = k if stride is None or stride == () else single(stride, "stride", op)
     out = max_pool2d(_as_2d(op, input), (1, k), (1, s), (0, single(padding, "padding", op)),
                      (1, single(dilation, "dilation", op)), ceil_mode, return_indices)
-    return tuple(_from_2d(o) for o in out) if return_indices else _from_2d(out)
+    return _each(_from_2d, out)
 
 
 def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
@@ -338,7 +341,7 @@ def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:  # noqa: A00
 def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:  # noqa: A002
     op = "adaptive_max_pool1d"
     out = adaptive_max_pool2d(_as_2d(op, input), (1, single(output_size, "output_size", op)), return_indices)
-    return tuple(_from_2d(o) for o in out) if return_indices else _from_2d(out)
+    return _each(_from_2d, out)
 
 
 def _as_5d(op: str, x: Tensor) -> tuple[Tensor, bool]:
@@ -354,22 +357,14 @@ def _depth_pass(fn: Any, x: Tensor, *args: Any, **kwargs: Any) -> Any:
     out = fn(rows, *args, **kwargs)
     values = out[0] if isinstance(out, tuple) else out
     od = values.shape[-1]
-
-    def back(t: Tensor) -> Tensor:
-        return t.reshape(n, c, h, w, od).permute(0, 1, 4, 2, 3)  # (N, C, OD, H, W)
-
-    return tuple(back(t) for t in out) if isinstance(out, tuple) else back(out)
+    return _each(lambda t: t.reshape(n, c, h, w, od).permute(0, 1, 4, 2, 3), out)  # (N, C, OD, H, W)
 
 
 def _plane_pass(fn: Any, x: Tensor, *args: Any, **kwargs: Any) -> Any:
     """``fn`` (a 2-d pool) over every depth slice of (N, C, D, H, W)."""
     n, c, d = x.shape[:3]
     out = fn(x.reshape(n, c * d, *x.shape[3:]), *args, **kwargs)
-
-    def back(t: Tensor) -> Tensor:
-        return t.reshape(n, c, d, *t.shape[2:])
-
-    return tuple(back(t) for t in out) if isinstance(out, tuple) else back(out)
+    return _each(lambda t: t.reshape(n, c, d, *t.shape[2:]), out)
 
 
 def _combine_indices(plane_idx: Tensor, depth_idx: Tensor, h: int, w: int) -> Tensor:
@@ -391,10 +386,8 @@ def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     plane = _plane_pass(max_pool2d, x, k[1:], s[1:], p[1:], d[1:], ceil_mode, return_indices)
     values = plane[0] if return_indices else plane
     deep = _depth_pass(max_pool2d, values, (1, k[0]), (1, s[0]), (0, p[0]), (1, d[0]), ceil_mode, return_indices)
-    if return_indices:
-        out = (deep[0], _combine_indices(plane[1], deep[1], x.shape[3], x.shape[4]))
-        return tuple(t.squeeze(0) for t in out) if unbatched else out
-    return deep.squeeze(0) if unbatched else deep
+    out = (deep[0], _combine_indices(plane[1], deep[1], x.shape[3], x.shape[4])) if return_indices else deep
+    return _each(lambda t: t.squeeze(0), out) if unbatched else out
 
 
 def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,  # noqa: A002
@@ -453,9 +446,7 @@ def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = 
     plane = _plane_pass(adaptive_max_pool2d, x, (oh, ow), True)
     deep = _depth_pass(adaptive_max_pool2d, plane[0], (1, od), True)
     out = (deep[0], _combine_indices(plane[1], deep[1], x.shape[3], x.shape[4])) if return_indices else deep[0]
-    if unbatched:
-        return tuple(t.squeeze(0) for t in out) if return_indices else out.squeeze(0)
-    return out
+    return _each(lambda t: t.squeeze(0), out) if unbatched else out
 
 
 def _lp(out: Tensor, window: int, norm_type: float) -> Tensor:

@@ -1,5 +1,6 @@
 """Shape ops: reshape, permute, expand, getitem (with scatter-add gradients), cat, stack,
-split, pad. Most forwards return views; backward maps the gradient back to the input layout."""
+split, pad. Most forwards return views; backward maps the gradient back to the input layout.
+PyTorch's wider shape surface (flip, roll, repeat, tril, ...) lives in tinyflow/surface/."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -230,8 +231,3 @@ class Pad(Function):
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         return g[ctx.slices], None, None
-
-
-# -------------------------------------------------------------------- PyTorch's wider shape surface
-# flip, roll, repeat (and tile), repeat_interleave, unfold (sliding windows), tril/triu, diag,
-# diagonal. narrow, unflatten, movedim, chunk and friends are views built from the ops above.
