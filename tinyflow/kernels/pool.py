@@ -146,13 +146,9 @@ SCATTER_ON_CPU = True  # False: NumPy takes the slab path too (the one CuPy's fa
 
 def _maxpool2d_backward_scatter(gout, argmax, gx, hp: int, wp: int, kernel_size: Pair, stride: Pair,
                                 padding: Pair, dilation: Pair):
-    """NumPy's maxpool2d_backward: one ``np.add.at`` of every output gradient onto its winner.
-
-    The winner's flat index in the padded (N, C, Hp, Wp) canvas is the window's corner plus a
-    per-offset delta looked up from ``argmax``. Since NumPy 2 ``add.at`` is a tight loop in the
-    order of the outputs (deterministic), 3-5x faster than the kh*kw masked slab adds, which
-    remain for CuPy. Split over images on the thread pool.
-    """
+    """NumPy's maxpool2d_backward: one ``np.add.at`` of every output gradient onto its winner (the
+    window's corner in the padded canvas plus a per-offset delta looked up from ``argmax``). Since
+    NumPy 2 ``add.at`` is a tight, ordered loop, 3-5x faster than the kh*kw masked slab adds."""
     n, c, h, w = gx.shape
     oh, ow = gout.shape[2:]
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
@@ -188,11 +184,11 @@ def _avg_divisor(xp, size: int, out: int, kernel: int, stride: int, padding: int
     return count.astype(dtype)
 
 
-def _avg_scale(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad, dtype):
-    """1 / window count, broadcastable to (N, C, OH, OW)."""
+def _avg_count(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad, dtype):
+    """Each window's element count (OH, OW), broadcastable to (N, C, OH, OW)."""
     ch = _avg_divisor(xp, h, oh, kernel_size[0], stride[0], padding[0], count_include_pad, dtype)
     cw = _avg_divisor(xp, w, ow, kernel_size[1], stride[1], padding[1], count_include_pad, dtype)
-    return 1 / (ch[:, None] * cw[None, :])  # (OH, OW)
+    return ch[:, None] * cw[None, :]
 
 
 def avgpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0),
@@ -213,11 +209,10 @@ def avgpool2d_forward(x, kernel_size: Pair, stride: Pair, padding: Pair = (0, 0)
         rows = _window_slice(i, oh, sh)
         for j in range(kw):
             out += xpad[:, :, rows, _window_slice(j, ow, sw)]
+    count = _avg_count(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad, out.dtype)
     if x.dtype.kind == "i":  # int64 (PyTorch's one integer type here): C's sum / count, toward zero
-        count = (_avg_divisor(xp, h, oh, kh, sh, ph, count_include_pad, out.dtype)[:, None]
-                 * _avg_divisor(xp, w, ow, kw, sw, pw, count_include_pad, out.dtype))  # (OH, OW)
         return xp.sign(out) * (xp.abs(out) // count)
-    out *= _avg_scale(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad, x.dtype)
+    out *= 1 / count
     return out
 
 
@@ -234,8 +229,7 @@ def avgpool2d_backward(gout, x_shape: tuple[int, int, int, int], kernel_size: Pa
     oh, ow = gout.shape[2:]
     hp = _padded_extent(h, oh, kh, sh, ph, 1)
     wp = _padded_extent(w, ow, kw, sw, pw, 1)
-    g = gout * _avg_scale(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad,
-                          gout.dtype)
+    g = gout * (1 / _avg_count(xp, h, w, oh, ow, kernel_size, stride, padding, count_include_pad, gout.dtype))
     gpad = xp.zeros((n, c, hp, wp), dtype=gout.dtype)
     for i in range(kh):
         rows = _window_slice(i, oh, sh)
