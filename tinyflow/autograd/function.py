@@ -30,9 +30,13 @@ class Context:
     ``inputs`` are the input Tensors (None for non-tensor arguments), ``saved_tensors`` the arrays
     the op asked to keep, ``needs_input_grad`` a bool per positional input, ``edges`` per input the
     (node, output index) that produced it when this op ran (an in-place op may move the tensor
-    later). Defaults are class attributes: a node is made per op call, so each attribute set costs.
+    later). ``Function.apply`` builds each node directly (one per op call, so no ``__init__``), and
+    defaults are class attributes: each attribute set costs.
     """
 
+    fn: type[Function]  # the op
+    xp: Any  # numpy or cupy, the inputs' array module
+    needs_input_grad: tuple[bool, ...]
     num_outputs = 1
     output_meta: Sequence[tuple[tuple[int, ...], Any]] = ()  # (shape, dtype) per output
     _saved: tuple = ()
@@ -41,13 +45,6 @@ class Context:
     versions: Sequence[tuple[list[int], int]] = ()  # saved tensors: (shared counter, value then)
     inputs: tuple = ()
     edges: tuple = ()
-
-    def __init__(self, fn: type[Function], inputs: tuple, xp: Any) -> None:
-        self.fn = fn
-        self.inputs = inputs
-        self.xp = xp
-        self.needs_input_grad = tuple(t is not None and t._requires_grad for t in inputs)
-        self.edges = tuple(None if t is None else (t._ctx, t._out_index) for t in inputs)
 
     @property
     def kernels(self) -> Any:
@@ -165,7 +162,7 @@ class Function:
             needs = _NO_GRAD_NEEDS.get(n)
             if needs is None:
                 needs = _NO_GRAD_NEEDS[n] = (False,) * n
-        ctx = _new_object(Context)  # Context.__init__'s work, done here in one pass
+        ctx = _new_object(Context)  # the node, built here in one pass
         ctx.fn = cls
         ctx.xp = xp
         ctx.needs_input_grad = needs

@@ -25,12 +25,10 @@ from tinyflow.random import rng
 from tinyflow.tensor import Tensor
 
 __all__ = [
-    # the ops
     "ReLUFunction", "LeakyReLUFunction", "GELUFunction", "SigmoidFunction", "TanhFunction",
     "SoftmaxFunction", "LogSoftmaxFunction", "LogSumExp", "ELUFunction", "SiLUFunction", "MishFunction",
     "SoftplusFunction", "SoftsignFunction", "HardtanhFunction", "HardsigmoidFunction", "HardswishFunction",
     "LogSigmoidFunction", "PReLUFunction", "erf_array",
-    # F
     "relu", "relu_", "leaky_relu_", "leaky_relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax",
     "logsumexp", "elu_", "celu_", "selu_", "hardtanh_", "threshold_", "rrelu_", "elu", "selu", "celu", "silu",
     "mish", "softplus", "softsign", "hardtanh", "relu6", "hardsigmoid", "hardswish", "logsigmoid",

@@ -29,7 +29,6 @@ from tinyflow.tensor import Tensor
 __all__ = [
     "CrossEntropy", "NLLLossFunction", "MSELossFunction", "L1LossFunction", "BinaryCrossEntropyFunction",
     "BinaryCrossEntropyWithLogitsFunction", "SmoothL1LossFunction", "HuberLossFunction", "KLDivFunction",
-    # F
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
     "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss", "margin_ranking_loss", "hinge_embedding_loss",
     "cosine_embedding_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss",
@@ -461,10 +460,8 @@ def _reduced(losses: Tensor, reduction: str) -> Tensor:
 def cross_entropy(input: Tensor, target: Any, weight: Tensor | None = None,  # noqa: A002
                   size_average: bool | None = None, ignore_index: int = -100, reduce: bool | None = None,
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
-    """Softmax cross-entropy on logits (N, C), (N, C, d1, ...) or (C,) and class indices, as PyTorch.
-
-    Targets that are class probabilities (a float tensor shaped like the logits) are supported too.
-    """
+    """Softmax cross-entropy on logits (N, C), (N, C, d1, ...) or (C,) and class indices, or class
+    probabilities (a float target shaped like the logits), as PyTorch."""
     reduction = _reduction("cross_entropy", size_average, reduce, reduction)
     logits, target = amp.float32_inputs(input, target)
     if not 0 <= label_smoothing <= 1:
@@ -570,8 +567,7 @@ def _weight_array(op: str, weight: Any, like: Tensor) -> Any:
 def binary_cross_entropy(input: Tensor, target: Any, weight: Tensor | None = None,  # noqa: A002
                          size_average: bool | None = None, reduce: bool | None = None,
                          reduction: str = "mean") -> Tensor:
-    """Binary cross-entropy between probabilities ``input`` in [0, 1] and ``target`` (same shape);
-    each log is clamped at -100, as in PyTorch."""
+    """Binary cross-entropy between probabilities ``input`` in [0, 1] and ``target`` (same shape)."""
     op = "binary_cross_entropy"
     reduction = _reduction(op, size_average, reduce, reduction)
     target = _as_target(target, input)
@@ -621,9 +617,8 @@ def huber_loss(input: Tensor, target: Any, reduction: str = "mean", delta: float
 
 def kl_div(input: Tensor, target: Any, size_average: bool | None = None, reduce: bool | None = None,  # noqa: A002
            reduction: str = "mean", log_target: bool = False) -> Tensor:
-    """KL(target || prediction) with ``input`` the prediction's log-probabilities: pointwise
-    target * (log(target) - input). ``reduction="batchmean"`` (the true KL divergence) divides
-    the sum by the batch size; "mean" divides by the number of elements (with PyTorch's warning)."""
+    """KL(target || prediction), ``input`` the prediction's log-probabilities; ``"batchmean"`` (the
+    true KL divergence) divides the sum by the batch size, "mean" by the elements (PyTorch warns)."""
     op = "kl_div"
     if reduction != "batchmean":
         reduction = _reduction(op, size_average, reduce, reduction)
