@@ -2,9 +2,8 @@
 
 * ``alexnet-224`` is ``torchvision.models.alexnet`` layer for layer, with its parameter names
   (``features.0.weight`` ... ``classifier.6.bias``) and shapes, so its weights load.
-* ``alexnet-2012`` is the network of Krizhevsky et al. (2012) for 224x224 input: 96-256-384-384-256
-  channels, the two GPU towers as ``groups=2`` on conv2, conv4 and conv5 (conv3 sees both towers),
-  and local response normalisation (size 5, alpha 1e-4, beta 0.75, k 2) after conv1 and conv2.
+* ``alexnet-2012`` is the network of Krizhevsky et al. (2012) for 224x224 input: the two GPU towers
+  as ``groups=2`` on conv2, conv4 and conv5 (conv3 sees both), LRN after conv1 and conv2.
 * ``alexnet`` (the default for ``tinyflow train``) keeps the same five conv layers and three
   fully connected ones for 64x64 ImageNet subsets: conv1 is 5x5 stride 2 (64 -> 32 -> pool 15),
   so that the feature map stays large enough for three overlapping 3x3/2 poolings (15 -> 7 -> 3),
@@ -90,11 +89,8 @@ class AlexNet2012Config(AlexNetConfig):
 
 
 class AlexNet(nn.Module):
-    """features (5 convs, 3 overlapping max pools) -> adaptive avg pool -> classifier (3 FCs).
-
-    Without LRN the submodule indices are torchvision's, so ``features.0`` is conv1,
-    ``classifier.1`` the first Linear, and a torchvision state dict loads as is.
-    """
+    """features (5 convs, 3 overlapping max pools) -> adaptive avg pool -> classifier (3 FCs); without
+    LRN the submodule indices are torchvision's (``features.0`` is conv1), so its state dicts load."""
 
     def __init__(self, config: AlexNetConfig | None = None) -> None:
         super().__init__()

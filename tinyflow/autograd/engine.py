@@ -66,9 +66,8 @@ def _topological_order(roots: Sequence[Context], leaf_uses: dict[int, int] | Non
 
 
 def _accumulate(total: Any, g: Any, owned: dict[int, Any]) -> Any:
-    """``total + g``. A sum this backward made itself (listed in ``owned``, which keeps it alive so
-    its id stays unique) is added into in place: no other node or leaf holds it yet. Gradients
-    that ops returned are never written into: an op may hand one array to several inputs."""
+    """``total + g``, in place into a sum this backward made itself (``owned``, which keeps it alive),
+    never into a gradient an op returned (an op may hand one array to several inputs)."""
     if id(total) in owned and total.shape == g.shape and total.dtype == g.dtype:
         total += g
         return total

@@ -2,8 +2,7 @@
 
 Follows ``torch.optim.Optimizer``: ``param_groups`` is a list of dicts (``"params"`` plus the
 hyper-parameters), ``state`` maps each parameter to a dict of its buffers, and ``state_dict()``
-uses PyTorch's layout ``{"state": {index: {...}}, "param_groups": [{..., "params": [index]}]}``
-so that checkpoints move between the two.
+has PyTorch's layout, so that checkpoints move between the two.
 
 float16 and bfloat16 parameters are updated in float32 (float32 buffers, a float32 master weight),
 so that updates far below the parameter's resolution (bfloat16: 1 + 2**-9 rounds to 1) accumulate.
@@ -126,11 +125,8 @@ class Optimizer:
 
     # ------------------------------------------------------------------ state dicts
     def state_dict(self) -> dict[str, Any]:
-        """The optimizer state in PyTorch's layout; parameters become running indices.
-
-        Like PyTorch, the buffers are returned by reference (not copied); ``tf.save`` writes
-        them out, ``load_state_dict`` copies them in.
-        """
+        """The optimizer state in PyTorch's layout ``{"state": {index: {...}}, "param_groups":
+        [{..., "params": [index]}]}``, the buffers by reference as PyTorch returns them."""
         index_of: dict[int, int] = {}
         packed_groups = []
         for group in self.param_groups:

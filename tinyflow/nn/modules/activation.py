@@ -267,11 +267,9 @@ class NonDynamicallyQuantizableLinear(Linear):
 
 
 class MultiheadAttention(Module):
-    """Multi-head attention with PyTorch's parameters (``in_proj_weight`` (3E, E) and
-    ``in_proj_bias``, or ``q/k/v_proj_weight`` when kdim/vdim differ; ``out_proj``), init
-    (xavier-uniform in-projection, zero biases) and call:
-    ``out, weights = mha(query, key, value, key_padding_mask, need_weights, attn_mask)``,
-    (L, N, E) inputs, or (N, L, E) with ``batch_first``."""
+    """Multi-head attention with PyTorch's parameters (``in_proj_weight`` (3E, E) and ``in_proj_bias``,
+    or ``q/k/v_proj_weight`` when kdim/vdim differ; ``out_proj``), init and call: ``out, weights =
+    mha(query, key, value, ...)`` on (L, N, E) inputs, or (N, L, E) with ``batch_first``."""
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
