@@ -437,15 +437,9 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        lines = []
-        for name, m in self._modules.items():
-            body = repr(m).replace("\n", "\n  ")
-            lines.append(f"({name}): {body}")
-        extra = self.extra_repr()
-        if not lines:
-            return f"{type(self).__name__}({extra})"
-        head = f"{type(self).__name__}(" + (f"{extra}" if extra else "")
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
+        return head + "\n  " + "\n  ".join(lines) + "\n)" if lines else head + ")"
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._modules) | set(self._buffers))
