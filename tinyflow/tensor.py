@@ -208,7 +208,7 @@ class Tensor:
         return self._read(why).reshape(()).item()
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
-        """The data as a NumPy array (copied to the host for CUDA tensors, a host read; so ``force`` changes nothing)."""
+        """The data as a NumPy array (a host read, copied for CUDA tensors; ``force`` changes nothing)."""
         return self._read("numpy")
 
     def item(self) -> Any:

@@ -153,9 +153,7 @@ class Conv2dFunction(Function):
         return gx, gw, gb
 
 
-GEMM_K_ALIGN = 8
-"""On the GPU, K of the convolution GEMMs is padded to a multiple of this (cuBLAS's aligned
-kernels want 16-byte multiples; 8 covers every dtype up to float16 and float32 alike)."""
+GEMM_K_ALIGN = 8  # cuBLAS's aligned kernels want 16-byte multiples of K: 8 covers float16 and float32
 
 
 def _gemm_k(xp, ckk: int, groups: int) -> int:
