@@ -251,8 +251,13 @@ def run_scenario(name: str, python: str = sys.executable, timeout: float = 300.0
     return loaded_code(name, [tuple(m) for m in modules]), profiled
 
 
-def _run_python(code: str, python: str = sys.executable, timeout: float = 300.0) -> subprocess.CompletedProcess:
+def _run_python(code: str, python: str = sys.executable, timeout: float = 300.0,
+                bytecode: bool = False) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter, the checkout first on its path, on the CPU. ``bytecode``: let
+    Python write and read its .pyc cache (an import timed as users see it, torch's included)."""
     env = dict(os.environ)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU step, as on a machine without a GPU
     return subprocess.run([python, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
@@ -272,12 +277,12 @@ def entered_code(files: Iterable[str], repo: Path = REPO) -> Entered:
 
 def import_seconds(module: str, python: str = sys.executable, runs: int = 5) -> list[float]:
     """Seconds ``import module`` takes in ``runs`` fresh interpreters (measured inside each, so
-    the interpreter's own start-up is left out)."""
+    the interpreter's own start-up is left out), with Python's bytecode cache on."""
     code = (f"import time\nt = time.perf_counter()\nimport {module}\n"
             "print('@@seconds', time.perf_counter() - t)\n")
     out = []
     for _ in range(runs):
-        proc = _run_python(code, python, timeout=120)
+        proc = _run_python(code, python, timeout=120, bytecode=True)
         if proc.returncode != 0:
             raise ModuleNotFoundError(f"import {module} failed in {python}")
         out.append(float(proc.stdout.split("@@seconds", 1)[1].split()[0]))
@@ -286,9 +291,11 @@ def import_seconds(module: str, python: str = sys.executable, runs: int = 5) -> 
 
 def import_ratio(python: str = sys.executable, rounds: int = 5) -> dict | None:
     """``import tinyflow`` against ``import torch``: each in its own fresh interpreter, alternating
-    rounds, the medians and their ratio; None where torch is not installed."""
+    rounds after one untimed import of each (so that both read their bytecode caches, as users'
+    imports do), the medians and their ratio; None where torch is not installed."""
     ours, theirs = [], []
     try:
+        import_seconds("torch", python, 1), import_seconds("tinyflow", python, 1)  # warm: caches written
         for _ in range(rounds):
             theirs += import_seconds("torch", python, 1)
             ours += import_seconds("tinyflow", python, 1)

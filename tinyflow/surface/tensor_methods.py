@@ -40,7 +40,7 @@ def _ops() -> Any:
     """Every op (tinyflow.surface.ops: the core families and the surface's), imported on first use."""
     global _OPS
     if _OPS is None:
-        import tinyflow.surface.ops as ops
+        from tinyflow.surface.ops import index as ops
 
         _OPS = ops
     return _OPS

@@ -47,7 +47,7 @@ def _wrap_dim(op: str, dim: int, ndim: int) -> int:
 
 
 def _no_grad_op(fn: Callable[..., Any], *tensors: Any) -> Any:
-    import tinyflow.surface.ops as ops
+    from tinyflow.surface.ops import index as ops
 
     return ops.NoGradient.apply(fn, *tensors)
 
@@ -269,7 +269,7 @@ class LayoutMethods:
                 f"{op}: expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
                 f"slice size = {list(slice_shape)}"
             )
-        import tinyflow.surface.ops as ops
+        from tinyflow.surface.ops import index as ops
 
         return ops.SetItem.apply(self, src.to(self.dtype), (index,))
 

@@ -40,7 +40,7 @@ def _special() -> Any:
 
 def _ops() -> Any:
     """Every op (tinyflow.surface.ops), imported on first use."""
-    import tinyflow.surface.ops as ops
+    from tinyflow.surface.ops import index as ops
 
     return ops
 

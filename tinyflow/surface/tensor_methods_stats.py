@@ -46,7 +46,7 @@ _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 # ------------------------------------------------------------------------------ helpers
 def _ops() -> Any:
     """Every op (tinyflow.surface.ops), imported on first use."""
-    import tinyflow.surface.ops as ops
+    from tinyflow.surface.ops import index as ops
 
     return ops
 
