@@ -15,11 +15,9 @@ import pytest
 
 import tinyflow as tf
 import tinyflow.nn as nn
-from tinyflow import cli
-from tinyflow.data import DataLoader, Dataset, synthetic
+from tinyflow.data import DataLoader, Dataset
 from tinyflow.data import transforms as T
 from tinyflow.recipes import checkpoint as ckpts
-from tinyflow.recipes import vision
 from tinyflow.recipes.loop import FitOptions, FitResult, Hooks, fit
 from tinyflow.recipes.vision import CLASSIFICATION, classification_step, evaluation_sums
 
@@ -159,31 +157,16 @@ def test_lstm_lm_resumes_under_another_batch_size(tmp_path: Path, capsys) -> Non
 # ----------------------------------------------------------------------------- the command line
 
 
-@pytest.fixture
-def tiny(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Model 'tiny' (an MLP over 8x8 images) and a small two-class data set."""
-    monkeypatch.setattr(vision, "build_model", lambda name, num_classes: nn.Sequential(
-        nn.Flatten(), nn.Linear(192, 16), nn.ReLU(), nn.Linear(16, num_classes)))
-    monkeypatch.setattr(vision, "available_models", lambda: ["tiny"])
-    return synthetic.generate(tmp_path_factory.mktemp("data"), train_per_class=16, val_per_class=4, size=8,
-                              classes=("circle", "stripes"))
-
-
-def _train(data: Path, run: Path, *extra: str) -> int:
-    return cli.main(["train", "tiny", "--data", str(data), "--image-size", "8", "--checkpoint-dir", str(run),
-                     "--workers", "0", "--quiet", "--batch-size", "8", *extra])
-
-
 def _history(run: Path) -> list[dict]:
     return ckpts.load_checkpoint(run / "last.ckpt")["history"]
 
 
-def test_cli_resume_takes_the_runs_options_and_says_what_changed(tiny: Path, tmp_path: Path, capsys) -> None:
-    assert _train(tiny, tmp_path / "ref", "--epochs", "3", "--lr", "0.05", "--optimizer", "sgd") == 0
-    assert _train(tiny, tmp_path / "run", "--epochs", "1", "--lr", "0.05", "--optimizer", "sgd") == 0
+def test_cli_resume_takes_the_runs_options_and_says_what_changed(tiny: Path, tmp_path: Path, capsys, train) -> None:
+    assert train(tiny, tmp_path / "ref", "--epochs", "3", "--lr", "0.05", "--optimizer", "sgd") == 0
+    assert train(tiny, tmp_path / "run", "--epochs", "1", "--lr", "0.05", "--optimizer", "sgd") == 0
     capsys.readouterr()
     # The README's command: only --epochs given; lr, optimizer and batch size are the run's own.
-    assert _train(tiny, tmp_path / "run", "--epochs", "3", "--resume") == 0
+    assert train(tiny, tmp_path / "run", "--epochs", "3", "--resume") == 0
     err = capsys.readouterr().err
     resume_line = next(line for line in err.splitlines() if line.startswith("resuming from"))
     assert resume_line.endswith("at epoch 2; the run's own --optimizer sgd, --lr 0.05, --weight-decay 0.0005; "
@@ -193,37 +176,37 @@ def test_cli_resume_takes_the_runs_options_and_says_what_changed(tiny: Path, tmp
     assert [r["lr"] for r in _history(tmp_path / "run")] == pytest.approx([0.05, 0.0375, 0.0125])
 
     # Left out again, --epochs is the run's own (3): nothing left to train is an error.
-    assert _train(tiny, tmp_path / "run", "--resume") == 2
+    assert train(tiny, tmp_path / "run", "--resume") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (f"tinyflow train: error: --epochs 3: checkpoint '{tmp_path / 'run' / 'last.ckpt'}' has "
                        "already trained 3 epochs; pass --epochs 4 or more to train on (the learning-rate "
                        "schedule then spans the new length)")
-    assert _train(tiny, tmp_path / "run", "--epochs", "2", "--resume") == 2
+    assert train(tiny, tmp_path / "run", "--epochs", "2", "--resume") == 2
     assert "already trained 3 epochs" in capsys.readouterr().err
 
-    assert _train(tiny, tmp_path / "run", "--epochs", "5", "--resume", "--lr", "0.01", "--schedule", "constant") == 0
+    assert train(tiny, tmp_path / "run", "--epochs", "5", "--resume", "--lr", "0.01", "--schedule", "constant") == 0
     err = capsys.readouterr().err
     assert ("changed --epochs 3 -> 5, --lr 0.05 -> 0.01, --schedule cosine -> constant: learning rate 0.01 "
             "from here") in err
     assert [r["lr"] for r in _history(tmp_path / "run")][3:] == pytest.approx([0.01, 0.01])
 
 
-def test_cli_resume_with_another_optimizer_is_one_line(tiny: Path, tmp_path: Path, capsys) -> None:
-    assert _train(tiny, tmp_path, "--epochs", "1", "--optimizer", "sgd") == 0
+def test_cli_resume_with_another_optimizer_is_one_line(tiny: Path, tmp_path: Path, capsys, train) -> None:
+    assert train(tiny, tmp_path, "--epochs", "1", "--optimizer", "sgd") == 0
     capsys.readouterr()
-    assert _train(tiny, tmp_path, "--epochs", "2", "--optimizer", "adam", "--resume") == 2
+    assert train(tiny, tmp_path, "--epochs", "2", "--optimizer", "adam", "--resume") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (f"tinyflow train: error: --optimizer adam: checkpoint '{tmp_path / 'last.ckpt'}' was "
                        "trained with --optimizer sgd, whose state cannot carry over to adam; resume with "
                        "--optimizer sgd (or leave it out), or start a new run in another --checkpoint-dir")
 
 
-def test_cli_resume_of_a_checkpoint_without_options_keeps_its_optimizer_settings(tiny: Path, tmp_path: Path) -> None:
-    assert _train(tiny, tmp_path, "--epochs", "1", "--lr", "0.05", "--optimizer", "sgd", "--momentum", "0.5") == 0
+def test_cli_resume_of_a_checkpoint_without_options_keeps_its_optimizer_settings(tiny: Path, tmp_path: Path, train) -> None:
+    assert train(tiny, tmp_path, "--epochs", "1", "--lr", "0.05", "--optimizer", "sgd", "--momentum", "0.5") == 0
     state = ckpts.load_checkpoint(tmp_path / "last.ckpt")
     old = {k: v for k, v in state.items() if k not in ("format", "options", "optimizer_name")}  # as written before
     ckpts.save_checkpoint(tmp_path / "last.ckpt", old)
-    assert _train(tiny, tmp_path, "--epochs", "2", "--resume") == 0  # not: adam at its default lr
+    assert train(tiny, tmp_path, "--epochs", "2", "--resume") == 0  # not: adam at its default lr
     resumed = ckpts.load_checkpoint(tmp_path / "last.ckpt")
     recorded = {"optimizer": "sgd", "epochs": 2, "batch_size": 8, "lr": 0.05, "schedule": "cosine", "momentum": 0.5,
                 "weight_decay": 5e-4}

@@ -15,24 +15,8 @@ import pytest
 import tinyflow as tf
 import tinyflow.nn as nn
 from tinyflow import cli
-from tinyflow.data import synthetic
 from tinyflow.recipes import checkpoint as ckpts
 from tinyflow.recipes import vision
-
-
-@pytest.fixture
-def tiny(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Model 'tiny' (an MLP over 8x8 images) and a small two-class data set."""
-    monkeypatch.setattr(vision, "build_model", lambda name, num_classes: nn.Sequential(
-        nn.Flatten(), nn.Linear(192, 16), nn.ReLU(), nn.Linear(16, num_classes)))
-    monkeypatch.setattr(vision, "available_models", lambda: ["tiny"])
-    return synthetic.generate(tmp_path_factory.mktemp("data"), train_per_class=16, val_per_class=4, size=8,
-                              classes=("circle", "stripes"))
-
-
-def _train(data: Path, run: Path, *extra: str) -> int:
-    return cli.main(["train", "tiny", "--data", str(data), "--image-size", "8", "--checkpoint-dir", str(run),
-                     "--workers", "0", "--quiet", "--batch-size", "8", *extra])
 
 
 def _resume_line(err: str) -> str:
@@ -51,10 +35,10 @@ def _error(err: str) -> str:
 # ----------------------------------------------------------------------------- taken from the checkpoint
 
 
-def test_options_left_out_are_taken_from_the_checkpoint_and_said_once(tiny: Path, tmp_path: Path, capsys) -> None:
+def test_options_left_out_are_taken_from_the_checkpoint_and_said_once(tiny: Path, tmp_path: Path, capsys, train) -> None:
     """The reported case: an fp16 run resumed without --amp went on in float32 and dropped its loss
     scaler. Now it goes on in fp16 from the saved loss scale, and the resume line says what it took."""
-    assert _train(tiny, tmp_path, "--epochs", "1", "--amp", "fp16", "--seed", "3", "--crop-scale", "0.5") == 0
+    assert train(tiny, tmp_path, "--epochs", "1", "--amp", "fp16", "--seed", "3", "--crop-scale", "0.5") == 0
     state = ckpts.load_checkpoint(tmp_path / "last.ckpt")
     assert state["options"]["amp"] == "fp16" and state["scaler"] is not None
     assert state["world_size"] == 1 and state["options"]["data"] == str(tiny)
@@ -63,7 +47,7 @@ def test_options_left_out_are_taken_from_the_checkpoint_and_said_once(tiny: Path
     ckpts.save_checkpoint(tmp_path / "last.ckpt", {**{k: v for k, v in state.items() if k != "format"},
                                                    "scaler": scaler})
     capsys.readouterr()
-    assert _train(tiny, tmp_path, "--epochs", "2", "--resume") == 0
+    assert train(tiny, tmp_path, "--epochs", "2", "--resume") == 0
     err = capsys.readouterr().err
     line = _resume_line(err)
     assert line.endswith("at epoch 2; the run's own --amp fp16, --seed 3, --crop-scale 0.5; changed --epochs 1 -> 2: "
@@ -107,29 +91,29 @@ def test_the_language_models_sizes_are_taken_from_the_checkpoint(tmp_path: Path,
     (["--image-size", "16"], "--image-size 16: checkpoint {path} was trained with --image-size 8, which shaped"),
 ])  # fmt: skip
 def test_a_conflicting_option_is_an_error_naming_both(tiny: Path, tmp_path: Path, capsys, extra: list[str],
-                                                      message: str) -> None:
-    assert _train(tiny, tmp_path, "--epochs", "1") == 0
+                                                      message: str, train) -> None:
+    assert train(tiny, tmp_path, "--epochs", "1") == 0
     before = (tmp_path / "last.ckpt").read_bytes()
     capsys.readouterr()
-    assert _train(tiny, tmp_path, "--epochs", "2", "--resume", *extra) == 2
+    assert train(tiny, tmp_path, "--epochs", "2", "--resume", *extra) == 2
     line = _error(capsys.readouterr().err)
     assert line.startswith("tinyflow train: error: " + message.format(path=repr(str(tmp_path / "last.ckpt"))))
     assert (tmp_path / "last.ckpt").read_bytes() == before  # refused before any training
 
 
-def test_other_workers_classes_or_precision_in_the_loop_are_errors(tiny: Path, tmp_path: Path, capsys) -> None:
-    assert _train(tiny, tmp_path, "--epochs", "1") == 0
+def test_other_workers_classes_or_precision_in_the_loop_are_errors(tiny: Path, tmp_path: Path, capsys, train) -> None:
+    assert train(tiny, tmp_path, "--epochs", "1") == 0
     state = ckpts.load_checkpoint(tmp_path / "last.ckpt")
     path = repr(str(tmp_path / "last.ckpt"))
     rest = {k: v for k, v in state.items() if k != "format"}
     ckpts.save_checkpoint(tmp_path / "last.ckpt", {**rest, "world_size": 2})
     capsys.readouterr()
-    assert _train(tiny, tmp_path, "--epochs", "2", "--resume") == 2
+    assert train(tiny, tmp_path, "--epochs", "2", "--resume") == 2
     assert _error(capsys.readouterr().err) == (f"tinyflow train: error: checkpoint {path} was trained by 2 workers "
                                                "(--nproc 2), this run has 1: resume it with --nproc 2, or start a "
                                                "new run in another --checkpoint-dir")
     ckpts.save_checkpoint(tmp_path / "last.ckpt", {**rest, "classes": ["circle", "square"]})
-    assert _train(tiny, tmp_path, "--epochs", "2", "--resume") == 2
+    assert train(tiny, tmp_path, "--epochs", "2", "--resume") == 2
     assert (f"checkpoint {path} was trained on classes ['circle', 'square'] but {tiny} has classes ['circle', "
             "'stripes']: resume on data with the same class folders") in _error(capsys.readouterr().err)
     # fit itself (a program's own loop) refuses to drop an fp16 checkpoint's loss scaler.
@@ -144,12 +128,12 @@ def test_other_workers_classes_or_precision_in_the_loop_are_errors(tiny: Path, t
 # ----------------------------------------------------------------------------- may change
 
 
-def test_options_that_may_change_are_named_as_changed(tiny: Path, tmp_path: Path, capsys) -> None:
-    assert _train(tiny, tmp_path / "run", "--epochs", "1", "--lr", "0.01") == 0
+def test_options_that_may_change_are_named_as_changed(tiny: Path, tmp_path: Path, capsys, train) -> None:
+    assert train(tiny, tmp_path / "run", "--epochs", "1", "--lr", "0.01") == 0
     moved = tmp_path / "moved"
     shutil.copytree(tiny, moved)  # the data set now lives elsewhere: its classes are the same
     capsys.readouterr()
-    assert _train(moved, tmp_path / "run", "--epochs", "2", "--resume", "--lr", "0.02", "--workers", "1") == 0
+    assert train(moved, tmp_path / "run", "--epochs", "2", "--resume", "--lr", "0.02", "--workers", "1") == 0
     line = _resume_line(capsys.readouterr().err)
     assert line.endswith(f"at epoch 2; changed --epochs 1 -> 2, --lr 0.01 -> 0.02, --data {tiny} -> {moved}, "
                          "--workers 0 -> 1: learning rate 0.01 from here")
@@ -161,15 +145,15 @@ def test_options_that_may_change_are_named_as_changed(tiny: Path, tmp_path: Path
 
 
 def test_a_checkpoint_without_the_record_resumes_and_says_what_could_not_be_checked(tiny: Path, tmp_path: Path,
-                                                                                   capsys) -> None:
-    assert _train(tiny, tmp_path, "--epochs", "1", "--optimizer", "sgd") == 0
+                                                                                   capsys, train) -> None:
+    assert train(tiny, tmp_path, "--epochs", "1", "--optimizer", "sgd") == 0
     state = ckpts.load_checkpoint(tmp_path / "last.ckpt")
     recorded = ("format", "amp", "epoch_time_s", "world_size")
     old = {k: v for k, v in state.items() if k not in recorded}
     old["options"] = {k: v for k, v in state["options"].items() if k in ckpts.RESUMED_OPTIONS}  # as written before
     ckpts.save_checkpoint(tmp_path / "last.ckpt", old)
     capsys.readouterr()
-    assert _train(tiny, tmp_path, "--epochs", "2", "--resume") == 0
+    assert train(tiny, tmp_path, "--epochs", "2", "--resume") == 0
     err = capsys.readouterr().err
     assert "the run's own --optimizer sgd" in _resume_line(err)
     note = [line for line in err.splitlines() if line.startswith("note:")]
@@ -181,7 +165,7 @@ def test_a_checkpoint_without_the_record_resumes_and_says_what_could_not_be_chec
 # ----------------------------------------------------------------------------- whole-model pickles
 
 
-def test_a_whole_model_checkpoint_is_one_line_saying_how_to_load_it(tiny: Path, tmp_path: Path, capsys) -> None:
+def test_a_whole_model_checkpoint_is_one_line_saying_how_to_load_it(tiny: Path, tmp_path: Path, capsys, train) -> None:
     whole = tmp_path / "whole.ckpt"
     tf.save(nn.Sequential(nn.Flatten(), nn.Linear(192, 2)), str(whole))
     expected = (f"{str(whole)!r} holds a pickled tinyflow.nn.modules.container.Sequential (a whole object saved "
@@ -193,6 +177,6 @@ def test_a_whole_model_checkpoint_is_one_line_saying_how_to_load_it(tiny: Path, 
                           (["sample", "--checkpoint", str(whole)], "sample")):
         assert cli.main(argv) == 2
         assert _error(capsys.readouterr().err) == f"tinyflow {command}: error: {expected}"
-    assert _train(tiny, tmp_path / "run", "--epochs", "1", "--resume", str(whole)) == 2
+    assert train(tiny, tmp_path / "run", "--epochs", "1", "--resume", str(whole)) == 2
     line = _error(capsys.readouterr().err)
     assert line == f"tinyflow train: error: {expected}" and "add_safe_globals" not in line
