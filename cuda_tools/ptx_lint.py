@@ -1,12 +1,12 @@
 """A lint over the PTX of tinyflow's CUDA kernels: the costs that a review of the .cu misses.
 
-DESIGN.md asks kernels to run at the memory or tensor-core limit: 32-bit index math, no division
-by a runtime value per element, no register spills. The H100 profile of issue 21 found im2col
-bound by six 64-bit divisions per element, which read innocently in the source (``t % OW``) and
-plainly in the PTX (``div.s64``). So this lint compiles every ``csrc/*.cu`` the way NVRTC does
-(``nvcc -ptx -arch=sm_90 -std=c++17 -I csrc``, plus ``-lineinfo`` for source lines, which leaves
-the instructions unchanged), runs ``ptxas -v`` on that PTX, and reports, per ``.entry`` kernel,
-one ``kernel: rule: detail`` line per rule that fires:
+docs/design.md ("The rules") asks kernels to run at the memory or tensor-core limit: 32-bit index
+math, no division by a runtime value per element, no register spills. The H100 profile of issue 21
+found im2col bound by six 64-bit divisions per element, which read innocently in the source
+(``t % OW``) and plainly in the PTX (``div.s64``). So this lint compiles every ``csrc/*.cu`` the way
+NVRTC does (``nvcc -ptx -arch=sm_90 -std=c++17 -I csrc``, plus ``-lineinfo`` for source lines, which
+leaves the instructions unchanged), runs ``ptxas -v`` on that PTX, and reports, per ``.entry``
+kernel, one ``kernel: rule: detail`` line per rule that fires:
 
 ``runtime-div``
     An integer ``div``/``rem`` (any width; nvcc guards every 64-bit one with a 32-bit fast path,

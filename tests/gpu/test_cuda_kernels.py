@@ -41,8 +41,8 @@ def test_twin_module_mirrors_its_reference_family(family):
 
 
 def test_every_kernel_has_fp32_fp64_fp16_and_bf16_entry_points():
-    """DESIGN.md: each .cu family has all four entry points, so no op falls back to a per-tap
-    reference on a GPU for want of a half-precision kernel (issue 21)."""
+    """docs/design.md ("The rules"): each .cu family has all four entry points, so no op falls back
+    to a per-tap reference on a GPU for want of a half-precision kernel (issue 21)."""
     suffixes = ("f32", "f64", "f16", "bf16")
     bases: dict[str, set[str]] = {}
     for name in runtime.discover():
