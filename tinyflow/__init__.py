@@ -61,7 +61,7 @@ _SUBMODULES = (
     "data", "parallel", "kernels", "testing", "cuda", "cpu", "accelerator", "backends", "utils", "distributions",
     "distributed", "recipes", "models", "explainer",
 )
-_LAZY_NAMES = {"explain": ("tinyflow.explainer", "explain")}  # `with tf.explain() as ex: <one step>; ex.save(...)`
+_FIRST_USE_NAMES = {"explain": ("tinyflow.explainer", "explain")}  # `with tf.explain() as ex: <one step>; ex.save(...)`
 
 
 def __getattr__(name: str):  # noqa: ANN202
@@ -73,8 +73,8 @@ def __getattr__(name: str):  # noqa: ANN202
 
     if name in _SUBMODULES:
         return importlib.import_module(f"tinyflow.{name}")
-    if name in _LAZY_NAMES:
-        module, attr = _LAZY_NAMES[name]
+    if name in _FIRST_USE_NAMES:
+        module, attr = _FIRST_USE_NAMES[name]
         return getattr(importlib.import_module(module), attr)
     if name in dtypes.BUILTIN_DTYPE_NAMES:  # tinyflow.float / int / bool: not defined here, where they
         return dtypes.BUILTIN_DTYPE_NAMES[name]  # would shadow Python's builtins
@@ -92,4 +92,4 @@ def __getattr__(name: str):  # noqa: ANN202
 def __dir__() -> list[str]:
     from tinyflow.surface import functions
 
-    return sorted(set(globals()) | set(_SUBMODULES) | set(_LAZY_NAMES) | set(functions.__all__))
+    return sorted(set(globals()) | set(_SUBMODULES) | set(_FIRST_USE_NAMES) | set(functions.__all__))
