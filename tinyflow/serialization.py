@@ -23,7 +23,10 @@ only containers, numbers, strings, dtypes, devices and the classes and functions
 allowlisted with ``add_safe_globals([...])`` or ``with safe_globals([...]):``; anything else (a
 class of the file's choosing, ``os.system``, ``eval``) is refused before it is called. Pass
 ``weights_only=False`` only for a file you trust (a full unpickle runs code from the file), or
-save ``model.state_dict()`` to need neither.
+save ``model.state_dict()`` to need neither. A pickle written before a class moved (the files
+of issue 34's house, e.g. ``tinyflow.nn.modules.activation_extra.SiLU``) names its old module;
+``load`` reads it from where it lives now (``_MOVED_MODULES``), and the allowlist knows it by
+that name.
 
 The ``.npy`` format has no bfloat16 (it would come back as anonymous 2-byte ``V2`` records): a
 bfloat16 array is stored as its raw ``uint16`` bits with ``"dtype": "bfloat16"`` in its manifest
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import json
 import math
 import io
@@ -178,6 +182,48 @@ class safe_globals:  # noqa: N801 - PyTorch's name
     def __exit__(self, *exc: Any) -> None:
         with _safe_globals_lock:
             _user_safe_globals[:] = self._saved or []
+
+
+# Where a pickle written before the house moved into folders (issue 34) finds what it names: each
+# old module and the module that exports its public classes and functions now. As torch.load
+# reads torch.tensor as torch._tensor (its load_module_mapping), find_class reads an old name
+# from its new module. Data for this unpickler only: no import alias, nothing else sees it.
+_MOVED_MODULES = {
+    "tinyflow.functions": "tinyflow",
+    "tinyflow.grad_scaler": "tinyflow.amp",
+    **{f"tinyflow.autograd_{name}": "tinyflow.autograd"
+       for name in ("function", "grad", "grad_mode", "anomaly_mode", "variable")},
+    "tinyflow.autograd_functional": "tinyflow.autograd.functional",
+    "tinyflow.nn.init_extra": "tinyflow.nn.init",
+    **{f"tinyflow.nn.modules.{family}_extra": f"tinyflow.nn.modules.{family}"
+       for family in ("activation", "container", "conv", "dropout", "linear", "loss", "pooling")},
+    **{f"tinyflow.nn.functional.{name}": "tinyflow.nn.functional"
+       for name in ("activation", "activation_extra", "attention", "conv", "conv_extra", "distance", "dropout",
+                    "dropout_extra", "instancenorm", "linear", "linear_extra", "loss", "loss_extra",
+                    "normalization", "padding", "pooling", "pooling_extra", "sparse", "vision")},
+    **{f"tinyflow.{name}": f"tinyflow.surface.{name}"
+       for name in ("tensor_methods", "tensor_methods_layout", "tensor_methods_linalg", "tensor_methods_special",
+                    "tensor_methods_stats")},
+    "tinyflow.sweep": "tinyflow.recipes.sweep",
+}
+_LINALG_RESULTS = ("linalg_inv_ex", "linalg_slogdet", "linalg_cholesky_ex", "linalg_qr", "linalg_svd", "linalg_eigh",
+                   "linalg_lstsq")
+# Result types that moved into tinyflow.return_types, their one home (as torch.return_types).
+_MOVED_NAMES = {(module, name): "tinyflow.return_types" for module, names in (
+    ("tinyflow.tensor_methods_stats", ("aminmax", "nanmedian", "histogram")),
+    ("tinyflow.linalg", _LINALG_RESULTS)) for name in names}
+
+
+def _current_global(module: str, name: str) -> tuple[str, str]:
+    """Where ``name`` is defined now, for a pickle that found it in ``module``: its module and
+    qualified name of today, which the weights_only allowlist knows it by."""
+    moved_to = _MOVED_NAMES.get((module, name)) or _MOVED_MODULES.get(module)
+    if moved_to is None:
+        return module, name
+    obj = getattr(importlib.import_module(moved_to), name, None)  # one of tinyflow's own modules
+    if obj is None or not hasattr(obj, "__qualname__"):
+        return moved_to, name
+    return obj.__module__, obj.__qualname__
 
 
 def _allowed_globals() -> dict[str, Any]:
@@ -533,6 +579,7 @@ class _Reader:
                 return value
 
             def find_class(self, module: str, name: str) -> Any:
+                module, name = _current_global(module, name)
                 if allowed is None:
                     return super().find_class(module, name)
                 path = f"{module}.{name}"

@@ -14,12 +14,12 @@ PyTorch's).
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tinyflow import return_types
 from tinyflow.device import array_module
 from tinyflow.dtypes import as_dtype, is_complex, is_floating, is_half
 from tinyflow.surface.ops import decomposition as _dec
@@ -34,14 +34,6 @@ __all__ = [
     "multi_dot", "lstsq", "solve_triangular", "vecdot", "diagonal", "matrix_rank", "cond", "matmul",
 ]
 
-# torch.return_types.linalg_* : tuples that unpack, index and name their fields
-linalg_inv_ex = namedtuple("linalg_inv_ex", ["inverse", "info"])
-linalg_slogdet = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
-linalg_cholesky_ex = namedtuple("linalg_cholesky_ex", ["L", "info"])
-linalg_qr = namedtuple("linalg_qr", ["Q", "R"])
-linalg_svd = namedtuple("linalg_svd", ["U", "S", "Vh"])
-linalg_eigh = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
-linalg_lstsq = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 _TORCH_DTYPE_NAMES = {
     "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double", "int64": "Long",
@@ -131,7 +123,7 @@ def inv_ex(A: Tensor, *, check_errors: bool = False) -> Any:  # noqa: N803
     (that inverse is then NaN). With ``check_errors`` a singular matrix raises LinAlgError."""
     _check_matrix("linalg.inv_ex", A)
     inverse, info = _dec.Inverse.apply(A, "linalg.inv_ex", check_errors)
-    return linalg_inv_ex(inverse, info)
+    return return_types.linalg_inv_ex(inverse, info)
 
 
 def _is_vector_rhs(A: Tensor, B: Tensor) -> bool:  # noqa: N803
@@ -226,7 +218,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
         full = rank if driver != "gels" else matrix_rank(A.detach(), rtol=rtol)
         if bool((full == n).all()):
             residuals = ((A @ solution - rhs) ** 2).sum(-2)  # (..., k)
-    return linalg_lstsq(solution.squeeze(-1) if vector else solution, residuals, rank, singular_values)
+    return return_types.linalg_lstsq(solution.squeeze(-1) if vector else solution, residuals, rank, singular_values)
 
 
 # ------------------------------------------------------------------------------------ determinants
@@ -244,7 +236,7 @@ def slogdet(A: Tensor) -> Any:  # noqa: N803
     singular), computed without overflow."""
     _check_matrix("linalg.slogdet", A)
     sign, logabsdet = _dec.SlogDet.apply(A)
-    return linalg_slogdet(sign.detach(), logabsdet)
+    return return_types.linalg_slogdet(sign.detach(), logabsdet)
 
 
 # ------------------------------------------------------------------------------------ decompositions
@@ -262,7 +254,7 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -
     minor that is not positive-definite (that L is then only partly computed)."""
     _check_matrix("linalg.cholesky_ex", A)
     low, info = _dec.Cholesky.apply(A, upper, "linalg.cholesky_ex", check_errors)
-    return linalg_cholesky_ex(low, info)
+    return return_types.linalg_cholesky_ex(low, info)
 
 
 def qr(A: Tensor, mode: str = "reduced") -> Any:  # noqa: N803
@@ -274,7 +266,7 @@ def qr(A: Tensor, mode: str = "reduced") -> Any:  # noqa: N803
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), 'r', "
                            "or 'complete'")
     q, r = _dec.QR.apply(A, mode)
-    return linalg_qr(q, r)
+    return return_types.linalg_qr(q, r)
 
 
 def svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> Any:  # noqa: N803
@@ -287,7 +279,7 @@ def svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> 
             "torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend."
         )
     u, s, vh = _dec.SVD.apply(A, full_matrices)
-    return linalg_svd(u, s, vh)
+    return return_types.linalg_svd(u, s, vh)
 
 
 def svdvals(A: Tensor, *, driver: str | None = None) -> Tensor:  # noqa: N803
@@ -303,7 +295,7 @@ def eigh(A: Tensor, UPLO: str = "L") -> Any:  # noqa: N803
     if UPLO not in ("L", "U"):
         raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
     w, v = _dec.Eigh.apply(A, UPLO)
-    return linalg_eigh(w, v)
+    return return_types.linalg_eigh(w, v)
 
 
 def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:  # noqa: N803

@@ -7,18 +7,14 @@ cholesky, matrix_power, ...): each calls tinyflow.linalg (tinyflow/linalg.py).
 from __future__ import annotations
 
 import warnings
-from collections import namedtuple
 from typing import TYPE_CHECKING, Any
+
+from tinyflow import return_types
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
 
 __all__ = ["LinalgMethods"]
-
-# torch.return_types of the old (non-linalg) API
-slogdet_result = namedtuple("slogdet", ["sign", "logabsdet"])
-svd_result = namedtuple("svd", ["U", "S", "V"])
-qr_result = namedtuple("qr", ["Q", "R"])
 
 
 def _linalg() -> Any:
@@ -61,7 +57,7 @@ class LinalgMethods:
     def slogdet(self) -> Any:
         """``(sign, logabsdet)`` of the determinant of each square matrix."""
         sign, logabsdet = _linalg().slogdet(self)
-        return slogdet_result(sign, logabsdet)
+        return return_types.slogdet(sign, logabsdet)
 
     def inverse(self) -> Tensor:
         """The inverse of each square matrix (``torch.linalg.inv``)."""
@@ -80,14 +76,14 @@ class LinalgMethods:
             s = linalg.svdvals(self)
             m, n = self.shape[-2], self.shape[-1]
             batch = tuple(self.shape[:-2])
-            return svd_result(self.new_zeros(batch + (m, m)), s, self.new_zeros(batch + (n, n)))
+            return return_types.svd(self.new_zeros(batch + (m, m)), s, self.new_zeros(batch + (n, n)))
         u, s, vh = linalg.svd(self, full_matrices=not some)
-        return svd_result(u, s, vh.mT)
+        return return_types.svd(u, s, vh.mT)
 
     def qr(self, some: bool = True) -> Any:
         """``(Q, R)`` with ``self = QR``: reduced when ``some``, complete otherwise."""
         q, r = _linalg().qr(self, "reduced" if some else "complete")
-        return qr_result(q, r)
+        return return_types.qr(q, r)
 
     def cholesky(self, upper: bool = False) -> Tensor:
         """The Cholesky factor of each symmetric positive-definite matrix (lower, or upper = L^T)."""

@@ -11,19 +11,15 @@ write the result into x and refuse a floating result for an integer x.
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from typing import TYPE_CHECKING, Any
 
-from tinyflow import promotion
+from tinyflow import promotion, return_types
 from tinyflow.dtypes import as_dtype, is_complex, is_floating
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
 
-__all__ = ["SpecialMethods", "frexp_result", "binary_operands"]
-
-# torch.return_types.frexp (tinyflow/return_types.py has no entry for it yet).
-frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
+__all__ = ["SpecialMethods", "binary_operands"]
 
 _SPECIAL: Any = None
 
@@ -189,7 +185,7 @@ class SpecialMethods:
         the exponent is int32. A named tuple, as torch.return_types.frexp."""
         if not is_floating(self.dtype):
             raise RuntimeError(f"torch.frexp() only supports floating-point dtypes, got {self.dtype}")
-        return frexp_result(*_special().Frexp.apply(self))
+        return return_types.frexp(*_special().Frexp.apply(self))
 
     def gcd(self, other: Any) -> Tensor:
         """The greatest common divisor of integer tensors (non-negative; gcd(0, 0) == 0)."""

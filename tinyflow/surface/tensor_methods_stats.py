@@ -22,23 +22,18 @@ the raw arrays (no gradient), then gather the values, so the gradient goes to th
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tinyflow import return_types
 from tinyflow.dtypes import as_dtype, is_floating
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
 
-__all__ = ["StatsMethods", "aminmax", "nanmedian", "histogram"]
-
-# torch.return_types of the ops below (tinyflow/return_types.py holds the older ones).
-aminmax = namedtuple("aminmax", ["min", "max"])
-nanmedian = namedtuple("nanmedian", ["values", "indices"])
-histogram = namedtuple("histogram", ["hist", "bin_edges"])
+__all__ = ["StatsMethods"]
 
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
@@ -282,7 +277,7 @@ class StatsMethods:
             return _nanmedian_all(self)
         d = _dim("nanmedian", dim, self.ndim)
         if self.ndim == 0:
-            return nanmedian(self.clone(), _tf().zeros((), dtype="int64", device=self.device))
+            return return_types.nanmedian(self.clone(), _tf().zeros((), dtype="int64", device=self.device))
         if self.shape[d] == 0:
             raise IndexError(f"nanmedian(): Expected reduction dim {dim} to have non-zero size "
                              f"(shape {tuple(self.shape)})")
@@ -293,7 +288,7 @@ class StatsMethods:
         values = self.gather(d, index)
         if not keepdim:
             values, index = values.squeeze(d), index.squeeze(d)
-        return nanmedian(values, index)
+        return return_types.nanmedian(values, index)
 
     def quantile(self, q: Any, dim: int | None = None, keepdim: bool = False, *,
                  interpolation: str = "linear") -> Tensor:
@@ -309,8 +304,6 @@ class StatsMethods:
     def mode(self, dim: int = -1, keepdim: bool = False) -> Any:
         """The most frequent value along ``dim`` (the smallest on ties) and the index of its last
         occurrence, as (values, indices); the gradient goes to that entry."""
-        from tinyflow import return_types
-
         d = _dim("mode", dim, self.ndim)
         if self.ndim == 0:
             return return_types.mode(self.clone(), _tf().zeros((), dtype="int64", device=self.device))
@@ -329,7 +322,7 @@ class StatsMethods:
         if self.numel() == 0 or (dim is not None and self.ndim and self.shape[_dim("aminmax", dim, self.ndim)] == 0):
             raise RuntimeError(f"aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
                                f"identity (shape {tuple(self.shape)}, dim {dim})")
-        return aminmax(self.amin(dim, keepdim), self.amax(dim, keepdim))
+        return return_types.aminmax(self.amin(dim, keepdim), self.amax(dim, keepdim))
 
     # ------------------------------------------------------------ histograms (no gradient)
     def histc(self, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002 (PyTorch's names)
@@ -376,7 +369,7 @@ class StatsMethods:
         if density:
             with np.errstate(divide="ignore", invalid="ignore"):  # no entry in range: NaN, as PyTorch
                 hist = hist / (hist.sum() * xp.diff(edges.astype(np.float64)))
-        return histogram(_wrap(hist.astype(self.dtype), self), _wrap(edges.copy(), self))
+        return return_types.histogram(_wrap(hist.astype(self.dtype), self), _wrap(edges.copy(), self))
 
     # ------------------------------------------------------------ covariance and distances
     def cov(self, *, correction: int = 1, fweights: Tensor | None = None, aweights: Tensor | None = None) -> Tensor:
