@@ -185,7 +185,7 @@ def test_float32_conv_pool_lrn_chain_matches_cpu():
     _compare(net, [x, w], rtol=2e-4, atol=2e-5)
 
 
-# ---- linalg, special functions, statistics, layout (tinyflow/linalg.py, ops/special.py, ...) -----
+# ---- linalg, special functions, statistics, layout (tinyflow/surface/linalg.py, ops/special.py, ...) -----
 def spd(n: int, seed: int = 0) -> np.ndarray:
     """A well-conditioned symmetric positive-definite matrix."""
     m = rand(n, n, seed=seed)

@@ -1,5 +1,5 @@
-"""Stacking, splitting, rotating and scatter-style ops (tinyflow/tensor_methods_layout.py,
-tinyflow/ops/layout.py): float64 gradchecks over random shapes (values flowing from both the
+"""Stacking, splitting, rotating and scatter-style ops (tinyflow/surface/tensor_methods_layout.py,
+tinyflow/surface/ops/layout.py): float64 gradchecks over random shapes (values flowing from both the
 destination and the source of the scatters), PyTorch parity of values, dtypes, shapes and
 gradients (float and integer inputs), and the errors of bad input.
 

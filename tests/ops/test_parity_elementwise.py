@@ -177,7 +177,7 @@ def _compare_grads(outs, refs, leaves, grad_tol):
 
 # ------------------------------------------------------------------------------------ known differences
 # Differences whose fix lies outside the elementwise/activation modules (in tinyflow/tensor.py or
-# tinyflow/tensor_methods.py, where the Tensor methods dispatch): reported. ``check`` runs such a
+# tinyflow/surface/tensor_methods.py, where the Tensor methods dispatch): reported. ``check`` runs such a
 # case, requires it to still differ, then marks it xfail: delete the entry when the fix lands.
 KNOWN = [  # (test, case names, variant patterns, what differs)
     ("unary", ("digamma",), ("f*_special",),
@@ -207,7 +207,7 @@ KNOWN = [  # (test, case names, variant patterns, what differs)
      "Tensor._compare compares the raw arrays with NumPy's rules, not in torch.result_type's dtype"),
     ("comparison_promotion", ("gt", "lt", "ge", "le"), ("u8_gt_neg1",),
      "Tensor._compare: uint8 vs -1 compares mathematically (torch wraps -1 to 255 in uint8)"),
-    # tinyflow/ops/special.py and tinyflow/tensor_methods_special.py
+    # tinyflow/surface/ops/special.py and tinyflow/surface/tensor_methods_special.py
     ("binary", ("hypot", "logaddexp2"), ("bool_bool", "bool_i32", "i32_0d_i64", "i32_i64", "u8_i8"),
      "hypot/logaddexp2 compute integers in float (torch: NotImplementedError)"),
     ("binary", ("hypot", "xlogy", "fmax", "fmin", "heaviside", "nextafter"), ("mismatch",),

@@ -1,6 +1,6 @@
 """NaN-aware and statistical reductions (nansum ... renorm), the products (kron, tensordot, baddbmm,
 cdist, trapezoid, ...), PyTorch's aliases, Tensor properties and the random fills of
-tinyflow/tensor_methods_stats.py: float64 gradchecks over random shapes and PyTorch parity of values,
+tinyflow/surface/tensor_methods_stats.py: float64 gradchecks over random shapes and PyTorch parity of values,
 dtypes, shapes and gradients (NaN inputs included), and the errors of bad input."""
 from __future__ import annotations
 

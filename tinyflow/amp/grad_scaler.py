@@ -1,6 +1,6 @@
 """Dynamic loss scaling for float16 training: ``tinyflow.amp.GradScaler`` (torch.amp.GradScaler).
 
-See tinyflow/amp.py for autocast and how the two work together.
+See tinyflow/amp/autocast_mode.py for autocast and how the two work together.
 """
 from __future__ import annotations
 

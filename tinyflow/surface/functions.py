@@ -1,7 +1,7 @@
 """The ``tinyflow.*`` functions that mirror ``torch.*``, the dtype names and the legacy types.
 
 Most are a Tensor method with the tensor first (``tinyflow.sin(x)`` is ``x.sin()``): the surface
-table (tinyflow/surface.py) declares them and :func:`function` below makes them. The
+table (tinyflow/surface/__init__.py) declares them and :func:`function` below makes them. The
 others are defined below: creation (eye, from_numpy, *_like), einsum, max/min (which also compare two tensors),
 meshgrid, sampling, the legacy constructors (``tinyflow.FloatTensor(2, 3)``) and
 ``inference_mode``. ``import tinyflow as torch`` then finds them under PyTorch's names (tinyflow/__init__.py
@@ -45,7 +45,7 @@ def function(name: str) -> Callable[..., Any]:
         target = accept_axis_alias(fn) if takes_dim(fn) else fn
         if "out" in inspect.signature(fn).parameters:
             if target is not fn:
-                target.__module__, target.__qualname__ = __name__, name  # pickled as tinyflow.functions.<name>
+                target.__module__, target.__qualname__ = __name__, name  # pickled as tinyflow.surface.functions.<name>
             return target
 
         def function(*args: Any, out: Any = None, **kwargs: Any) -> Any:
@@ -68,7 +68,7 @@ def function(name: str) -> Callable[..., Any]:
         params = list(signature.parameters.values())
         params[0] = params[0].replace(name="input", kind=inspect.Parameter.POSITIONAL_OR_KEYWORD)
         function.__signature__ = _with_out(signature.replace(parameters=params))  # type: ignore[attr-defined]
-    function.__name__ = function.__qualname__ = name  # pickled as tinyflow.functions.<name>, which it is
+    function.__name__ = function.__qualname__ = name  # pickled as tinyflow.surface.functions.<name>, which it is
     return function
 
 
@@ -412,7 +412,7 @@ CharTensor = _legacy_type("CharTensor")
 ByteTensor = _legacy_type("ByteTensor")
 BoolTensor = _legacy_type("BoolTensor")
 
-# Functions that take dim= also take axis= (see tinyflow/tensor_methods.py).
+# Functions that take dim= also take axis= (see tinyflow/surface/tensor_methods.py).
 for _name, _fn in list(globals().items()):
     if callable(_fn) and not isinstance(_fn, type) and getattr(_fn, "__module__", None) == __name__ and takes_dim(_fn):
         globals()[_name] = accept_axis_alias(_fn)

@@ -2,7 +2,7 @@
 
 Every function takes batches of matrices ``(..., m, n)`` (or vectors) as PyTorch, returns its named
 tuples (``linalg_svd(U, S, Vh)``, ...) and is differentiable where PyTorch's is; the ops with their
-own backward live in tinyflow/ops/decomposition.py, the others compose differentiable Tensor ops.
+own backward live in tinyflow/surface/ops/decomposition.py, the others compose differentiable Tensor ops.
 Singular or non-positive-definite input raises :class:`LinAlgError` (a RuntimeError) with
 PyTorch's message.
 

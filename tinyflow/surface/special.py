@@ -2,7 +2,7 @@
 ``torch.special.erfcx(x)``).
 
 Each function takes a Tensor (integer tensors compute in the default float dtype) and is
-differentiable where PyTorch's is. Most call a Tensor method or an op of tinyflow/ops/special.py;
+differentiable where PyTorch's is. Most call a Tensor method or an op of tinyflow/surface/ops/special.py;
 the kernels are float64 accurate (about 1e-15 relative away from the functions' zeros).
 """
 from __future__ import annotations
@@ -214,7 +214,7 @@ def gammaincc(input: Any, other: Any) -> Tensor:  # noqa: A002
 
 
 def _no_grad_kernel(op: str, kernel: str, input: Any) -> Tensor:  # noqa: A002
-    """``kernel`` of ops/special.py on a detached ``input``: PyTorch records no gradient for these."""
+    """``kernel`` of surface/ops/special.py on a detached ``input``: PyTorch records no gradient for these."""
     from tinyflow.surface.ops.math import NoGradient
 
     array_fn = getattr(_ops(), kernel)

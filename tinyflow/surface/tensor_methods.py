@@ -2,10 +2,10 @@
 gather/scatter and friends, sorting, scans, shape ops, products, conversions and ``new_*``.
 
 ``TensorMethods`` is a namespace, not a base class: Tensor (tinyflow/tensor.py, the core) does not
-inherit it; tinyflow/surface.py attaches each method its table lists (with the in-place forms and the
+inherit it; tinyflow/surface/__init__.py attaches each method its table lists (with the in-place forms and the
 ``tinyflow.*`` functions). Each method here calls an op of
 tinyflow/ops/ (mostly math.py, indexing.py, sort.py, scan.py, shape.py) or composes methods; the
-``tinyflow.*`` functions of the same names (tinyflow/functions.py) call these methods.
+``tinyflow.*`` functions of the same names (tinyflow/surface/functions.py) call these methods.
 """
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ def _lower_median(t: Tensor, d: int, keepdim: bool) -> tuple[Tensor, Tensor]:
 
 class TensorMethods:
     """Tensor methods of the PyTorch surface (``self`` is a Tensor), grouped as the sections below;
-    a namespace that tinyflow/surface.py reads, not a base class. The linalg, special, layout and
+    a namespace that tinyflow/surface/__init__.py reads, not a base class. The linalg, special, layout and
     statistics methods are in tinyflow/tensor_methods_*.py."""
 
     # ------------------------------------------------------------ trigonometric, hyperbolic

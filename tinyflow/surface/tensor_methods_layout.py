@@ -1,11 +1,11 @@
 """Tensor methods that stack, split, rotate, scatter into and index-fill tensors (tensor_split,
 hsplit, rot90, index_copy, index_fill, index_put, masked_scatter, slice_scatter, ...).
 
-``LayoutMethods`` is a namespace, not a base class: tinyflow/surface.py attaches the methods and the
+``LayoutMethods`` is a namespace, not a base class: tinyflow/surface/__init__.py attaches the methods and the
 ``tinyflow.*`` functions of this file that its table lists.
 
 Most of these are compositions of differentiable ops (slicing, cat, flip, permute, where); the
-scatter-style ones with their own gradients live in tinyflow/ops/layout.py.
+scatter-style ones with their own gradients live in tinyflow/surface/ops/layout.py.
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def _split_points(op: str, n: int, indices_or_sections: Any) -> list[tuple[int, 
 
 
 class LayoutMethods:
-    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface.py reads; see the module docstring."""
+    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface/__init__.py reads; see the module docstring."""
 
     # -------------------------------------------------------------------- splitting
     def tensor_split(self, indices_or_sections: Any = None, dim: int = 0, *, sections: int | None = None,

@@ -1,7 +1,7 @@
 """Tensor methods of torch.linalg's surface (det, inverse, logdet, slogdet, pinverse, svd, qr,
-cholesky, matrix_power, ...): each calls tinyflow.linalg (tinyflow/linalg.py).
+cholesky, matrix_power, ...): each calls tinyflow.linalg (tinyflow/surface/linalg.py).
 
-``LinalgMethods`` is a namespace, not a base class: tinyflow/surface.py attaches the methods and the
+``LinalgMethods`` is a namespace, not a base class: tinyflow/surface/__init__.py attaches the methods and the
 ``tinyflow.*`` functions of this file that its table lists.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _real_only(op: str, t: Tensor) -> None:
 
 
 class LinalgMethods:
-    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface.py reads; see the module docstring."""
+    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface/__init__.py reads; see the module docstring."""
 
     # ------------------------------------------------------------ determinants and inverses
     def det(self) -> Tensor:

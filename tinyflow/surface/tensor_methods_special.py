@@ -1,7 +1,7 @@
 """Tensor methods for the special and extra elementwise functions (lgamma, digamma, erfc, logit,
-xlogy, hypot, sinc, ...): each calls an op of tinyflow/ops/special.py.
+xlogy, hypot, sinc, ...): each calls an op of tinyflow/surface/ops/special.py.
 
-``SpecialMethods`` is a namespace, not a base class: tinyflow/surface.py attaches the methods and the
+``SpecialMethods`` is a namespace, not a base class: tinyflow/surface/__init__.py attaches the methods and the
 ``tinyflow.*`` functions of this file that its table lists.
 
 As PyTorch: float functions of integer tensors compute in the default float dtype; binary ops
@@ -69,7 +69,7 @@ def _need_integer(op: str, *tensors: Tensor) -> None:
 
 
 class SpecialMethods:
-    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface.py reads; see the module docstring."""
+    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface/__init__.py reads; see the module docstring."""
 
     # ------------------------------------------------------------ gamma family
     def lgamma(self) -> Tensor:

@@ -16,7 +16,7 @@ for the order statistics, matmul for the products, VectorNormFunction for the di
 gradients are those of the pieces. The order statistics compute their data-dependent positions on
 the raw arrays (no gradient), then gather the values, so the gradient goes to the chosen entries.
 
-``StatsMethods`` is a namespace, not a base class: tinyflow/surface.py attaches the methods and the
+``StatsMethods`` is a namespace, not a base class: tinyflow/surface/__init__.py attaches the methods and the
 ``tinyflow.*`` functions of this file that its table lists.
 """
 from __future__ import annotations
@@ -250,7 +250,7 @@ def _draw(t: Tensor, sampler: str, generator: Any) -> np.ndarray:
 
 
 class StatsMethods:
-    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface.py reads; see the module docstring."""
+    """Tensor methods (``self`` is a Tensor): a namespace that tinyflow/surface/__init__.py reads; see the module docstring."""
 
     # ------------------------------------------------------------ NaN-aware reductions
     def nansum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:

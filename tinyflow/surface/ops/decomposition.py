@@ -5,7 +5,7 @@ and vector norms.
 Every op works on batches of matrices (``(..., m, n)``, as PyTorch) and computes its forward with
 ``xp.linalg`` (NumPy's LAPACK, CuPy's cuSOLVER). The backward formulas are PyTorch's
 (FunctionsManual.cpp) for real inputs. Argument checks and the user-facing API live in
-tinyflow/linalg.py; the ops here only raise :class:`LinAlgError` for singular or
+tinyflow/surface/linalg.py; the ops here only raise :class:`LinAlgError` for singular or
 non-positive-definite input, with PyTorch's messages.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each writes values into a copy of its destination. Gradients travel both ways: the destination
 gets the gradient outside the written positions, the source the gradient gathered from them
-(Tensor methods in tinyflow/tensor_methods_layout.py call these).
+(Tensor methods in tinyflow/surface/tensor_methods_layout.py call these).
 """
 from __future__ import annotations
 

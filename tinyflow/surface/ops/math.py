@@ -357,7 +357,7 @@ class LogAddExp(Function):
     """log(exp(a) + exp(b)); gradients g / (1 + exp(b - a)) and g / (1 + exp(a - b)), PyTorch's
     formulas (a half each where a == b, also at -inf or huge magnitudes)."""
 
-    ufunc, exp = "logaddexp", "exp"  # LogAddExp2 (ops/special.py): "logaddexp2", "exp2"
+    ufunc, exp = "logaddexp", "exp"  # LogAddExp2 (surface/ops/special.py): "logaddexp2", "exp2"
 
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:

@@ -1,6 +1,6 @@
 """Sorting: the sort order along a dim (``Argsort``) and ``Unique``.
 
-sort, topk, kthvalue and median are built on ``Argsort`` in tinyflow/tensor_methods.py: the
+sort, topk, kthvalue and median are built on ``Argsort`` in tinyflow/surface/tensor_methods.py: the
 order is computed here (no gradient), the values are a gather along it, so the gradient goes back
 to the positions the values came from. Sorting is stable: equal values keep their order, as with
 PyTorch's ``stable=True`` (which its default may but need not follow). NaN sorts as the largest
