@@ -52,6 +52,8 @@ def _global(module: str, name: str) -> bytes:
 OLD_GLOBALS = [
     ("tinyflow.nn.modules.activation_extra", "SiLU", tnn.SiLU),
     ("tinyflow.nn.modules.activation_extra", "MultiheadAttention", tnn.MultiheadAttention),
+    ("tinyflow.nn.modules.activation_extra", "NonDynamicallyQuantizableLinear",
+     tnn.modules.linear.NonDynamicallyQuantizableLinear),
     ("tinyflow.nn.modules.conv_extra", "Conv1d", tnn.Conv1d),
     ("tinyflow.nn.modules.pooling_extra", "MaxPool1d", tnn.MaxPool1d),
     ("tinyflow.nn.modules.dropout_extra", "Dropout2d", tnn.Dropout2d),
@@ -80,6 +82,17 @@ def test_an_old_path_loads_as_what_it_names_now(tmp_path, module, name, now) -> 
         tf.load(path)  # weights_only: refused under its name of today ...
     with serialization.safe_globals([now]):
         assert tf.load(path) is now  # ... and allowlisted by it
+
+
+def test_a_class_that_moved_home_is_allowlisted_by_its_new_name(tmp_path) -> None:
+    """MultiheadAttention's out_proj class moved to nn/modules/linear.py (PyTorch's home); the old
+    module still imports it, and a file naming it there is allowlisted as torch's programs list it."""
+    moved = tnn.modules.linear.NonDynamicallyQuantizableLinear
+    path = _old_checkpoint(tmp_path, _global("tinyflow.nn.modules.activation", moved.__name__) + b".")
+    with pytest.raises(pickle.UnpicklingError, match="GLOBAL tinyflow.nn.modules.linear.NonDynamically"):
+        tf.load(path)
+    with serialization.safe_globals([moved]):
+        assert tf.load(path) is moved
 
 
 def test_an_old_whole_model_is_built_and_runs(tmp_path) -> None:

@@ -58,7 +58,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     dt = _resolve_dtype(dtype) or _natural_dtype(arr.dtype)
     dev = Device(device) if device is not None else src
     out = move(arr, dev)
-    out = out.astype(dt, copy=out is arr)  # always a fresh array, never an alias of ``data``
+    with np.errstate(all="ignore"):  # 1e10 is inf in float16, silently, as PyTorch
+        out = out.astype(dt, copy=out is arr)  # always a fresh array, never an alias of ``data``
     t = Tensor._from_array(out, device=dev)
     if requires_grad:
         t.requires_grad = True

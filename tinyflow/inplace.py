@@ -26,6 +26,7 @@ from tinyflow.autograd.function import _memory_root
 from tinyflow import creation  # (creation imports tensor.py, which imports this file: names read at call time)
 from tinyflow.autograd.function import Context
 from tinyflow.autograd.grad_mode import is_grad_enabled
+from tinyflow.device import quiet_numpy, restore_numpy
 from tinyflow.errors import ShapeError
 from tinyflow.ops.copy import Cast, Fill
 from tinyflow.ops.shape import Permute, Reshape, SetItem
@@ -59,12 +60,15 @@ def _inplace(self, op: str, compute: Callable[[Tensor], Tensor], operands: Seque
             "do), through .data, or work on a copy (x = x + ...)"
         )
     if not tracked and fast is not None:
+        quiet = quiet_numpy()  # 1 / 0 and overflow silently, as PyTorch (tinyflow/device.py)
         try:
             fast(self.array)
         except ShapeError:
             raise
         except ValueError as exc:
             raise _inplace_shape_error(op, self, operands, exc) from None
+        finally:
+            restore_numpy(quiet)
         self._versions[0] += 1
         return self
     new = compute(self._alias())

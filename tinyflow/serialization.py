@@ -212,6 +212,8 @@ _LINALG_RESULTS = ("linalg_inv_ex", "linalg_slogdet", "linalg_cholesky_ex", "lin
 _MOVED_NAMES = {(module, name): "tinyflow.return_types" for module, names in (
     ("tinyflow.tensor_methods_stats", ("aminmax", "nanmedian", "histogram")),
     ("tinyflow.linalg", _LINALG_RESULTS)) for name in names}
+_MOVED_NAMES.update({(module, "NonDynamicallyQuantizableLinear"): "tinyflow.nn.modules.linear"  # torch's home
+                     for module in ("tinyflow.nn.modules.activation", "tinyflow.nn.modules.activation_extra")})
 
 
 def _current_global(module: str, name: str) -> tuple[str, str]:

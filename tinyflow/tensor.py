@@ -19,7 +19,7 @@ from tinyflow.arg_parser import add_axis_alias, index_steps, normalize_axis, nor
 from tinyflow.autograd.engine import run_backward
 from tinyflow.autograd.function import Context, set_tensor_class
 from tinyflow.autograd.grad_mode import is_grad_enabled
-from tinyflow.device import Device, device_of, move, to_host
+from tinyflow.device import Device, device_of, move, quiet_numpy, restore_numpy, to_host
 from tinyflow.dtypes import (
     as_dtype, bool_, float16, float32, float64, get_default_dtype, int32, int64, is_dtype_name, is_floating,
     is_floating_or_complex,
@@ -410,10 +410,13 @@ class Tensor:
     # comparisons: never differentiable, return boolean tensors
     def _compare(self, other: Any, fn: Callable[[Any, Any], Any], op: str) -> Tensor:
         b = other.array if isinstance(other, Tensor) else other
+        quiet = quiet_numpy()  # ml_dtypes' bfloat16 warns on NaN
         try:
             return Tensor._from_array(fn(self.array, b), device=self._device)
         except ValueError:
             raise elementwise.broadcast_error(op, self.array, b) from None
+        finally:
+            restore_numpy(quiet)
 
     def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
         return self._compare(other, lambda a, b: a == b, "eq")

@@ -13,7 +13,7 @@ import numpy as np
 from tinyflow.autograd.anomaly_mode import _state as _anomaly
 from tinyflow.autograd.anomaly_mode import check_finite
 from tinyflow.autograd.function import Context, TensorLike, _tensor_class
-from tinyflow.device import catch_oom
+from tinyflow.device import catch_oom, numpy_quietly
 
 __all__ = ["run_backward", "sum_to_shape", "grad"]
 
@@ -76,6 +76,7 @@ def _accumulate(total: Any, g: Any, owned: dict[int, Any]) -> Any:
     return total
 
 
+@numpy_quietly  # log(0)'s gradient, inf - inf in a sum: inf and NaN, silently, as PyTorch
 def run_backward(roots: Sequence[TensorLike], grads: Sequence[Any], retain_graph: bool = False,
                  capture: Sequence[TensorLike] | None = None) -> list[Any] | None:
     """Backpropagate ``grads`` (raw arrays) from ``roots`` into the leaves' ``.grad``.

@@ -18,7 +18,7 @@ from tinyflow.autograd.anomaly_mode import _state as _anomaly
 from tinyflow.autograd.anomaly_mode import check_finite
 from tinyflow.autograd.grad_mode import _state as _grad_mode
 from tinyflow.autograd.grad_mode import set_grad_enabled
-from tinyflow.device import array_module, catch_oom, device_of, kernel_module
+from tinyflow.device import array_module, catch_oom, device_of, kernel_module, quiet_numpy, restore_numpy
 from tinyflow.dtypes import is_floating_or_complex
 
 __all__ = ["Context", "Function", "FunctionCtx", "once_differentiable"]
@@ -170,7 +170,11 @@ class Function:
             ctx.inputs = tuple(inputs)
             ctx.edges = tuple(edges)
         if xp is np:
-            out = cls.forward(ctx, *raw, **kwargs)
+            quiet = quiet_numpy()
+            try:
+                out = cls.forward(ctx, *raw, **kwargs)
+            finally:
+                restore_numpy(quiet)
         else:  # on a GPU an allocation can fail: name the op and the shape
             with catch_oom(f"{cls.__name__}.forward", first.shape):
                 out = cls.forward(ctx, *raw, **kwargs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tinyflow.distributions.distribution import Distribution
+from tinyflow.dtypes import finfo
 
 
 class Categorical(Distribution):
@@ -66,12 +67,8 @@ class Categorical(Distribution):
 
 
 def _tiny(t: Any) -> float:
-    import numpy as np
-
-    return float(np.finfo(np.dtype(t.dtype)).tiny)
+    return float(finfo(t.dtype).tiny)
 
 
 def _lowest(t: Any) -> float:
-    import numpy as np
-
-    return float(np.finfo(np.dtype(t.dtype)).min)
+    return float(finfo(t.dtype).min)

@@ -138,16 +138,17 @@ class GELUFunction(Function):
         xp = ctx.xp
         ctx.save_for_backward(a)
         ctx.approximate = approximate
+        x = _opmath(xp, a)
         if approximate == "tanh":
-            inner = math.sqrt(2 / math.pi) * (a + 0.044715 * a**3)
-            return (0.5 * a * (1 + xp.tanh(inner))).astype(a.dtype, copy=False)  # bfloat16 stays so
-        out = 0.5 * a * (1 + _erf(xp, a / math.sqrt(2)))
-        return xp.where(a == -math.inf, -0.0, out).astype(a.dtype, copy=False)  # x Phi(x) -> 0 as x -> -inf
+            inner = math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)
+            return (0.5 * x * (1 + xp.tanh(inner))).astype(a.dtype, copy=False)  # bfloat16 stays so
+        out = 0.5 * x * (1 + _erf(xp, x / math.sqrt(2)))
+        return xp.where(x == -math.inf, -0.0, out).astype(a.dtype, copy=False)  # x Phi(x) -> 0 as x -> -inf
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> tuple:
         xp = ctx.xp
-        (a,) = ctx.saved_tensors
+        a = _opmath(xp, ctx.saved_tensors[0])
         if ctx.approximate == "tanh":
             c = math.sqrt(2 / math.pi)
             inner = c * (a + 0.044715 * a**3)
@@ -158,6 +159,11 @@ class GELUFunction(Function):
         pdf = xp.exp(-0.5 * a * a) / math.sqrt(2 * math.pi)
         gx = g * (cdf + xp.where(xp.isinf(a), 0, a * pdf))  # x phi(x) -> 0 as |x| -> inf
         return gx.astype(g.dtype, copy=False), None
+
+
+def _opmath(xp: Any, a: Any) -> Any:
+    """``a`` in float32 if it is float16 or bfloat16, as PyTorch computes half ops (1 + erf(x) cancels)."""
+    return a.astype(xp.float32) if a.dtype.itemsize < 4 else a
 
 
 def _wide(xp: Any, a: Any) -> Any:

@@ -163,7 +163,10 @@ class Pow(Function):
 
 def _scalar_power(xp: Any, a: Any, p: float) -> Any:
     """a ** p with PyTorch's shortcut for p = -0.5 (rsqrt: NaN at -inf, -inf at -0.0, where C's pow
-    gives 0 and inf); NumPy already takes PyTorch's shortcuts for -1, 0, 0.5, 1 and 2."""
+    gives 0 and inf); NumPy already takes PyTorch's shortcuts for -1, 0, 0.5, 1 and 2. float16 takes
+    neither square-root shortcut in PyTorch: C's pow (an exponent array: no NumPy shortcut)."""
+    if p in (0.5, -0.5) and a.dtype == xp.float16:
+        return xp.power(a, xp.full(a.shape, p, dtype=a.dtype))
     if p == -0.5 and is_floating_or_complex(a.dtype):
         return 1 / xp.sqrt(a)
     out = a**p

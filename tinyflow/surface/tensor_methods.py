@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tinyflow import promotion, return_types
-from tinyflow.dtypes import as_dtype, is_floating
+from tinyflow.dtypes import as_dtype, finfo, is_floating
 from tinyflow.dtypes import LEGACY_TYPES
 
 if TYPE_CHECKING:
@@ -250,7 +250,7 @@ class TensorMethods:
         """NaN, +inf and -inf replaced by finite numbers (the dtype's extremes by default)."""
         if not is_floating(self.dtype):
             return self.clone()
-        info = np.finfo(as_dtype(self.dtype)) if as_dtype(self.dtype).kind == "f" else np.finfo(np.float32)
+        info = finfo(self.dtype)  # bfloat16's own extremes (float32's would round to inf)
         hi = float(info.max) if posinf is None else posinf
         lo = float(info.min) if neginf is None else neginf
         out = self.masked_fill(self.isnan(), nan)
@@ -324,6 +324,13 @@ class TensorMethods:
 
     def __floordiv__(self, other: Any) -> Tensor:
         return self.floor_divide(other)
+
+    def __format__(self, format_spec: str) -> str:
+        """``f"{loss:.4f}"`` formats a 0-d tensor's value, as PyTorch; other tensors (and 0-d
+        Parameters, as PyTorch) take no format spec: ``f"{x}"`` is ``str(x)``."""
+        if self.ndim == 0 and type(self) is _tf().Tensor:
+            return self.detach().item().__format__(format_spec)
+        return object.__format__(self, format_spec)
 
     def __rfloordiv__(self, other: Any) -> Tensor:
         a, b = _pair(self, other)
@@ -1011,7 +1018,7 @@ class TensorMethods:
             low, high = args
         if high is None:
             dt = as_dtype(self.dtype)
-            high = 2 ** (np.finfo(dt).nmant + 1) if dt.kind == "f" else int(np.iinfo(dt).max) + 1 if dt.kind in "iu" else 2
+            high = 2 ** (finfo(dt).nmant + 1) if is_floating(dt) else int(np.iinfo(dt).max) + 1 if dt.kind in "iu" else 2
             low = low or 0
         draws = _tf().randint(int(low), int(high), tuple(self.shape), generator=generator, device=self.device)
         return self.copy_(draws)

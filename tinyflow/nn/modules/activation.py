@@ -8,7 +8,7 @@ from typing import Any
 
 from tinyflow.nn import functional as F
 from tinyflow.nn import init
-from tinyflow.nn.modules.linear import Linear
+from tinyflow.nn.modules.linear import Linear, NonDynamicallyQuantizableLinear
 from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, empty, full
@@ -260,10 +260,6 @@ class Softmax2d(Module):
         if input.ndim not in (3, 4):
             raise ValueError(f"Softmax2d: expected 3-D or 4-D input, got shape {tuple(input.shape)}")
         return F.softmax(input, -3)
-
-
-class NonDynamicallyQuantizableLinear(Linear):
-    """MultiheadAttention's output projection (PyTorch's class name; a Linear)."""
 
 
 class MultiheadAttention(Module):

@@ -34,11 +34,15 @@ class _ConvNd(Module):
     _dims = 2
     _transposed = False
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None,
-                 output_padding: Any = 0) -> None:
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair, stride: IntPair = 1,
+                 padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
         super().__init__()
+        self._build(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
+                    device, dtype, output_padding=0)
+
+    def _build(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
+               groups: int, bias: bool, padding_mode: str, device: Any, dtype: Any, output_padding: Any) -> None:
         name, n = type(self).__name__, self._dims
         if self._transposed and padding_mode != "zeros":
             raise ValueError(f"{name}: only 'zeros' padding mode is supported, got {padding_mode!r}")
@@ -121,18 +125,18 @@ class _ConvNd(Module):
 class Conv2d(_ConvNd):
     """2-D convolution over (N, C, H, W): weight (O, C/groups, kh, kw) and bias (O,)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair, stride: IntPair = 1,
-                 padding: IntPair | str = 0, dilation: IntPair = 1, groups: int = 1,
-                 bias: bool = True, padding_mode: str = "zeros", device: Any = None,
-                 dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device, dtype)
-
     _functional = staticmethod(F.conv2d)
 
 
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair, stride: IntPair = 1,
+                 padding: IntPair = 0, output_padding: IntPair = 0, groups: int = 1, bias: bool = True,
+                 dilation: IntPair = 1, padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        Module.__init__(self)
+        self._build(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
+                    device, dtype, output_padding)
 
     def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
         return self._functional(input, self.weight, self.bias, self.stride, self.padding,
@@ -164,12 +168,6 @@ class _ConvTransposeNd(_ConvNd):
 class ConvTranspose2d(_ConvTransposeNd):
     """Transposed 2-D convolution: weight (C_in, C_out/groups, kh, kw) and bias (C_out,)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntPair, stride: IntPair = 1,
-                 padding: IntPair = 0, output_padding: IntPair = 0, groups: int = 1, bias: bool = True,
-                 dilation: IntPair = 1, padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device, dtype, output_padding)
-
     _functional = staticmethod(F.conv_transpose2d)
 
 
@@ -177,13 +175,6 @@ class Conv1d(_ConvNd):
     """1-D convolution over (N, C, L): weight (O, C/groups, k) and bias (O,)."""
 
     _dims = 1
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device, dtype)
-
     _functional = staticmethod(F.conv1d)
 
 
@@ -191,13 +182,6 @@ class Conv3d(_ConvNd):
     """3-D convolution over (N, C, D, H, W): weight (O, C/groups, kd, kh, kw) and bias (O,)."""
 
     _dims = 3
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
-                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device, dtype)
-
     _functional = staticmethod(F.conv3d)
 
 
@@ -205,13 +189,6 @@ class ConvTranspose1d(_ConvTransposeNd):
     """Transposed 1-D convolution: weight (C_in, C_out/groups, k) and bias (C_out,)."""
 
     _dims = 1
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device, dtype, output_padding)
-
     _functional = staticmethod(F.conv_transpose1d)
 
 
@@ -219,11 +196,4 @@ class ConvTranspose3d(_ConvTransposeNd):
     """Transposed 3-D convolution: weight (C_in, C_out/groups, kd, kh, kw) and bias (C_out,)."""
 
     _dims = 3
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
-                 output_padding: Any = 0, groups: int = 1, bias: bool = True, dilation: Any = 1,
-                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         padding_mode, device, dtype, output_padding)
-
     _functional = staticmethod(F.conv_transpose3d)

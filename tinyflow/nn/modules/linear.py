@@ -9,7 +9,7 @@ from tinyflow.nn.modules.module import Module
 from tinyflow.nn.parameter import Parameter
 from tinyflow.tensor import Tensor, empty
 
-__all__ = ["Linear", "Identity", "Bilinear"]
+__all__ = ["Linear", "NonDynamicallyQuantizableLinear", "Identity", "Bilinear"]
 
 
 class Linear(Module):
@@ -33,6 +33,10 @@ class Linear(Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """MultiheadAttention's output projection: a Linear under PyTorch's name and path."""
 
 
 class Identity(Module):

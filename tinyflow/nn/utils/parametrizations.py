@@ -18,6 +18,7 @@ import numpy as np
 from tinyflow.autograd.grad_mode import no_grad
 from tinyflow.creation import cat, randn, tensor, zeros
 from tinyflow.device import array_module
+from tinyflow.dtypes import finfo
 from tinyflow.nn import functional as F
 from tinyflow.nn.modules.module import Module
 from tinyflow.nn.utils import parametrize
@@ -179,7 +180,7 @@ def _geqrf(a: Any) -> tuple[Any, Any]:
 def _is_orthogonal(Q: Tensor) -> bool:
     n, k = Q.shape[-2], Q.shape[-1]
     xp = Q.device.xp
-    eps = 10.0 * n * float(np.finfo(Q.array.dtype).eps)
+    eps = 10.0 * n * float(finfo(Q.dtype).eps)
     return bool(xp.allclose(Q.mH.array @ Q.array, xp.eye(k, dtype=Q.array.dtype), atol=eps))
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from tinyflow.autograd.function import Context, Function
 from tinyflow.ops.activation import _wide, erf_array  # GELU needs erf too: it lives with GELU (core)
 from tinyflow.ops.elementwise import NoGradient, _binary  # noqa: F401 (NoGradient: re-exported)
@@ -237,6 +239,16 @@ class Sign(_Stepwise):
 # ------------------------------------------------------------------ binary maths
 
 
+def _integer_division(op: str, xp: Any, a: Any, b: Any) -> None:
+    """Integer division by zero is PyTorch's RuntimeError "ZeroDivisionError" on the CPU (NumPy
+    would answer 0 and warn). On a GPU it is not checked (a host read per op), as in PyTorch."""
+    if getattr(b, "dtype", None) is not None and b.dtype.kind in "iu" and a.dtype.kind in "iu" \
+            and type(b) is np.ndarray and not b.all():
+        raise RuntimeError(f"ZeroDivisionError: {op}: integer division by zero (divisor of shape "
+                           f"{tuple(b.shape)} and dtype {b.dtype} holds a 0); divide in floating point "
+                           "(a.float() / b) or replace the zeros first")
+
+
 def _no_bool(op: str, a: Any, b: Any) -> None:
     """PyTorch implements the division-like ops for numbers, not for two bool tensors."""
     if a.dtype.kind == "b" and getattr(b, "dtype", a.dtype).kind == "b":
@@ -267,6 +279,7 @@ class Fmod(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
         _no_bool("fmod", a, b)
+        _integer_division("fmod", ctx.xp, a, b)
         ctx.save_for_backward(a, b)
         return _binary("fmod", ctx.xp.fmod, a, b)
 
@@ -283,6 +296,7 @@ class Remainder(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
         _no_bool("remainder", a, b)
+        _integer_division("remainder", ctx.xp, a, b)
         ctx.save_for_backward(a, b)
         return _binary("remainder", ctx.xp.remainder, a, b)
 
@@ -308,6 +322,7 @@ class DivRounded(_Stepwise):
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any, mode: str) -> Any:
         _no_bool(f"div(rounding_mode={mode!r})", a, b)
+        _integer_division(f"div(rounding_mode={mode!r})", ctx.xp, a, b)
         return _binary("div", lambda x, y: _divide_rounded(ctx.xp, x, y, mode), a, b)
 
     @staticmethod
@@ -322,6 +337,7 @@ class FloorDivide(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, b: Any) -> Any:
         _no_bool("floor_divide", a, b)
+        _integer_division("floor_divide", ctx.xp, a, b)
         return _binary("floor_divide", ctx.xp.floor_divide, a, b)
 
     @staticmethod
