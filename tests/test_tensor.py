@@ -121,3 +121,25 @@ def test_set_printoptions_precision_threshold_profile():
     finally:
         tf.set_printoptions(profile="default")
     assert tf.get_printoptions()["precision"] == 4 and repr(tf.tensor([1.23456])) == "tensor([1.2346])"
+
+
+@pytest.mark.parametrize("spec", ["", ".2f", "+.3e", "8.1f", "04d", "g"])
+def test_format_spec_of_a_0d_tensor_formats_its_value_as_torch(spec):
+    torch = pytest.importorskip("torch")
+    for value, dtype in [(1.5, "float32"), (-2.25, "float64"), (3, "int64")]:
+        if spec == "04d" and dtype != "int64":
+            continue
+        ours, theirs = tf.tensor(value, dtype=getattr(tf, dtype)), torch.tensor(value, dtype=getattr(torch, dtype))
+        assert format(ours, spec) == format(theirs, spec)  # f"{loss:.4f}": the value, as torch
+        assert f"{ours.reshape(1)[0]:{spec}}" == f"{theirs.reshape(1)[0]:{spec}}"  # an element of a 1-d tensor
+
+
+def test_format_spec_of_other_tensors_is_refused_as_torch():
+    torch = pytest.importorskip("torch")
+    for ours, theirs in [(tf.ones(2), torch.ones(2)), (tf.nn.Parameter(tf.tensor(1.0)), torch.nn.Parameter(torch.tensor(1.0)))]:
+        with pytest.raises(TypeError) as expected:
+            format(theirs, ".2f")
+        with pytest.raises(TypeError, match="unsupported format string") as got:
+            format(ours, ".2f")
+        assert str(got.value).split(" passed to ")[1].rstrip(".") == str(expected.value).split(" passed to ")[1].rstrip(".")
+        assert format(ours, "") == str(ours)  # no spec: str(), as f"{x}"
