@@ -441,10 +441,6 @@ TIED_INPUTS = {"int64", "int32", "uint8", "bool", "ties"}
 KNOWN = {
     # tensor.py where: a condition that is not bool is cast (torch: RuntimeError)
     **{("where_float_cond", i): "tensor.py where" for i in INPUTS},
-    # activation.py LogSumExp / tensor.py logsumexp: empty dims, dims checks
-    ("logsumexp", "empty_cols"): "logsumexp", ("logsumexp_keepdim", "empty_rows"): "logsumexp",
-    ("logsumexp_dims", "empty_rows"): "logsumexp", ("logsumexp_dims", "empty_cols"): "logsumexp",
-    ("logsumexp_dims", "f64_1d"): "logsumexp", ("logsumexp_dims", "scalar"): "logsumexp",
     # tensor.py all/any: torch keeps uint8 for uint8 input
     **{(op, "uint8"): "tensor.py all/any" for op in ("all", "all_dim", "any", "any_dim_keepdim")},
     # ops/reduce.py Std: float32 sums of squares of huge values overflow (torch rescales)

@@ -88,8 +88,13 @@ def _F(lib: Any) -> Any:
     return TF if lib is torch else TFF
 
 
+def _function(name: str) -> Callable[..., Any]:
+    """``L.<name>(*tensors)`` in either library."""
+    return lambda L, *tensors: getattr(L, name)(*tensors)
+
+
 UNARY: dict[str, Callable[[Any, Any], Any]] = {
-    name: (lambda name: lambda L, x: getattr(L, name)(x))(name)
+    name: _function(name)
     for name in ["abs", "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal",
                  "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
                  "sigmoid", "relu", "erf", "erfc", "floor", "ceil", "round", "trunc", "frac", "sign", "square",
@@ -113,7 +118,7 @@ UNARY.update({
 })
 
 BINARY: dict[str, Callable[[Any, Any, Any], Any]] = {
-    name: (lambda name: lambda L, a, b: getattr(L, name)(a, b))(name)
+    name: _function(name)
     for name in ["add", "sub", "mul", "div", "floor_divide", "remainder", "fmod", "pow", "atan2", "maximum",
                  "minimum", "fmax", "fmin", "hypot", "xlogy", "copysign", "logaddexp", "eq", "lt", "ge"]
 }

@@ -16,7 +16,7 @@ import numpy as np
 
 from tinyflow import promotion
 from tinyflow.amp import autocast_mode as amp
-from tinyflow.arg_parser import FunctionalError, normalize_dim
+from tinyflow.arg_parser import FunctionalError, normalize_axis, normalize_dim
 from tinyflow.autograd.function import Context, Function
 from tinyflow.creation import as_constant, tensor, where
 from tinyflow.dtypes import get_default_dtype, is_floating_or_complex
@@ -276,7 +276,8 @@ class LogSumExp(Function):
         xp = ctx.xp
         if not is_floating_or_complex(x.dtype):  # bool and integers in the default dtype, as PyTorch
             x = x.astype(get_default_dtype())
-        m = x.max(axis=dim, keepdims=True)
+        dim = normalize_axis("logsumexp", dim, x.ndim) or tuple(range(x.ndim))  # torch's errors for bad dims
+        m = x.max(axis=dim, keepdims=True) if x.size else x.sum(axis=dim, keepdims=True)  # empty: log(0) = -inf
         m = xp.where(xp.isfinite(m), m, 0)
         out = m + xp.log(xp.exp(x - m).sum(axis=dim, keepdims=True))  # keepdims
         ctx.save_for_backward(x, out)

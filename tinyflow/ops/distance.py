@@ -67,9 +67,8 @@ class VectorNormFunction(Function):
         if p == 2:
             scale = xp.where(n == 0, 0, g / safe)
             return x * scale, None, None, None
-        with np.errstate(divide="ignore", invalid="ignore"):
-            scale = xp.where(n == 0, 0, g / safe ** (p - 1))
-            return xp.sign(x) * xp.abs(x) ** (p - 1) * scale, None, None, None
+        scale = xp.where(n == 0, 0, g / safe ** (p - 1))
+        return xp.sign(x) * xp.abs(x) ** (p - 1) * scale, None, None, None
 
 
 class CosineSimilarityFunction(Function):

@@ -183,7 +183,7 @@ class MSELossFunction(Function):
         ctx.reduction = reduction
         sq = diff * diff
         if reduction == "mean":
-            return ctx.xp.asarray(sq.mean(), dtype=a.dtype)
+            return _reduce(ctx.xp, sq, reduction, a.dtype)  # empty: NaN, without NumPy's warning
         if reduction == "sum":
             return ctx.xp.asarray(sq.sum(), dtype=a.dtype)
         return sq
@@ -260,9 +260,8 @@ class BinaryCrossEntropyFunction(Function):
         xp = ctx.xp
         floating_only("binary_cross_entropy", p)
         _check_probabilities(xp, p)
-        with np.errstate(divide="ignore"):  # log(0) = -inf, clamped to -100 below
-            log_p = xp.maximum(xp.log(p), -100)
-            log_q = xp.maximum(xp.log1p(-p), -100)
+        log_p = xp.maximum(xp.log(p), -100)  # log(0) = -inf, clamped to -100 below
+        log_q = xp.maximum(xp.log1p(-p), -100)
         losses = -(t * log_p + (1 - t) * log_q)
         if weight is not None:
             losses = losses * weight
@@ -280,8 +279,7 @@ class BinaryCrossEntropyFunction(Function):
         gp = ge * (p - t) / xp.maximum((1 - p) * p, _BCE_EPSILON)
         gt = None
         if ctx.needs_input_grad[1]:  # -logit(p), unclamped as PyTorch's: +-inf at p = 0 or 1
-            with np.errstate(divide="ignore"):
-                gt = ge * (xp.log1p(-p) - xp.log(p))
+            gt = ge * (xp.log1p(-p) - xp.log(p))
         return gp, gt, None, None
 
 
@@ -398,8 +396,7 @@ class KLDivFunction(Function):
         if log_target:
             losses = xp.exp(t) * (t - a)
         else:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                xlogx = xp.where(t == 0, 0, t * xp.log(xp.where(t == 0, 1, t)))
+            xlogx = xp.where(t == 0, 0, t * xp.log(xp.where(t == 0, 1, t)))
             losses = xlogx - t * a
         ctx.save_for_backward(a, t)
         ctx.reduction, ctx.log_target = reduction, log_target
@@ -423,8 +420,7 @@ class KLDivFunction(Function):
             ga = -ge * t
             gt = None
             if ctx.needs_input_grad[1]:  # PyTorch's xlogy gradient: log(t) + t/t - input (NaN at t = 0)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    gt = ge * (xp.where(t == 0, 0, xp.log(xp.where(t == 0, 1, t))) + t / t - a)
+                gt = ge * (xp.where(t == 0, 0, xp.log(xp.where(t == 0, 1, t))) + t / t - a)
         return ga, gt if ctx.needs_input_grad[1] else None, None, None
 
 
@@ -703,8 +699,7 @@ def poisson_nll_loss(input: Tensor, target: Any, log_input: bool = True, full: b
     t = _as_target(target, input)
     losses = input.exp() - t * input if log_input else input - t * (input + eps).log()
     if full:  # Stirling's approximation of log(target!), where target > 1
-        with np.errstate(divide="ignore", invalid="ignore"):
-            stirling = t * t.log() - t + 0.5 * (2 * np.pi * t).log()
+        stirling = t * t.log() - t + 0.5 * (2 * np.pi * t).log()
         losses = losses + where(t > 1, stirling, 0.0)
     return _reduced(losses, reduction)
 

@@ -3,6 +3,7 @@ layer_norm, group_norm (groups as the last dim of a (N, G, C/G * rest) view, on 
 rms_norm (composed of Tensor ops)."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,12 @@ def _widened(x: Any, k: int, weight: Any, bias: Any) -> tuple:
     return x.astype(np.float32), k, *(None if a is None else a.astype(np.float32) for a in (weight, bias))
 
 
+def _mean(a: Any, axes: tuple[int, ...]) -> Any:
+    """``a.mean(axes, keepdims=True)`` (the same sum and division); 0 over an empty slice, where
+    NumPy would warn "Mean of empty slice" (an empty normalized shape: PyTorch returns the empty input)."""
+    return a.sum(axis=axes, keepdims=True) / max(math.prod(a.shape[i] for i in axes), 1)
+
+
 class LayerNormFunction(Function):
     """y = (x - mean) / sqrt(var + eps) * weight + bias, statistics over the last ``k`` dims of x
     (biased variance, as PyTorch); weight and bias have those dims' shape, or are None.
@@ -39,9 +46,9 @@ class LayerNormFunction(Function):
             ctx.dtypes = tuple(None if a is None else a.dtype for a in (x, weight, bias))
             return y.astype(x.dtype)
         axes = tuple(range(x.ndim - k, x.ndim))
-        mean = x.mean(axis=axes, keepdims=True)
+        mean = _mean(x, axes)
         centered = x - mean
-        var = (centered * centered).mean(axis=axes, keepdims=True)
+        var = _mean(centered * centered, axes)
         invstd = (1.0 / xp.sqrt(var + eps)).astype(x.dtype)
         xhat = centered * invstd
         y = xhat * weight if weight is not None else xhat
@@ -65,8 +72,8 @@ class LayerNormFunction(Function):
         gx = None
         if ctx.needs_input_grad[0]:
             gxhat = gout * weight if weight is not None else gout
-            mean_g = gxhat.mean(axis=axes, keepdims=True)
-            mean_gx = (gxhat * xhat).mean(axis=axes, keepdims=True)
+            mean_g = _mean(gxhat, axes)
+            mean_gx = _mean(gxhat * xhat, axes)
             gx = (gxhat - mean_g - xhat * mean_gx) * invstd
         return gx, None, gw, gb, None
 

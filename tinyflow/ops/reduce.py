@@ -1,8 +1,9 @@
 """Reductions: sum, mean, var, max/min (and their arg versions, which need no gradient)."""
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+import os
+import sys
+import warnings
 from typing import Any
 
 import numpy as np
@@ -14,18 +15,6 @@ from tinyflow.dtypes import is_floating_or_complex
 from tinyflow.errors import ShapeError
 
 __all__ = ["Sum", "Mean", "Var", "Std", "Max", "Min", "MaxDim", "VectorNorm", "normalize_dim"]
-
-
-def quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` without NumPy's warnings for inf and NaN arithmetic (0 / 0, inf - inf, overflow):
-    PyTorch computes those silently. (CuPy never warns; np.errstate leaves it alone.)"""
-
-    @functools.wraps(fn)
-    def silent(*args: Any, **kwargs: Any) -> Any:
-        with np.errstate(all="ignore"):
-            return fn(*args, **kwargs)
-
-    return silent
 
 
 def index_grids(xp: Any, shape: tuple[int, ...]) -> list:
@@ -81,7 +70,6 @@ class Sum(Function):
 
 class Mean(Function):
     @staticmethod
-    @quiet
     def forward(ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False) -> Any:
         _need_floating("mean", a, "could not infer the output dtype: the input must be floating point or complex")
         ctx.shape = a.shape
@@ -93,7 +81,6 @@ class Mean(Function):
         return a.mean(axis=ctx.axes, keepdims=keepdim)
 
     @staticmethod
-    @quiet
     def backward(ctx: Context, g: Any) -> Any:
         return _expand_back(ctx.xp, g / ctx.n, ctx.shape, ctx.axes, ctx.keepdim)
 
@@ -105,19 +92,33 @@ def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
     return n
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _callers_level() -> int:
+    """warnings.warn's stacklevel for the first frame outside tinyflow: the user's line."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _centered(op: str, a: Any, axis: Axis, correction: int) -> tuple[Any, tuple[int, ...] | None, int]:
     """Var's and Std's common start: (a - mean over the dims, the dims, n - correction)."""
     _need_floating(op, a, "std and var only support floating point and complex dtypes")
     axes = normalize_axis(op, axis, a.ndim)
     n = a.size if axes is None else _count(a.shape, axes)
-    return a - a.mean(axis=axes, keepdims=True), axes, max(n - correction, 0)  # 0 gives inf/nan, as PyTorch
+    if n - correction <= 0 or a.size == 0:  # inf or NaN follows, as PyTorch, with its warning
+        warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      "factor (input numel divided by output numel).", UserWarning, stacklevel=_callers_level())
+    mean = a.sum(axis=axes, keepdims=True) / max(n, 1)  # a.mean, without NumPy's warning for an empty slice
+    return a - mean, axes, max(n - correction, 0)
 
 
 class Var(Function):
     """Variance with Bessel's correction (``correction=1``) by default, as PyTorch."""
 
     @staticmethod
-    @quiet
     def forward(ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Any:
         centered, axes, denom = _centered("var", a, axis, correction)
         ctx.save_for_backward(centered)
@@ -125,14 +126,12 @@ class Var(Function):
         return (centered * centered).sum(axis=axes, keepdims=keepdim) / denom
 
     @staticmethod
-    @quiet
     def backward(ctx: Context, g: Any) -> Any:
         (centered,) = ctx.saved_tensors
         g = _expand_back(ctx.xp, g, ctx.shape, ctx.axes, ctx.keepdim)
-        with np.errstate(divide="ignore", invalid="ignore"):  # inf / NaN entries; no dof left: inf, as PyTorch
-            if ctx.denom:
-                return g * centered * (2.0 / ctx.denom)
-            return g * centered * 2.0 / ctx.xp.zeros((), dtype=centered.dtype)
+        if ctx.denom:  # inf / NaN entries; no dof left: inf, as PyTorch
+            return g * centered * (2.0 / ctx.denom)
+        return g * centered * 2.0 / ctx.xp.zeros((), dtype=centered.dtype)
 
 
 class Std(Function):
@@ -140,11 +139,9 @@ class Std(Function):
     std is 0 (all values equal), as PyTorch's, where sqrt's chain rule would give 0 * inf = NaN."""
 
     @staticmethod
-    @quiet
     def forward(ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Any:
         centered, axes, denom = _centered("std", a, axis, correction)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            std = ctx.xp.sqrt((centered * centered).sum(axis=axes, keepdims=True) / denom)
+        std = ctx.xp.sqrt((centered * centered).sum(axis=axes, keepdims=True) / denom)
         ctx.save_for_backward(centered, std)
         ctx.axes, ctx.keepdim, ctx.denom, ctx.shape = axes, keepdim, denom, a.shape
         if keepdim:
@@ -152,14 +149,12 @@ class Std(Function):
         return std.reshape(()) if axes is None else std.squeeze(axes)
 
     @staticmethod
-    @quiet
     def backward(ctx: Context, g: Any) -> Any:
         xp = ctx.xp
         centered, std = ctx.saved_tensors
         g = _expand_back(xp, g, ctx.shape, ctx.axes, ctx.keepdim)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            denom = ctx.denom if ctx.denom else xp.zeros((), dtype=centered.dtype)
-            grad = g * centered / (std * denom)
+        denom = ctx.denom if ctx.denom else xp.zeros((), dtype=centered.dtype)
+        grad = g * centered / (std * denom)
         return xp.where(std == 0, xp.zeros((), dtype=grad.dtype), grad)
 
 
@@ -189,8 +184,7 @@ class _Extreme(Function):
         count = mask.sum(axis=ctx.axes, keepdims=True)
         if not ctx.keepdim:
             g = g.reshape(out.shape)
-        with np.errstate(invalid="ignore", divide="ignore"):  # a NaN amax: 0 / 0, NaN as PyTorch's amax
-            return g * mask / count
+        return g * mask / count  # a NaN amax: 0 / 0, NaN as PyTorch's amax
 
 
 class Max(_Extreme):
@@ -269,7 +263,6 @@ class VectorNorm(Function):
     """
 
     @staticmethod
-    @quiet
     def forward(ctx: Context, a: Any, p: float, axis: Axis = None, keepdim: bool = False) -> Any:
         xp = ctx.xp
         axes = normalize_axis("norm", axis, a.ndim)
@@ -291,7 +284,6 @@ class VectorNorm(Function):
         return out.reshape(()) if axes is None else out.reshape([n for i, n in enumerate(out.shape) if i not in axes])
 
     @staticmethod
-    @quiet
     def backward(ctx: Context, g: Any) -> Any:
         xp = ctx.xp
         a, out = ctx.saved_tensors

@@ -15,7 +15,7 @@ from tinyflow.arg_parser import normalize_dim
 from tinyflow.autograd.function import Context, Function
 from tinyflow.device import device_check, to_host
 from tinyflow.errors import ShapeError
-from tinyflow.ops.reduce import index_grids, quiet
+from tinyflow.ops.reduce import index_grids
 
 __all__ = [
     "Gather", "Scatter", "ScatterAdd", "ScatterReduce", "IndexSelect", "IndexAdd", "MaskedSelect",
@@ -174,7 +174,6 @@ class ScatterReduce(Function):
     """
 
     @staticmethod
-    @quiet
     def forward(ctx: Context, a: Any, dim: int, index: Any, src: Any, reduce: str, include_self: bool = True) -> Any:
         xp = ctx.xp
         if reduce not in _REDUCTIONS:
@@ -214,7 +213,6 @@ class ScatterReduce(Function):
         return out
 
     @staticmethod
-    @quiet
     def backward(ctx: Context, g: Any) -> tuple:
         xp = ctx.xp
         a, index, src, out = ctx.saved_tensors

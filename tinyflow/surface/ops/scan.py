@@ -11,7 +11,7 @@ from typing import Any
 
 from tinyflow.arg_parser import normalize_dim
 from tinyflow.autograd.function import Context, Function
-from tinyflow.ops.reduce import index_grids, quiet
+from tinyflow.ops.reduce import index_grids
 
 __all__ = ["CumSum", "CumProd", "CumExtreme", "LogCumSumExp", "Prod", "accumulate"]
 
@@ -77,7 +77,6 @@ class CumSum(Function):
 
 class CumProd(Function):
     @staticmethod
-    @quiet
     def forward(ctx: Context, a: Any, dim: int) -> Any:
         xp = ctx.xp
         ctx.dim = normalize_dim("cumprod", dim, a.ndim)
@@ -90,7 +89,6 @@ class CumProd(Function):
         return out
 
     @staticmethod
-    @quiet
     def backward(ctx: Context, g: Any) -> tuple:
         xp = ctx.xp
         if g.ndim == 0:
@@ -115,7 +113,6 @@ class CumExtreme(Function):
     values, and a NaN once seen, as PyTorch). The gradient goes to those indices."""
 
     @staticmethod
-    @quiet
     def forward(ctx: Context, a: Any, dim: int, largest: bool = True) -> tuple:
         xp = ctx.xp
         op = "cummax" if largest else "cummin"
@@ -135,7 +132,6 @@ class CumExtreme(Function):
         return values, index
 
     @staticmethod
-    @quiet
     def backward(ctx: Context, g: Any, _g_index: Any) -> tuple:
         xp = ctx.xp
         (index,) = ctx.saved_tensors
@@ -157,7 +153,6 @@ class LogCumSumExp(Function):
     """log(cumsum(exp(a))) computed pairwise in log space (no overflow, no underflow to -inf)."""
 
     @staticmethod
-    @quiet
     def forward(ctx: Context, a: Any, dim: int) -> Any:
         ctx.dim = normalize_dim("logcumsumexp", dim, a.ndim)
         if a.ndim == 0:
@@ -169,7 +164,6 @@ class LogCumSumExp(Function):
         return out
 
     @staticmethod
-    @quiet
     def backward(ctx: Context, g: Any) -> tuple:
         xp = ctx.xp
         a, out = ctx.saved_tensors
@@ -191,7 +185,6 @@ class Prod(Function):
     the others, exact with zeros. Integer and bool inputs multiply in int64, as PyTorch."""
 
     @staticmethod
-    @quiet
     def forward(ctx: Context, a: Any, dim: int | None = None, keepdim: bool = False) -> Any:
         xp = ctx.xp
         ctx.shape = a.shape
@@ -206,7 +199,6 @@ class Prod(Function):
         return a.prod(axis=ctx.dim, keepdims=keepdim)
 
     @staticmethod
-    @quiet
     def backward(ctx: Context, g: Any) -> Any:
         xp = ctx.xp
         (a,) = ctx.saved_tensors
