@@ -345,8 +345,7 @@ class SlogDet(Function):
         grad = _mT(inv)
         if _any_failed(xp, info):  # singular: cofactor / 0, infinite as PyTorch's
             bad = info != 0
-            with np.errstate(divide="ignore", invalid="ignore"):
-                grad[bad] = cofactor_matrix(xp, a[bad]) / xp.linalg.det(a[bad])[..., None, None]
+            grad[bad] = cofactor_matrix(xp, a[bad]) / xp.linalg.det(a[bad])[..., None, None]
         return g[..., None, None] * grad
 
 
@@ -699,6 +698,5 @@ class VectorNorm(Function):
         safe = xp.where(out == 0, 1, out)
         if ord == 2:
             return xp.where(out == 0, 0, g * x / safe)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            grad = sign * xp.abs(x) ** (ord - 1) * safe ** (1 - ord)
+        grad = sign * xp.abs(x) ** (ord - 1) * safe ** (1 - ord)
         return xp.where(out == 0, 0, g * xp.where(xp.isfinite(grad), grad, 0))

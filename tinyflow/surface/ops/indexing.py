@@ -232,10 +232,9 @@ class ScatterReduce(Function):
             # a position left alone keeps its own value; a written one counts it with include_self
             wins_self = (a == out) & (keep_self | ~ctx.hit)
             ties = ties + wins_self
-            with np.errstate(divide="ignore", invalid="ignore"):  # a NaN result: no winner, NaN as PyTorch
-                share = g / ties
-                ga = xp.where(ctx.hit & (not keep_self), 0, share * wins_self)
-                gs_lead = share[where] * wins_src
+            share = g / ties  # a NaN result: no winner, NaN as PyTorch
+            ga = xp.where(ctx.hit & (not keep_self), 0, share * wins_self)
+            gs_lead = share[where] * wins_src
         gs = xp.zeros(src.shape, dtype=g.dtype)
         gs[tuple(slice(0, n) for n in index.shape)] = gs_lead
         return ga, None, None, gs, None, None
