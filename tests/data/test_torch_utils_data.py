@@ -115,3 +115,41 @@ def test_worker_init_fn_runs_in_each_worker_with_its_id():
     loader = DataLoader(WhichWorker(np.zeros(8)), batch_size=2, num_workers=2, worker_init_fn=_record_worker)
     seen = {int(v) for batch in loader for v in batch.tolist()}
     assert seen <= {0, 1} and seen
+
+
+class _WorkerInfoSample(TensorDataset):
+    """Each sample says which worker loaded it and what its WorkerInfo held, as PyTorch's
+    documented worker_init_fn / sharding patterns read it."""
+
+    def __getitem__(self, index):
+        info = tf.utils.data.get_worker_info()
+        return np.array([info.id, info.num_workers, info.seed - info.id, info.dataset is not None], dtype=np.int64)
+
+
+def _seed_numpy_from_worker_info(worker_id):
+    info = tf.utils.data.get_worker_info()  # PyTorch's recipe: seed other libraries per worker
+    assert info is not None and info.id == worker_id
+    np.random.seed(info.seed % 2**32)
+
+
+def test_get_worker_info_in_workers_and_none_in_the_main_process():
+    assert tf.utils.data.get_worker_info() is None
+    loader = DataLoader(_WorkerInfoSample(np.zeros(8)), batch_size=2, num_workers=2, seed=123,
+                        worker_init_fn=_seed_numpy_from_worker_info)
+    rows = [row for batch in loader for row in batch.tolist()]
+    assert {r[0] for r in rows} <= {0, 1} and all(r[1:] == [2, 123, 1] for r in rows)
+    assert tf.utils.data.get_worker_info() is None  # still None here after the workers ran
+
+
+class _ShardedStream(IterableDataset):
+    """PyTorch's documented IterableDataset sharding: None means the whole stream."""
+
+    def __iter__(self):
+        info = tf.utils.data.get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        return iter(range(start, 10, step))
+
+
+def test_an_iterable_dataset_sharded_by_worker_info_is_read_whole_once():
+    values = [int(v) for batch in DataLoader(_ShardedStream(), batch_size=4, num_workers=2) for v in batch.tolist()]
+    assert values == list(range(10))

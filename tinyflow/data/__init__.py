@@ -10,7 +10,14 @@ from tinyflow.data.dataset import (
     random_split,
 )
 from tinyflow.data.folder import EmptyClassWarning, EmptyDatasetError, ImageFolder, find_classes, load_image
-from tinyflow.data.loader import DataLoader, DataLoaderWorkerError, SkippedSampleWarning, default_collate
+from tinyflow.data.loader import (
+    DataLoader,
+    DataLoaderWorkerError,
+    SkippedSampleWarning,
+    WorkerInfo,
+    default_collate,
+    get_worker_info,
+)
 from tinyflow.data.packed import PackedDataError, PackedDataset, is_packed, pack_folder
 from tinyflow.data.sampler import (
     BatchSampler,
@@ -24,7 +31,7 @@ from tinyflow.data.sampler import (
 __all__ = [
     "synthetic", "transforms", "Dataset", "SkippedSample", "Subset", "TensorDataset", "random_split",
     "EmptyClassWarning", "EmptyDatasetError", "ImageFolder", "find_classes", "load_image",
-    "DataLoader", "DataLoaderWorkerError", "SkippedSampleWarning", "default_collate",
+    "DataLoader", "DataLoaderWorkerError", "SkippedSampleWarning", "WorkerInfo", "default_collate", "get_worker_info",
     "PackedDataError", "PackedDataset", "is_packed", "pack_folder", "RandomSampler", "Sampler", "SequentialSampler",
     "ConcatDataset", "IterableDataset", "BatchSampler", "SubsetRandomSampler", "WeightedRandomSampler",
 ]

@@ -36,7 +36,7 @@ from tinyflow.data.dataset import Dataset, IterableDataset, SkippedSample
 from tinyflow.data.sampler import RandomSampler, Sampler, SequentialSampler
 from tinyflow.data.transforms import sample_rng
 
-__all__ = ["DataLoader", "default_collate", "SkippedSampleWarning", "DataLoaderWorkerError"]
+__all__ = ["DataLoader", "default_collate", "SkippedSampleWarning", "DataLoaderWorkerError", "WorkerInfo", "get_worker_info"]
 
 
 class SkippedSampleWarning(UserWarning):
@@ -163,13 +163,32 @@ def _load_batch(
 _worker_state: tuple[Dataset, Callable] | None = None
 _worker_id = 0
 _init_failure: _WorkerFailure | None = None
+_worker_info: WorkerInfo | None = None
+
+
+class WorkerInfo:
+    """What ``get_worker_info()`` returns in a DataLoader worker (``torch.utils.data``'s): ``id``
+    (0 .. num_workers - 1), ``num_workers``, ``seed`` (the loader's seed + id, for a worker_init_fn
+    that seeds other libraries) and ``dataset`` (this process's copy)."""
+
+    def __init__(self, id: int, num_workers: int, seed: int, dataset: Dataset) -> None:  # noqa: A002
+        self.id, self.num_workers, self.seed, self.dataset = id, num_workers, seed, dataset
+
+    def __repr__(self) -> str:
+        return f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed}, dataset={self.dataset!r})"
+
+
+def get_worker_info() -> WorkerInfo | None:
+    """In a DataLoader worker process: that worker's WorkerInfo; elsewhere None (as in PyTorch).
+    An IterableDataset is read in the main process, so its ``__iter__`` sees None: the whole stream."""
+    return _worker_info
 
 
 def _worker_init(dataset: Dataset, collate_fn: Callable, worker_init_fn: Callable[[int], None] | None = None,
-                 counter: Any = None) -> None:
+                 counter: Any = None, num_workers: int = 1, seed: int = 0) -> None:
     """The pool's initializer. A worker_init_fn that raises does not end the worker (the pool would
     see a worker that died, as if killed): its exception comes back with the worker's first batch."""
-    global _worker_state, _worker_id, _init_failure
+    global _worker_state, _worker_id, _init_failure, _worker_info
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's business
     if hasattr(signal, "SIGUSR1"):
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # so is the stop request mpirun forwards (tinyflow train --nproc)
@@ -178,6 +197,7 @@ def _worker_init(dataset: Dataset, collate_fn: Callable, worker_init_fn: Callabl
     if counter is not None:
         with counter.get_lock():
             _worker_id, counter.value = counter.value, counter.value + 1
+    _worker_info = WorkerInfo(_worker_id, num_workers, seed + _worker_id, dataset)
     if worker_init_fn is not None:
         try:
             worker_init_fn(_worker_id)
@@ -424,7 +444,8 @@ class DataLoader:
         # futures then raise BrokenProcessPool instead of waiting forever for a lost batch, and
         # so does every later submit(); both go through _worker_deaths.
         pool = ProcessPoolExecutor(self.num_workers, mp_context=ctx, initializer=_worker_init,
-                                   initargs=(self.dataset, self.collate_fn, self.worker_init_fn, ctx.Value("i", 0)))
+                                   initargs=(self.dataset, self.collate_fn, self.worker_init_fn, ctx.Value("i", 0),
+                                             self.num_workers, self.seed))
         workers: dict[int, Any] = {}  # pid -> Process, every worker this pool started
         try:
             pending: collections.deque = collections.deque()

@@ -14,6 +14,7 @@ from tinyflow.data import (  # noqa: F401
     TensorDataset,
     WeightedRandomSampler,
     default_collate,
+    get_worker_info,
     random_split,
 )
 from tinyflow.utils.data import distributed  # noqa: F401
@@ -21,5 +22,5 @@ from tinyflow.utils.data import distributed  # noqa: F401
 __all__ = [
     "BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler", "IterableDataset",
     "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler", "TensorDataset",
-    "WeightedRandomSampler", "default_collate", "random_split", "distributed",
+    "WeightedRandomSampler", "default_collate", "get_worker_info", "random_split", "distributed",
 ]
