@@ -92,7 +92,7 @@ def test_tensor_holds_the_real_functions():
 
 
 def test_uniform_and_normal_fast_path_keeps_the_rules():
-    """uniform_ / normal_ live in tensor.py (model building uses them): they count as in-place
+    """uniform_ / normal_ (model building uses them) take a fast path: they count as in-place
     edits, refuse a leaf that requires grad while autograd records, and are recorded on a non-leaf."""
     tinyflow.manual_seed(0)
     t = tinyflow.zeros(1000)

@@ -3,6 +3,7 @@ arange, linspace, the ``*_like`` forms, and cat, stack, split, where (PyTorch's 
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -292,6 +293,11 @@ def where(condition: Any, input: Any = None, other: Any = None, *, out: Tensor |
     a, b = promotion.promote(input, other)  # input and other meet in their result dtype, as in PyTorch
     c = condition.array if isinstance(condition, Tensor) else a.device.xp.asarray(condition)
     if c.dtype != bool:
+        if c.dtype != np.uint8:  # PyTorch takes a uint8 mask (deprecated), no other
+            raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {c.dtype}; "
+                               "compare to make one (e.g. cond != 0)")
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and will be removed in "
+                      "a future version of PyTorch. Use a boolean condition instead.", UserWarning, stacklevel=2)
         c = c.astype(bool)
     return _into("where", Where.apply(c, a, b), out)
 

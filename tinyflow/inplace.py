@@ -9,8 +9,8 @@ history). Backward refuses a node whose saved array was overwritten since (the c
 leaf that requires grad it is an error, unless under no_grad() (how optimizers update parameters).
 
 The functions named in ``METHODS`` are Tensor methods (``self`` first): tensor.py names them and
-puts stand-ins on Tensor, so that this file loads on the first look-up of one (a training step
-makes none; ``uniform_`` and ``normal_``, which build a model, are tensor.py's own).
+sets them on Tensor once this file has loaded (at the end of tensor.py's import), ``uniform_`` and
+``normal_`` (what nn.init builds a model with) among them.
 """
 from __future__ import annotations
 
@@ -26,10 +26,11 @@ from tinyflow.autograd.function import _memory_root
 from tinyflow import creation  # (creation imports tensor.py, which imports this file: names read at call time)
 from tinyflow.autograd.function import Context
 from tinyflow.autograd.grad_mode import is_grad_enabled
-from tinyflow.device import quiet_numpy, restore_numpy
+from tinyflow.device import move, quiet_numpy, restore_numpy
 from tinyflow.errors import ShapeError
 from tinyflow.ops.copy import Cast, Fill
 from tinyflow.ops.shape import Permute, Reshape, SetItem
+from tinyflow.random import rng
 from tinyflow.tensor import INPLACE_METHODS, Tensor
 
 # The names tensor.py puts on Tensor (the list is written there; tests/test_tensor.py checks that it
@@ -160,6 +161,40 @@ def fill_(self, value: Any) -> Tensor:
         a[...] = _raw(value)
 
     return self._inplace("fill_", lambda old: Fill.apply(old, value), (value,), fast)
+
+def uniform_(self, from_: float = 0.0, to: float = 1.0, *, generator: Any = None, **kwargs: Any) -> Tensor:
+    low, high = kwargs.pop("from", from_), to  # PyTorch's keyword is "from": uniform_(**{"from": a})
+    if kwargs:
+        raise TypeError(f"uniform_() got an unexpected keyword argument {next(iter(kwargs))!r}")
+    vals = creation._draw(rng(generator).random, self.shape, self.dtype)
+    vals *= high - low
+    vals += low
+    return self._fill_values("uniform_", vals)
+
+def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
+    vals = creation._draw(rng(generator).standard_normal, self.shape, self.dtype)
+    vals *= std
+    vals += mean
+    return self._fill_values("normal_", vals)
+
+def _fill_values(self, op: str, vals: Any) -> Tensor:
+    """Overwrite with freshly drawn host values (no gradient flows to the old value). nn.init draws
+    every parameter so, under no_grad: such a write goes straight into the array; only one that
+    autograd must record or refuse takes ``_inplace``."""
+    vals = move(vals, self._device)
+
+    def fast(a: Any) -> None:
+        a[...] = vals
+
+    if not (self._requires_grad and is_grad_enabled()):
+        try:
+            fast(self.array)
+        except ValueError:  # a read-only broadcast view: _inplace's fast path says so
+            pass
+        else:
+            self._versions[0] += 1
+            return self
+    return self._inplace(op, lambda old: Fill.apply(old, vals), (), fast)
 
 def copy_(self, other: Any, non_blocking: bool = False) -> Tensor:
     """Copy ``other`` (broadcast to this shape, cast to this dtype, moved to this device)."""

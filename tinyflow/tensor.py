@@ -18,14 +18,12 @@ from tinyflow._tensor_str import tensor_repr
 from tinyflow.arg_parser import add_axis_alias, index_steps, normalize_axis, normalize_dim
 from tinyflow.autograd.engine import run_backward
 from tinyflow.autograd.function import Context, set_tensor_class
-from tinyflow.autograd.grad_mode import is_grad_enabled
 from tinyflow.device import Device, device_of, move, quiet_numpy, restore_numpy, to_host
 from tinyflow.dtypes import (
     as_dtype, bool_, float16, float32, float64, get_default_dtype, int32, int64, is_dtype_name, is_floating,
     is_floating_or_complex,
 )
 from tinyflow.errors import ShapeError
-from tinyflow.random import rng
 
 __all__ = ["Tensor"]
 
@@ -459,11 +457,11 @@ class Tensor:
 
     def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """True where every entry (over ``dim``, or all of them) is non-zero; a bool tensor."""
-        return elementwise.NoGradient.apply(lambda xp, a: xp.all(a, axis=_reduce_axes(dim, a.ndim), keepdims=keepdim), self)
+        return elementwise.NoGradient.apply(lambda xp, a: _truth(xp.all, a, dim, keepdim), self)
 
     def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         """True where some entry (over ``dim``, or any at all) is non-zero; a bool tensor."""
-        return elementwise.NoGradient.apply(lambda xp, a: xp.any(a, axis=_reduce_axes(dim, a.ndim), keepdims=keepdim), self)
+        return elementwise.NoGradient.apply(lambda xp, a: _truth(xp.any, a, dim, keepdim), self)
 
     def isnan(self) -> Tensor:
         return Tensor._from_array(self._device.xp.isnan(self.array), device=self._device)
@@ -662,40 +660,11 @@ class Tensor:
             out = GetItem.apply(out, step)
         return out
 
-    # ---------------------------------------------------------------- random fills
-    # nn.init draws every parameter with these (under no_grad): such a write goes straight into the
-    # array; only one that autograd must record or refuse takes tinyflow/inplace.py's _inplace.
-    def uniform_(self, from_: float = 0.0, to: float = 1.0, *, generator: Any = None, **kwargs: Any) -> Tensor:
-        low, high = kwargs.pop("from", from_), to  # PyTorch's keyword is "from": uniform_(**{"from": a})
-        if kwargs:
-            raise TypeError(f"uniform_() got an unexpected keyword argument {next(iter(kwargs))!r}")
-        vals = _draw(rng(generator).random, self.shape, self.dtype)
-        vals *= high - low
-        vals += low
-        return self._fill_values("uniform_", vals)
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
-        vals = _draw(rng(generator).standard_normal, self.shape, self.dtype)
-        vals *= std
-        vals += mean
-        return self._fill_values("normal_", vals)
-
-    def _fill_values(self, op: str, vals: Any) -> Tensor:
-        """Overwrite with freshly drawn host values (no gradient flows to the old value)."""
-        vals = move(vals, self._device)
-
-        def fast(a: Any) -> None:
-            a[...] = vals
-
-        if not (self._requires_grad and is_grad_enabled()):
-            try:
-                fast(self.array)
-            except ValueError:  # a read-only broadcast view: _inplace's fast path says so
-                pass
-            else:
-                self._versions[0] += 1
-                return self
-        return self._inplace(op, lambda old: Fill.apply(old, vals), (), fast)
+def _truth(fn: Callable[..., Any], a: Any, dim: Any, keepdim: bool) -> Any:
+    """all / any over ``dim``: bool, or uint8 for a uint8 input, as PyTorch keeps it."""
+    out = fn(a, axis=_reduce_axes(dim, a.ndim), keepdims=keepdim)
+    return out.astype(a.dtype) if a.dtype == np.uint8 else out
 
 
 def _shape_arg(shape: tuple) -> tuple[int, ...]:
@@ -751,7 +720,7 @@ set_tensor_class(Tensor)  # the class autograd wraps op outputs in
 INPLACE_METHODS = tuple(
     "_alias _inplace _rebase add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ clip_ exp_ log_ sqrt_ abs_ tanh_ "
     "sigmoid_ relu_ pow_ addcmul_ addcdiv_ detach_ __iadd__ __isub__ __imul__ __itruediv__ __ifloordiv__ "
-    "__imod__ __ipow__ __ilshift__ __irshift__ __setitem__".split()
+    "__imod__ __ipow__ __ilshift__ __irshift__ __setitem__ uniform_ normal_ _fill_values".split()
 )
 from tinyflow import inplace as _inplace_methods  # noqa: E402
 
@@ -759,7 +728,7 @@ for _name in INPLACE_METHODS:
     setattr(Tensor, _name, getattr(_inplace_methods, _name))
 
 # The creation functions live in tinyflow/creation.py; these names stay importable from here.
-from tinyflow.creation import _draw, legacy_tensor  # noqa: E402 (uniform_ and normal_ draw with _draw)
+from tinyflow.creation import legacy_tensor  # noqa: E402
 from tinyflow.creation import (  # noqa: E402,F401
     arange, as_tensor, cat, empty, empty_like, full, full_like, linspace, ones, ones_like, pad, rand, rand_like,
     randint, randn, randn_like, randperm, split, stack, tensor, where, zeros, zeros_like,
@@ -767,5 +736,5 @@ from tinyflow.creation import (  # noqa: E402,F401
 # The op families the methods call, imported once Tensor exists: their files build on it (their F functions).
 # copy's and shape's ops by name: the arguments called copy and shape would hide those modules.
 from tinyflow.ops import activation, elementwise, linear, reduce  # noqa: E402
-from tinyflow.ops.copy import Cast, Clone, Fill, ToDevice  # noqa: E402
+from tinyflow.ops.copy import Cast, Clone, ToDevice  # noqa: E402
 from tinyflow.ops.shape import Expand, GetItem, Permute, Reshape  # noqa: E402

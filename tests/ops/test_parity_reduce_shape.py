@@ -439,10 +439,6 @@ TIED_INPUTS = {"int64", "int32", "uint8", "bool", "ties"}
 # activation.py), reported; the sweep expects them to differ until they are fixed
 # (then remove the entry).
 KNOWN = {
-    # tensor.py where: a condition that is not bool is cast (torch: RuntimeError)
-    **{("where_float_cond", i): "tensor.py where" for i in INPUTS},
-    # tensor.py all/any: torch keeps uint8 for uint8 input
-    **{(op, "uint8"): "tensor.py all/any" for op in ("all", "all_dim", "any", "any_dim_keepdim")},
     # ops/reduce.py Std: float32 sums of squares of huge values overflow (torch rescales)
     **{(op, "huge"): "std overflow" for op in ("std", "std_dim", "std_correction", "std_mean", "std_mean_correction")},
     # tensor.py amax() without dim is Max.apply(x, None) like max(): max()'s NaN gradient, not amax's
