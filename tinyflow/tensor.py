@@ -588,9 +588,11 @@ class Tensor:
         return self.reshape(other.shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        s, e = normalize_dim("flatten", start_dim, self.ndim), normalize_dim("flatten", end_dim, self.ndim)
+        if s > e:
+            raise RuntimeError(f"flatten() has invalid args: start_dim ({start_dim}) cannot come after end_dim ({end_dim})")
         if self.ndim == 0:
             return self.reshape(1)
-        s, e = start_dim % self.ndim, end_dim % self.ndim
         n = 1
         for d in self.shape[s : e + 1]:
             n *= d
@@ -617,6 +619,9 @@ class Tensor:
         """A broadcast view to ``size`` (as reshape takes it; -1 keeps a dim; ``implicit`` changes nothing)."""
         shape = _shape_arg(args if size is None else (size,))
         lead = len(shape) - self.ndim
+        if -1 in shape[:lead]:
+            raise RuntimeError(f"expand: the expanded size of the tensor (-1) isn't allowed in a leading, non-existing "
+                               f"dimension {shape.index(-1)} (tensor of shape {tuple(self.shape)} to {shape})")
         sizes = tuple(self.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
         return Expand.apply(self, sizes)
 
@@ -630,8 +635,7 @@ class Tensor:
         """Drop size-1 dims: all of them, or those of ``dim`` (an int or a tuple) that have size 1."""
         if dim is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        axes = {_wrap_dim("squeeze", d, self.ndim) for d in dims}
+        axes = set(normalize_axis("squeeze", dim, self.ndim) or ())  # torch's errors: out of range, repeated
         return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in axes and s == 1)))
 
     def unsqueeze(self, dim: int) -> Tensor:

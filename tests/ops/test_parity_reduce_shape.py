@@ -443,11 +443,6 @@ KNOWN = {
     **{(op, "huge"): "std overflow" for op in ("std", "std_dim", "std_correction", "std_mean", "std_mean_correction")},
     # tensor.py amax() without dim is Max.apply(x, None) like max(): max()'s NaN gradient, not amax's
     ("amax", "nan_inf"): "tensor.py amax", ("amin", "nan_inf"): "tensor.py amin",
-    # tensor.py flatten/squeeze: dims not checked on 1-d/0-d, duplicates accepted
-    **{(op, i): "tensor.py flatten" for op in ("flatten_range", "flatten_fn") for i in ("f64_1d", "scalar")},
-    ("squeeze_dims", "scalar"): "tensor.py squeeze",
-    # tensor.py expand: -1 for a new leading dim is accepted (torch: RuntimeError)
-    **{("expand_new_minus_one", i): "tensor.py expand" for i in INPUTS},
     # tensor.py __setitem__: NumPy's OverflowError; a value of another dtype into a bool tensor by mask
     ("setitem_slice", "uint8"): "tensor.py setitem",
 }
