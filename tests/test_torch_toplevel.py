@@ -160,3 +160,17 @@ def test_onnx_imports_and_export_says_there_is_no_exporter(tmp_path) -> None:
     with pytest.raises(NotImplementedError, match=r"no ONNX exporter \(asked to export Linear to '.*m.onnx'\).*state_dict"):
         tf.onnx.export(model, tf.zeros(1, 2), str(tmp_path / "m.onnx"))
     assert not (tmp_path / "m.onnx").exists()
+
+
+def test_float32_matmul_precision_is_recorded_and_a_bad_value_warns_as_torch():
+    torch = pytest.importorskip("torch")
+    before = tf.get_float32_matmul_precision()
+    assert before == torch.get_float32_matmul_precision() == "highest"
+    try:
+        tf.set_float32_matmul_precision("high")  # what nanoGPT-style programs call first
+        assert tf.get_float32_matmul_precision() == "high"
+        with pytest.warns(UserWarning, match="not one of 'highest', 'high', or 'medium'"):
+            tf.set_float32_matmul_precision("fast")
+        assert tf.get_float32_matmul_precision() == "high"  # no effect, as torch's
+    finally:
+        tf.set_float32_matmul_precision(before)

@@ -377,6 +377,25 @@ def is_deterministic_algorithms_warn_only_enabled() -> bool:
     return _deterministic["warn_only"]
 
 
+_float32_matmul_precision = {"value": "highest"}
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """``torch.set_float32_matmul_precision``: "highest" (the default), "high" or "medium", recorded
+    (another value warns and changes nothing, as PyTorch). tinyflow's float32 GEMMs round to TF32
+    where CuPy's ``CUPY_TF32=1`` says so (docs/cuda.md); this switch, like
+    ``backends.cuda.matmul.allow_tf32``, is a flag PyTorch programs set and changes no kernel."""
+    if precision not in ("highest", "high", "medium"):
+        warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current "
+                      "set_float32_matmul_precision call has no effect.", UserWarning, stacklevel=2)
+        return
+    _float32_matmul_precision["value"] = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _float32_matmul_precision["value"]
+
+
 # ------------------------------------------------------------------------------ legacy constructors
 
 
@@ -423,7 +442,8 @@ __all__ = [
     "meshgrid", "broadcast_shapes", "broadcast_tensors", "randint_like", "normal", "bernoulli",
     "inference_mode", "compile", "set_num_threads", "get_num_threads", "set_num_interop_threads",
     "get_num_interop_threads", "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
-    "is_deterministic_algorithms_warn_only_enabled", "dtype", "finfo", "iinfo",
+    "is_deterministic_algorithms_warn_only_enabled", "set_float32_matmul_precision",
+    "get_float32_matmul_precision", "dtype", "finfo", "iinfo",
     "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor",
     "ByteTensor", "BoolTensor",
 ]
