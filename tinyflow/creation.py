@@ -154,8 +154,8 @@ def full(size: Sequence[int], fill_value: Any, *, out: Tensor | None = None, dty
          device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     if dtype is None and out is None and isinstance(fill_value, (bool, int)):
         dtype = bool_ if isinstance(fill_value, bool) else int64
-    return _make(lambda xp, s, d: xp.full(s, fill_value, dtype=d), (tuple(size),), dtype, device, requires_grad,
-                 op="full", out=out, layout=layout)
+    return _make(lambda xp, s, d: xp.full(s, promotion.checked_scalar("full", fill_value, d), dtype=d),
+                 (tuple(size),), dtype, device, requires_grad, op="full", out=out, layout=layout)
 
 
 def _random(op: str, draw: Callable[[np.random.Generator, tuple, np.dtype], np.ndarray], shape: Sequence[Any],

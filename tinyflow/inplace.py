@@ -27,6 +27,7 @@ from tinyflow import creation  # (creation imports tensor.py, which imports this
 from tinyflow.autograd.function import Context
 from tinyflow.autograd.grad_mode import is_grad_enabled
 from tinyflow.device import move, quiet_numpy, restore_numpy
+from tinyflow.dtypes import is_half
 from tinyflow.errors import ShapeError
 from tinyflow.ops.copy import Cast, Fill
 from tinyflow.ops.shape import Permute, Reshape, SetItem
@@ -156,6 +157,7 @@ def fill_(self, value: Any) -> Tensor:
         raise RuntimeError(
             f"fill_: only a 0-dim value tensor can fill a tensor, got shape {value.shape}; use copy_"
         )
+    value = promotion.checked_scalar("fill_", value, self.dtype)
 
     def fast(a: Any) -> None:
         a[...] = _raw(value)
@@ -304,6 +306,8 @@ def __setitem__(self, index: Any, value: Any) -> None:
                         "tensor (tinyflow.tensor(value, dtype=x.dtype))")
     if index is False:
         return
+    if not is_half(self.dtype):  # PyTorch's setitem rounds a number into a half tensor unchecked (inf)
+        value = promotion.checked_scalar("setitem", value, self.dtype)
     steps = index_steps(index, Tensor, self.array.shape)
     fill = _fills_mask(steps, value)
     if fill and any(isinstance(i, Tensor) and i.ndim and i.dtype == np.uint8 for i in _items(index)) \

@@ -21,13 +21,14 @@ forward never promotes on its own.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from tinyflow.dtypes import is_complex, is_floating
+from tinyflow.dtypes import as_dtype, finfo, is_complex, is_floating
 
-__all__ = ["promote_types", "result_type", "can_cast", "promote", "float_operand"]
+__all__ = ["promote_types", "result_type", "can_cast", "promote", "float_operand", "checked_scalar"]
 
 _BOOL = np.dtype(bool)
 _INT64 = np.dtype(np.int64)
@@ -174,3 +175,27 @@ def float_operand(x: Any) -> Any:
     from tinyflow.tensor import get_default_dtype
 
     return x.to(get_default_dtype())
+
+
+def checked_scalar(op: str, value: Any, dtype: Any) -> Any:
+    """A Python number as it is written into a tensor of ``dtype`` by fill_, full, setitem and
+    masked_fill, with PyTorch's checked conversion: an unsigned integer dtype takes -max..max
+    (negatives wrap, -1 is 255 in uint8), a signed one its range, a floating one its finite range
+    (inf and NaN pass); a float into an integer dtype must lie in its range (then it is truncated).
+    Anything else is PyTorch's RuntimeError, not NumPy's OverflowError or a silent inf."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    dt = as_dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        low = -int(info.max) if dt.kind == "u" and isinstance(value, int) else int(info.min)
+        fits = low <= value <= int(info.max)  # NaN fits nowhere
+        if fits and value < 0 and dt.kind == "u":
+            value = int(value) % (int(info.max) + 1)
+    elif is_floating(dt):
+        fits = not (math.isfinite(value) and abs(value) > float(finfo(dt).max))
+    else:
+        return value
+    if not fits:
+        raise RuntimeError(f"{op}: value cannot be converted to type {dt} without overflow (got {value!r})")
+    return value

@@ -443,8 +443,6 @@ KNOWN = {
     **{(op, "huge"): "std overflow" for op in ("std", "std_dim", "std_correction", "std_mean", "std_mean_correction")},
     # tensor.py amax() without dim is Max.apply(x, None) like max(): max()'s NaN gradient, not amax's
     ("amax", "nan_inf"): "tensor.py amax", ("amin", "nan_inf"): "tensor.py amin",
-    # tensor.py __setitem__: NumPy's OverflowError; a value of another dtype into a bool tensor by mask
-    ("setitem_slice", "uint8"): "tensor.py setitem",
 }
 
 # torch's prod backward is grad * prod / input where no input is 0: NaN wherever an input is

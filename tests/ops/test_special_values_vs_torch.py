@@ -231,3 +231,34 @@ def test_the_callers_numpy_error_state_is_left_as_it_was() -> None:
         warnings.simplefilter("error")
         with pytest.raises(RuntimeWarning):
             np.log(np.zeros(1))  # the default "warn" is back outside
+
+
+NUMBERS = [300, 255, -1, -255, -256, 127, -129, 2**31, 70000, 2.7, -1.5, 255.9, 1e10, 1e39, float("inf"),
+           float("-inf"), float("nan"), True]
+WRITES: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "fill_": lambda L, x, v: x.fill_(v),
+    "full": lambda L, x, v: L.full(tuple(x.shape), v, dtype=x.dtype),
+    "setitem": lambda L, x, v: (x.__setitem__(slice(0, 2), v), x)[1],
+    "masked_fill": lambda L, x, v: x.masked_fill(L.tensor([True, False, True]), v),
+}
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "bool"])
+@pytest.mark.parametrize("op", sorted(WRITES))
+def test_a_number_written_into_a_tensor_is_checked_as_in_pytorch(op: str, dtype: str) -> None:
+    """PyTorch's checked conversion of a Python number (fill_, full, setitem, masked_fill): uint8
+    takes -255..255 (-1 is 255), other integers their range, floats their finite range (inf and NaN
+    pass); anything else is a RuntimeError, not NumPy's OverflowError or a silent inf."""
+    for value in NUMBERS:
+        def run(L: Any, value: Any = value) -> Any:
+            return WRITES[op](L, L.zeros(3, dtype=getattr(L, dtype)), value)
+
+        try:
+            want = run(torch)
+        except RuntimeError:
+            with pytest.raises(RuntimeError, match="without overflow"):
+                _run(lambda L: run(L), tf)
+            continue
+        if dtype.startswith(("int", "uint")) and isinstance(value, float) and not np.isfinite(value):
+            continue  # torch's result is unspecified there
+        _same(f"{op}({value!r})", _run(lambda L: run(L), tf), want)

@@ -495,6 +495,7 @@ class TensorMethods:
                 )
             fill = value.to(self.dtype)
         else:
+            value = promotion.checked_scalar("masked_fill", value, self.dtype)
             fill = _tf().tensor(value, dtype=self.dtype, device=self.device)
         return _tf().where(mask, fill, self)
 
