@@ -115,6 +115,14 @@ def _centered(op: str, a: Any, axis: Axis, correction: int) -> tuple[Any, tuple[
     return a - mean, axes, max(n - correction, 0)
 
 
+def _sum_of_squares(xp: Any, centered: Any, axes: tuple[int, ...] | None) -> Any:
+    """The sum of ``centered ** 2`` over ``axes`` (kept), in float64 for narrower floats on the CPU
+    as PyTorch's CPU var/std accumulate (1e30 squares past float32's range)."""
+    if xp is np and centered.dtype.kind in "fV" and centered.dtype.itemsize < 8:
+        centered = centered.astype(np.float64)
+    return (centered * centered).sum(axis=axes, keepdims=True)
+
+
 class Var(Function):
     """Variance with Bessel's correction (``correction=1``) by default, as PyTorch."""
 
@@ -123,7 +131,8 @@ class Var(Function):
         centered, axes, denom = _centered("var", a, axis, correction)
         ctx.save_for_backward(centered)
         ctx.axes, ctx.keepdim, ctx.denom, ctx.shape = axes, keepdim, denom, a.shape
-        return (centered * centered).sum(axis=axes, keepdims=keepdim) / denom
+        out = (_sum_of_squares(ctx.xp, centered, axes) / denom).astype(a.dtype, copy=False)
+        return out if keepdim else out.reshape(()) if axes is None else out.squeeze(axes)
 
     @staticmethod
     def backward(ctx: Context, g: Any) -> Any:
@@ -141,7 +150,7 @@ class Std(Function):
     @staticmethod
     def forward(ctx: Context, a: Any, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Any:
         centered, axes, denom = _centered("std", a, axis, correction)
-        std = ctx.xp.sqrt((centered * centered).sum(axis=axes, keepdims=True) / denom)
+        std = ctx.xp.sqrt(_sum_of_squares(ctx.xp, centered, axes) / denom).astype(a.dtype, copy=False)
         ctx.save_for_backward(centered, std)
         ctx.axes, ctx.keepdim, ctx.denom, ctx.shape = axes, keepdim, denom, a.shape
         if keepdim:
