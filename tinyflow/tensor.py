@@ -407,10 +407,17 @@ class Tensor:
 
     # comparisons: never differentiable, return boolean tensors
     def _compare(self, other: Any, fn: Callable[[Any, Any], Any], op: str) -> Tensor:
-        b = other.array if isinstance(other, Tensor) else other
+        """``fn(a, b)`` in torch.result_type's dtype (NumPy's would compare int64 with 2.5 exactly, and
+        float32 with a 0-d float64 tensor in float64), a number wrapped into an integer tensor's dtype."""
+        a, b = self.array, other.array if isinstance(other, Tensor) else other
+        if isinstance(other, Tensor) and b.dtype != a.dtype or type(other) is float and a.dtype.kind in "iub":
+            dtype = promotion.result_type(self, other)
+            a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False) if isinstance(other, Tensor) else b
+        elif type(other) is int and a.dtype.kind in "iu" and not _INT_RANGE[a.dtype][0] <= other <= _INT_RANGE[a.dtype][1]:
+            b = np.array(other).astype(a.dtype).item()  # -1 is 255 in uint8, as PyTorch casts it
         quiet = quiet_numpy()  # ml_dtypes' bfloat16 warns on NaN
         try:
-            return Tensor._from_array(fn(self.array, b), device=self._device)
+            return Tensor._from_array(fn(a, b), device=self._device)
         except ValueError:
             raise elementwise.broadcast_error(op, self.array, b) from None
         finally:
@@ -663,6 +670,9 @@ class Tensor:
         for step in index_steps(index, Tensor, self.array.shape):
             out = GetItem.apply(out, step)
         return out
+
+
+_INT_RANGE = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in "i1 i2 i4 i8 u1 u2 u4 u8".split()}
 
 
 def _truth(fn: Callable[..., Any], a: Any, dim: Any, keepdim: bool) -> Any:

@@ -203,10 +203,6 @@ KNOWN = [  # (test, case names, variant patterns, what differs)
     ("inplace_methods", ("floor_", "round_"), ("bool",), "tensor_methods._rounded accepts bool"),
     ("inplace_methods", ("clamp_",), ("i64", "bool"),
      "Tensor.clamp_ lets NumPy's UFuncTypeError through for a float bound on an int tensor (torch: RuntimeError)"),
-    ("comparison_promotion", ("gt", "eq", "ne", "le"), ("f32_lt_0d_f64", "i64_eq_float", "i64_gt_f32_round"),
-     "Tensor._compare compares the raw arrays with NumPy's rules, not in torch.result_type's dtype"),
-    ("comparison_promotion", ("gt", "lt", "ge", "le"), ("u8_gt_neg1",),
-     "Tensor._compare: uint8 vs -1 compares mathematically (torch wraps -1 to 255 in uint8)"),
     # tinyflow/surface/ops/special.py and tinyflow/surface/tensor_methods_special.py
     ("binary", ("hypot", "logaddexp2"), ("bool_bool", "bool_i32", "i32_0d_i64", "i32_i64", "u8_i8"),
      "hypot/logaddexp2 compute integers in float (torch: NotImplementedError)"),
