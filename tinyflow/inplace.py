@@ -131,6 +131,9 @@ def sub_(self, other: Any, *, alpha: float = 1) -> Tensor:
             _add_scaled_(a, b, alpha, subtract=True)
 
     _check_can_cast("sub_", promotion.result_type(self, other), self.dtype)
+    if self.dtype == np.bool_ and promotion.result_type(self, other) == np.bool_:
+        raise RuntimeError("sub_: subtraction, the `-` operator, with two bool tensors is not supported; use the `^` "
+                           "or logical_xor() operator instead (as PyTorch)")
     return self._inplace("sub_", lambda old: old.sub(other, alpha=alpha), (other,), fast)
 
 def mul_(self, other: Any) -> Tensor:
@@ -218,6 +221,9 @@ def copy_(self, other: Any, non_blocking: bool = False) -> Tensor:
 
 def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
     xp = self._device.xp
+    for bound in (min, max):
+        if bound is not None:
+            _check_can_cast("clamp_", promotion.result_type(self, bound), self.dtype)
     return self._inplace("clamp_", lambda old: old.clamp(min, max), (),
                          lambda a: xp.clip(a, min, max, out=a))
 

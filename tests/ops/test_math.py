@@ -337,9 +337,11 @@ def test_inplace_bitwise_operators():
 
 def test_bitwise_on_floats_is_a_runtime_error():
     x = tf.ones(3)
-    for expr in [lambda: x & x, lambda: ~x, lambda: x | 1, lambda: x.bitwise_xor(x), lambda: x << 1]:
+    for expr in [lambda: x & x, lambda: x | 1, lambda: x.bitwise_xor(x), lambda: x << 1, lambda: x.bitwise_not()]:
         with pytest.raises(RuntimeError, match="bitwise"):
             expr()
+    with pytest.raises(TypeError, match="operator.invert"):  # the operator's error, as torch's
+        ~x
 
 
 # ---------------------------------------------------------------------------- products

@@ -57,7 +57,7 @@ TABLE: tuple[tuple[str, str, str], ...] = (
         "tril triu diag diagonal trace dot inner outer ger=outer mm bmm mv addmm addcmul addcdiv "
         "is_complex multinomial bernoulli"),
     ("m", "tensor_methods:TensorMethods",
-        "_rounded __floordiv__ __format__ __rfloordiv__ __mod__ __rmod__ __invert__=bitwise_not "
+        "_rounded __floordiv__ __format__ __rfloordiv__ __mod__ __rmod__ __invert__ "
         "__and__=bitwise_and __or__=bitwise_or __xor__=bitwise_xor __lshift__=bitwise_left_shift "
         "__rshift__=bitwise_right_shift __rand__ __ror__ __rxor__ __rlshift__ __rrshift__ __iand__ "
         "__ior__ __ixor__ where masked_fill_ scatter_ scatter_add_ scatter_reduce_ index_add_ repeat unfold "

@@ -99,6 +99,14 @@ def _bitwise(op: str, fn: Callable[..., Any], *tensors: Any) -> Tensor:
     return _ops().NoGradient.apply(fn, *tensors)
 
 
+def _shift_pair(a: Tensor, other: Any) -> tuple[Tensor, Tensor]:
+    """The operands of a shift: integers only (PyTorch has no bool shift)."""
+    pair = _pair(a, other)
+    if pair[0].dtype == np.bool_:
+        raise NotImplementedError('"shift" not implemented for bool tensors; convert with .long() first')
+    return pair
+
+
 def _no_grad(fn: Callable[..., Any], *args: Any) -> Tensor:
     return _ops().NoGradient.apply(fn, *args)
 
@@ -229,10 +237,18 @@ class TensorMethods:
     negative = neg
 
     def logaddexp(self, other: Any) -> Tensor:
-        return _ops().LogAddExp.apply(*_float_pair(self, other))
+        a, b = _pair(self, other)
+        if not is_floating(a.dtype):  # PyTorch has no integer kernel (as hypot, logaddexp2)
+            raise NotImplementedError(f'"logaddexp" not implemented for {a.dtype} tensors; convert with .float() first')
+        return _ops().LogAddExp.apply(a, b)
 
     def lerp(self, end: Any, weight: Any) -> Tensor:
         """self + weight * (end - self); weight a number or a tensor."""
+        for name, t in (("end", end), ("weight", weight)):
+            if hasattr(t, "dtype") and hasattr(t, "device") and t.dtype != self.dtype:
+                raise RuntimeError(f"lerp: expected dtype {self.dtype} for `{name}` but got dtype {t.dtype}")
+        if not is_floating(self.dtype):
+            raise NotImplementedError(f'"lerp" not implemented for {self.dtype} tensors; convert with .float() first')
         a, b = _float_pair(self, end)
         w = weight if hasattr(weight, "dtype") and hasattr(weight, "device") else float(weight)
         return _ops().Lerp.apply(a, b, w)
@@ -269,6 +285,9 @@ class TensorMethods:
 
     # ------------------------------------------------------------ rounding (zero gradients)
     def _rounded(self, name: str, *args: Any) -> Tensor:
+        if as_dtype(self.dtype) == np.bool_ or (name == "Round" and args and args[0] and not is_floating(self.dtype)):
+            raise NotImplementedError(f'"{name.lower()}" not implemented for {self.dtype} tensors (as PyTorch); '
+                                      "convert with .float() first")
         if not is_floating(self.dtype):
             return self.clone()  # integers are already whole
         return getattr(_ops(), name).apply(self, *args)
@@ -394,12 +413,16 @@ class TensorMethods:
         return _bitwise("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b), *_pair(self, other))
 
     def bitwise_left_shift(self, other: Any) -> Tensor:
-        return _bitwise("bitwise_left_shift", lambda xp, a, b: xp.left_shift(a, b), *_pair(self, other))
+        return _bitwise("bitwise_left_shift", lambda xp, a, b: xp.left_shift(a, b), *_shift_pair(self, other))
 
     def bitwise_right_shift(self, other: Any) -> Tensor:
-        return _bitwise("bitwise_right_shift", lambda xp, a, b: xp.right_shift(a, b), *_pair(self, other))
+        return _bitwise("bitwise_right_shift", lambda xp, a, b: xp.right_shift(a, b), *_shift_pair(self, other))
 
-    __invert__ = bitwise_not
+    def __invert__(self) -> Tensor:
+        if as_dtype(self.dtype).kind not in "iub":  # the operator's error is a TypeError in PyTorch
+            raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+        return self.bitwise_not()
+
     __and__ = bitwise_and
     __or__ = bitwise_or
     __xor__ = bitwise_xor

@@ -13,8 +13,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from tinyflow import promotion, return_types
 from tinyflow.dtypes import as_dtype, is_complex, is_floating
+from tinyflow.ops.elementwise import broadcast_error
 
 if TYPE_CHECKING:
     from tinyflow.tensor import Tensor
@@ -46,12 +49,21 @@ def _floating(t: Tensor) -> Tensor:
     return promotion.float_operand(t)
 
 
-def binary_operands(op: str, input: Any, other: Any, floating: bool = False) -> tuple[Tensor, Tensor]:  # noqa: A002
+def binary_operands(op: str, input: Any, other: Any, floating: bool = False,  # noqa: A002
+                    integers: bool = True) -> tuple[Tensor, Tensor]:
     """``input`` and ``other`` (either may be a Python number) as tensors of their result dtype,
-    a float one when ``floating`` and both are integers."""
+    a float one when ``floating`` and both are integers (without ``integers``, integers and bool are
+    PyTorch's NotImplementedError); shapes that do not broadcast are PyTorch's RuntimeError."""
     if not hasattr(input, "dtype") and not hasattr(other, "dtype"):
         raise TypeError(f"{op}: expected at least one Tensor, got {type(input).__name__} and {type(other).__name__}")
-    return promotion.promote(input, other, floating=floating)
+    a, b = promotion.promote(input, other, floating=floating and integers)
+    if not integers and not is_floating(a.dtype):
+        raise NotImplementedError(f'"{op}" not implemented for {a.dtype} tensors; convert with .float() first')
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise broadcast_error(op, a.array, b.array) from None
+    return a, b
 
 
 def _need_floating(op: str, *tensors: Tensor) -> None:
@@ -136,11 +148,11 @@ class SpecialMethods:
 
     def hypot(self, other: Any) -> Tensor:
         """sqrt(self^2 + other^2), without overflow."""
-        return _special().Hypot.apply(*binary_operands("hypot", self, other, floating=True))
+        return _special().Hypot.apply(*binary_operands("hypot", self, other, integers=False))
 
     def logaddexp2(self, other: Any) -> Tensor:
         """log2(2^self + 2^other), without overflow."""
-        return _special().LogAddExp2.apply(*binary_operands("logaddexp2", self, other, floating=True))
+        return _special().LogAddExp2.apply(*binary_operands("logaddexp2", self, other, integers=False))
 
     def fmax(self, other: Any) -> Tensor:
         """The elementwise maximum, ignoring a NaN (NaN only where both are NaN)."""
@@ -159,7 +171,7 @@ class SpecialMethods:
                 f"heaviside is not yet implemented for tensors with different dtypes ({self.dtype} and "
                 f"{values.dtype}); convert values with .to(input.dtype)"
             )
-        return _special().Heaviside.apply(self, values)
+        return _special().Heaviside.apply(*binary_operands("heaviside", self, values))
 
     def float_power(self, exponent: Any) -> Tensor:
         """self ** exponent computed in float64 (the result is float64 whatever the inputs)."""
