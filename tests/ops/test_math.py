@@ -341,7 +341,7 @@ def test_bitwise_on_floats_is_a_runtime_error():
         with pytest.raises(RuntimeError, match="bitwise"):
             expr()
     with pytest.raises(TypeError, match="operator.invert"):  # the operator's error, as torch's
-        ~x
+        _ = ~x
 
 
 # ---------------------------------------------------------------------------- products
