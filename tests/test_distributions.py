@@ -2,6 +2,8 @@
 float64 (hypothesis-drawn parameters), sample shapes and frequencies, argument errors."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -112,5 +114,33 @@ def test_bad_arguments_are_clear_errors():
         Categorical()
     with pytest.raises(ValueError, match="class indices in \\[0, 3\\)"):
         Categorical(logits=tf.zeros(3)).log_prob(tf.tensor(3))
-    with pytest.raises(ValueError, match="scale must be > 0"):
+    with pytest.raises(ValueError, match=r"parameter scale .* GreaterThan\(lower_bound=0.0\)"):
         Normal(tf.zeros(2), tf.tensor([1.0, 0.0]))
+
+
+@pytest.mark.parametrize("make", [
+    lambda L: L.distributions.Normal(L.zeros(2), L.tensor([1.0, float("nan")])),
+    lambda L: L.distributions.Normal(L.tensor([float("nan")]), L.ones(1)),
+    lambda L: L.distributions.Bernoulli(probs=L.tensor([1.5])),
+    lambda L: L.distributions.Bernoulli(logits=L.tensor([float("nan")])),
+    lambda L: L.distributions.Categorical(probs=L.tensor([float("nan"), 1.0])),
+    lambda L: L.distributions.Categorical(probs=L.tensor([-0.5, 1.0])),
+    lambda L: L.distributions.Categorical(logits=L.tensor([float("nan"), 1.0])),
+], ids=["normal_nan_scale", "normal_nan_loc", "bernoulli_probs", "bernoulli_nan_logits", "categorical_nan_probs",
+        "categorical_negative_probs", "categorical_nan_logits"])
+def test_invalid_parameters_are_refused_as_torch_validates_them(make):
+    """PyTorch validates a distribution's parameters by default (a policy whose softmax went NaN
+    fails at Categorical(probs), not at sample()): the same ValueError, naming the same constraint."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError) as theirs:
+        make(torch)
+    constraint = str(theirs.value).split("to satisfy the constraint ")[1].split(", but")[0]
+    with pytest.raises(ValueError, match=re.escape(constraint)):
+        make(tf)
+
+
+def test_validate_args_false_skips_the_parameter_check_as_torch():
+    nan = float("nan")
+    assert tf.distributions.Categorical(probs=tf.tensor([nan, 1.0]), validate_args=False).batch_shape == ()
+    assert tf.distributions.Normal(tf.zeros(1), tf.tensor([-1.0]), validate_args=False).batch_shape == (1,)
+    assert tf.distributions.Bernoulli(probs=tf.tensor([1.5]), validate_args=False).batch_shape == (1,)

@@ -25,6 +25,10 @@ class Bernoulli(Distribution):
             self.logits = logits
             self.probs = logits.sigmoid()
         super().__init__(batch_shape=tuple(self.probs.shape))
+        if validate_args is not False and probs is not None:
+            self._check_parameter("probs", probs, (probs >= 0) & (probs <= 1), "Interval(lower_bound=0.0, upper_bound=1.0)")
+        elif validate_args is not False:
+            self._check_parameter("logits", self.logits, self.logits == self.logits, "Real()")
 
     @property
     def mean(self) -> Any:

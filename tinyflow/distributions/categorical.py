@@ -28,6 +28,12 @@ class Categorical(Distribution):
         self._num_events = self.probs.shape[-1]
         self._validate = validate_args is not False  # PyTorch validates by default too
         super().__init__(batch_shape=tuple(self.probs.shape[:-1]))
+        if self._validate and probs is not None:  # the normalised probs, as PyTorch checks them
+            p = self.probs
+            self._check_parameter("probs", p, (p >= 0).all(-1) & ((p.sum(-1) - 1).abs() < 1e-6), "Simplex()")
+        elif self._validate:
+            self._check_parameter("logits", self.logits, (self.logits == self.logits).all(-1),
+                                  "IndependentConstraint(Real(), 1)")
 
     @property
     def param_shape(self) -> tuple[int, ...]:

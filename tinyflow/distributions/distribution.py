@@ -13,6 +13,14 @@ class Distribution:
         self._batch_shape = tuple(batch_shape)
         self._event_shape = tuple(event_shape)
 
+    def _check_parameter(self, name: str, value: Any, valid: Any, constraint: str) -> None:
+        """PyTorch's check of a parameter against its constraint (``validate_args``, on by default;
+        one host read): a ValueError naming the parameter, the constraint and the values."""
+        if not bool(valid.all()):
+            raise ValueError(f"Expected parameter {name} (Tensor of shape {tuple(value.shape)}) of distribution "
+                             f"{type(self).__name__} to satisfy the constraint {constraint}, but found invalid "
+                             f"values:\n{value}")
+
     @property
     def batch_shape(self) -> tuple[int, ...]:
         return self._batch_shape

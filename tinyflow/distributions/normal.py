@@ -20,9 +20,10 @@ class Normal(Distribution):
         shape = tf.broadcast_shapes(tuple(loc.shape), tuple(scale.shape))
         self.loc = loc.expand(*shape) if tuple(loc.shape) != shape else loc
         self.scale = scale.expand(*shape) if tuple(scale.shape) != shape else scale
-        if validate_args is not False and bool((self.scale <= 0).any()):
-            raise ValueError("Normal: scale must be > 0 everywhere")
         super().__init__(batch_shape=shape)
+        if validate_args is not False:  # a NaN scale fails too, as PyTorch's
+            self._check_parameter("loc", self.loc, self.loc == self.loc, "Real()")
+            self._check_parameter("scale", self.scale, self.scale > 0, "GreaterThan(lower_bound=0.0)")
 
     @property
     def mean(self) -> Any:
