@@ -152,38 +152,16 @@ class KernelBanks:
 
 
 @dataclass
-class Report:
-    """Per kernel statistics of the launches recorded."""
+class Report(coalescing.KernelReport):
+    """Per kernel bank-conflict statistics: ratios (all, loads, stores, worst site) and
+    wavefronts/ideal."""
 
     kernels: dict[str, KernelBanks]
+    what = "bank-conflict report"
+    label_width = 18
 
-    def __getitem__(self, name: str) -> KernelBanks:
-        """A kernel by its full name (``im2col_f32``) or, if only one dtype ran, its base name."""
-        if name in self.kernels:
-            return self.kernels[name]
-        matches = [k for k in self.kernels if k.rsplit("_", 1)[0] == name]
-        if len(matches) == 1:
-            return self.kernels[matches[0]]
-        raise KeyError(f"bank-conflict report: no single kernel {name!r} recorded "
-                       f"(recorded: {', '.join(sorted(self.kernels)) or 'none'})")
-
-    def __contains__(self, name: str) -> bool:
-        try:
-            self[name]
-        except KeyError:
-            return False
-        return True
-
-    def summary(self, sites: int = 3) -> dict[str, dict[str, Any]]:
-        return {name: stats.summary(sites) for name, stats in self.kernels.items()}
-
-    def table(self, sites: int = 0, label: str = "") -> str:
-        """One line per kernel: ratios (all, loads, stores, worst site) and wavefronts/ideal."""
-        lines = []
-        for name, stats in sorted(self.kernels.items()):
-            lines.append(_row(label, name, stats))
-            lines += [f"{'':<18}    {s.describe()}" for s in stats.worst(sites)]
-        return "\n".join(lines)
+    def row(self, label: str, name: str, stats: KernelBanks) -> str:
+        return _row(label, name, stats)
 
 
 def _ratio(value: float | None) -> str:
@@ -200,26 +178,12 @@ def _row(label: str, name: str, stats: KernelBanks) -> str:
             f"{f'{stats.wavefronts}/{stats.ideal}':>22}")
 
 
-class Recorder:
+class Recorder(coalescing.SiteRecorder):
     """Collects the shared-memory rows of an instrumented emulator runtime (its ``bank_sink``)."""
-
-    def __init__(self, rt: emulator.EmulatorRuntime) -> None:
-        self.runtime = rt
-        self._launches: list[tuple[str, list[tuple[int, ...]]]] = []
-        self._lines: dict[int, str] = {}
 
     def __call__(self, kernel: str, rows: list[emulator.BankRow]) -> None:
         kept = [(r.site, r.write, r.requests, r.lanes, r.wavefronts, r.ideal) for r in rows]
         self._launches.append((kernel, kept))
-
-    def clear(self) -> None:
-        """Forget the launches recorded so far."""
-        self._launches.clear()
-
-    @property
-    def launches(self) -> list[str]:
-        """The kernels recorded, in order."""
-        return [kernel for kernel, _ in self._launches]
 
     def _kernel_code(self, site: int) -> bool:
         """Whether a site is the kernels' code (a .cu file or a header beside it other than the
@@ -259,18 +223,6 @@ class Recorder:
                 s.wavefronts += wavefronts
                 s.ideal += ideal
         return Report(kernels)
-
-    def _resolve(self, sites: set[int]) -> None:
-        """file:line of each site through addr2line (the code address where that fails)."""
-        todo = sorted(s for s in sites if s not in self._lines)
-        if not todo:
-            return
-        base = self.runtime.trace_base()
-        names = [f"{site - base:#x}" for site in todo]
-        lines = coalescing._addr2line(self.runtime.library_path,
-                                      [f"{site - base - 1:#x}" for site in todo])
-        for site, name, line in zip(todo, names, lines or [None] * len(todo)):
-            self._lines[site] = line or name
 
 
 @contextlib.contextmanager

@@ -168,19 +168,23 @@ class KernelStats:
 
 
 @dataclass
-class Report:
-    """Per kernel statistics of the launches recorded."""
+class KernelReport:
+    """Per kernel statistics of the launches recorded, by kernel name: what this report and the
+    bank-conflict report (cuda_tools/bank_conflicts.py) share. A subclass names itself (``what``)
+    and gives its table's row and the width of its label column."""
 
-    kernels: dict[str, KernelStats]
+    kernels: dict[str, Any]
+    what = "coalescing report"
+    label_width = 14
 
-    def __getitem__(self, name: str) -> KernelStats:
+    def __getitem__(self, name: str) -> Any:
         """A kernel by its full name (``im2col_f32``) or, if only one dtype ran, its base name."""
         if name in self.kernels:
             return self.kernels[name]
         matches = [k for k in self.kernels if k.rsplit("_", 1)[0] == name]
         if len(matches) == 1:
             return self.kernels[matches[0]]
-        raise KeyError(f"coalescing report: no single kernel {name!r} recorded "
+        raise KeyError(f"{self.what}: no single kernel {name!r} recorded "
                        f"(recorded: {', '.join(sorted(self.kernels)) or 'none'})")
 
     def __contains__(self, name: str) -> bool:
@@ -193,19 +197,32 @@ class Report:
     def summary(self, sites: int = 3) -> dict[str, dict[str, Any]]:
         return {name: stats.summary(sites) for name, stats in self.kernels.items()}
 
+    def row(self, label: str, name: str, stats: Any) -> str:
+        raise NotImplementedError
+
+    def table(self, sites: int = 0, label: str = "") -> str:
+        """One line per kernel (``row``), then its ``sites`` worst sites."""
+        lines = []
+        for name, stats in sorted(self.kernels.items()):
+            lines.append(self.row(label, name, stats))
+            lines += [f"{'':<{self.label_width}}    {s.describe()}" for s in stats.worst(sites)]
+        return "\n".join(lines)
+
+
+@dataclass
+class Report(KernelReport):
+    """Per kernel memory-coalescing statistics: efficiency (all, loads, stores), sectors
+    actual/minimal and the accesses outside the arguments (stray and overhang)."""
+
+    kernels: dict[str, KernelStats]
+
+    def row(self, label: str, name: str, stats: KernelStats) -> str:
+        return _row(label, name, stats)
+
     def strays(self) -> list[SiteStats]:
         """The sites of every kernel with accesses outside their arguments (stray or overhang),
         by kernel and site."""
         return [s for _, stats in sorted(self.kernels.items()) for s in stats.sites if s.outside]
-
-    def table(self, sites: int = 0, label: str = "") -> str:
-        """One line per kernel: efficiency (all, loads, stores), sectors actual/minimal and the
-        accesses outside the arguments (stray and overhang)."""
-        lines = []
-        for name, stats in sorted(self.kernels.items()):
-            lines.append(_row(label, name, stats))
-            lines += [f"{'':<14}    {s.describe()}" for s in stats.worst(sites)]
-        return "\n".join(lines)
 
 
 def _percent(value: float | None) -> str:
@@ -222,18 +239,14 @@ def _row(label: str, name: str, stats: KernelStats) -> str:
             f"{f'{stats.sectors}/{stats.minimal}':>26}{stats.stray + stats.overhang:>7}")
 
 
-class Recorder:
-    """Collects the traced launches of an instrumented emulator runtime (its ``trace_sink``)."""
+class SiteRecorder:
+    """What this recorder and the bank-conflict one share: the launches recorded (each a tuple
+    whose first entry is the kernel's name) and the file:line of each code site."""
 
     def __init__(self, rt: emulator.EmulatorRuntime) -> None:
         self.runtime = rt
-        self._launches: list[tuple[str, list[str], list[tuple[int, ...]]]] = []
+        self._launches: list[tuple[Any, ...]] = []
         self._lines: dict[int, str] = {}
-
-    def __call__(self, kernel: str, arguments: list[str], rows: list[emulator.TraceRow]) -> None:
-        kept = [(r.site, r.write, r.arg, r.requests, r.lanes, r.sectors, r.minimal, r.bytes,
-                 r.stray, r.overhang, r.reach) for r in rows]
-        self._launches.append((kernel, arguments, kept))
 
     def clear(self) -> None:
         """Forget the launches recorded so far."""
@@ -242,7 +255,28 @@ class Recorder:
     @property
     def launches(self) -> list[str]:
         """The kernels recorded, in order."""
-        return [kernel for kernel, _, _ in self._launches]
+        return [launch[0] for launch in self._launches]
+
+    def _resolve(self, sites: set[int]) -> None:
+        """file:line of each site through addr2line (the code address where that fails)."""
+        todo = sorted(s for s in sites if s not in self._lines)
+        if not todo:
+            return
+        base = self.runtime.trace_base()
+        # a site is the return address of the recorder call, which sits right before the access
+        names = [f"{site - base:#x}" for site in todo]
+        lines = _addr2line(self.runtime.library_path, [f"{site - base - 1:#x}" for site in todo])
+        for site, name, line in zip(todo, names, lines or [None] * len(todo)):
+            self._lines[site] = line or name
+
+
+class Recorder(SiteRecorder):
+    """Collects the traced launches of an instrumented emulator runtime (its ``trace_sink``)."""
+
+    def __call__(self, kernel: str, arguments: list[str], rows: list[emulator.TraceRow]) -> None:
+        kept = [(r.site, r.write, r.arg, r.requests, r.lanes, r.sectors, r.minimal, r.bytes,
+                 r.stray, r.overhang, r.reach) for r in rows]
+        self._launches.append((kernel, arguments, kept))
 
     def report(self) -> Report:
         """Per kernel: the sites (merged over launches), their sectors and efficiencies."""
@@ -269,18 +303,6 @@ class Recorder:
                 s.overhang += overhang
                 s.reach = max(s.reach, reach)
         return Report(kernels)
-
-    def _resolve(self, sites: set[int]) -> None:
-        """file:line of each site through addr2line (the code address where that fails)."""
-        todo = sorted(s for s in sites if s not in self._lines)
-        if not todo:
-            return
-        base = self.runtime.trace_base()
-        # a site is the return address of the recorder call, which sits right before the access
-        names = [f"{site - base:#x}" for site in todo]
-        lines = _addr2line(self.runtime.library_path, [f"{site - base - 1:#x}" for site in todo])
-        for site, name, line in zip(todo, names, lines or [None] * len(todo)):
-            self._lines[site] = line or name
 
 
 def _addr2line(library: Path, addresses: list[str]) -> list[str | None] | None:
